@@ -1,0 +1,19 @@
+"""The `a2a-grpc` console script: `serve` runs the server, every other command is the client's."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "serve":
+        from a2a_grpc.server.cli import main as serve_main
+
+        return serve_main(args[1:])
+    print("usage: a2a-grpc serve [options]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

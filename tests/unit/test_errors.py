@@ -1,0 +1,65 @@
+"""The error table (spec v1.0.1 §3.3.2) and its codec, pinned."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from a2a_grpc.core import errors, status
+
+SPEC_TABLE = {
+    "TaskNotFoundError": (grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND"),
+    "TaskNotCancelableError": (grpc.StatusCode.FAILED_PRECONDITION, "TASK_NOT_CANCELABLE"),
+    "PushNotificationNotSupportedError": (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    ),
+    "UnsupportedOperationError": (grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_OPERATION"),
+    "ContentTypeNotSupportedError": (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "CONTENT_TYPE_NOT_SUPPORTED",
+    ),
+    "InvalidAgentResponseError": (grpc.StatusCode.INTERNAL, "INVALID_AGENT_RESPONSE"),
+    "ExtendedAgentCardNotConfiguredError": (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    ),
+    "ExtensionSupportRequiredError": (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "EXTENSION_SUPPORT_REQUIRED",
+    ),
+    "VersionNotSupportedError": (grpc.StatusCode.FAILED_PRECONDITION, "VERSION_NOT_SUPPORTED"),
+    "InvalidParamsError": (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS"),
+    "InvalidRequestError": (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST"),
+    "MethodNotFoundError": (grpc.StatusCode.NOT_FOUND, "METHOD_NOT_FOUND"),
+    "InternalError": (grpc.StatusCode.INTERNAL, "INTERNAL_ERROR"),
+}
+
+
+def test_table_matches_the_spec() -> None:
+    actual = {cls.__name__: (cls.code, cls.reason) for cls in errors.ERROR_CLASSES}
+    assert actual == SPEC_TABLE
+
+
+@pytest.mark.parametrize("cls", errors.ERROR_CLASSES)
+def test_codec_round_trip(cls: type[errors.A2AError]) -> None:
+    error = cls(
+        "explain what to fix",
+        metadata={"taskId": "t-1"},
+        field_violations=[errors.FieldViolation("message.parts", "must not be empty")],
+    )
+    code, message, trailers = status.encode(error)
+    assert (code, message) == (cls.code, "explain what to fix")
+    decoded = status.decode(code, message, trailers)
+    assert type(decoded) is cls
+    assert decoded.message == "explain what to fix"
+    assert decoded.metadata == {"taskId": "t-1"}
+    assert decoded.field_violations == error.field_violations
+
+
+def test_mismatched_status_is_not_trusted() -> None:
+    code, message, trailers = status.encode(errors.TaskNotFoundError("gone"))
+    assert status.decode(grpc.StatusCode.INTERNAL, message, trailers) is None
+    assert status.decode(code, "another message", trailers) is None
+    assert status.decode(code, message, ()) is None
+    assert status.decode(code, message, ((status.STATUS_DETAILS_KEY, b"\xff\xff"),)) is None
