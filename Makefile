@@ -57,11 +57,13 @@ typecheck: $(STAMP)
 	cd $(VENV)/typecheck && MYPYPATH=. ../bin/mypy --config-file ../../pyproject.toml \
 		-p a2a_grpc.core -p a2a_grpc.server -p a2a_grpc.client -p a2a_grpc.cli
 
-# The official SDK's generated code registers the same proto symbols as ours, so tests that
-# import it run in their own pytest process (tests/interop).
+# The official SDK's generated code registers the same proto symbols as ours, so the tests that
+# import it (tests/interop/sdk_client: the SDK's client against our server) run in a pytest
+# process of their own; everything else, including our client against the SDK's server (which
+# runs as a child process), runs in the first.
 test: install check-gen lint typecheck
-	$(PY) -m pytest tests --ignore=tests/interop
-	$(PY) -m pytest tests/interop
+	$(PY) -m pytest tests --ignore=tests/interop/sdk_client
+	$(PY) -m pytest tests/interop/sdk_client
 
 serve: $(STAMP)
 	$(VENV)/bin/a2a-grpc serve --host $(HOST) --port $(PORT) $(ARGS)
