@@ -1,0 +1,535 @@
+"""`A2AClient`: one typed async method per A2A RPC, with metadata, tenant, retry and resumption."""
+
+# A call's `timeout` becomes the gRPC deadline the server sees; asyncio.timeout cannot do that.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.protobuf import empty_pb2
+
+from a2a_grpc.client.card import grpc_interface
+from a2a_grpc.client.channel import SERVICE_NAME, ChannelOptions, TlsConfig, create_channel
+from a2a_grpc.client.credentials import Credentials
+from a2a_grpc.client.errors import (
+    A2ATransportError,
+    DeadlineExceededError,
+    StreamResumeError,
+    from_rpc_error,
+)
+from a2a_grpc.client.events import decode_send_message_response, decode_stream_response
+from a2a_grpc.client.reducer import TaskView, fold
+from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
+from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
+from a2a_grpc.core.states import TaskState
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+
+MetadataEntries = Sequence[tuple[str, str | bytes]]
+StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
+
+DEFAULT_RETRY = RetryPolicy()
+"""SendMessage: up to 5 attempts, bounded overall by the call's timeout."""
+DEFAULT_RESUME = RetryPolicy(max_attempts=6, deadline_s=60.0)
+"""Stream resumption: up to 6 SubscribeToTask attempts within 60 s of a drop."""
+_DEFAULT_BACKOFF = Backoff()
+_DEFAULT_CHANNEL_OPTIONS = ChannelOptions()
+
+
+class A2AClient:
+    """An A2A client over one `grpc.aio` channel.
+
+    Every call sends `a2a-version: 1.0`, the client's `a2a-extensions` (comma-joined), the
+    credentials' entries and the client's and call's extra metadata (keys lowercased). The
+    client's tenant (normally the chosen card interface's) is copied into every request whose
+    tenant is empty; requests passed in are never mutated.
+
+    Timeouts are seconds; a call's `timeout` overrides the client's `timeout`; None is unbounded.
+
+    Errors: an A2A error class from `a2a_grpc.core.errors` when the agent says no;
+    `A2ATransportError` subclasses when we could not talk; `RpcFailedError` for any other failed
+    status; `InvalidAgentResponseError` when the agent breaks the protocol's contract.
+
+    Use as `async with A2AClient.connect("host:50051") as client: ...`; a client built on a
+    channel you pass in leaves that channel open when it closes.
+    """
+
+    def __init__(
+        self,
+        channel: Any,
+        *,
+        tenant: str = "",
+        extensions: Sequence[str] = (),
+        credentials: Credentials | None = None,
+        metadata: MetadataEntries = (),
+        timeout: float | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        resume: RetryPolicy | None = DEFAULT_RESUME,
+        backoff: Backoff = _DEFAULT_BACKOFF,
+        owns_channel: bool = False,
+    ) -> None:
+        self._channel = channel
+        self._owns_channel = owns_channel
+        self.tenant = tenant
+        self._extensions = tuple(extensions)
+        self._credentials = credentials
+        self._metadata = _lowercased(metadata)
+        self._timeout = timeout
+        self._retry = retry
+        self._resume = resume
+        self._backoff = backoff
+        self._stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        # SendMessage and the streams are read as raw bytes: only there can a response with two
+        # payload members still be seen (see events.py).
+        self._send_raw = channel.unary_unary(
+            f"/{SERVICE_NAME}/SendMessage",
+            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        self._send_stream_raw = channel.unary_stream(
+            f"/{SERVICE_NAME}/SendStreamingMessage",
+            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        self._subscribe_raw = channel.unary_stream(
+            f"/{SERVICE_NAME}/SubscribeToTask",
+            request_serializer=a2a_pb2.SubscribeToTaskRequest.SerializeToString,
+            response_deserializer=None,
+        )
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        tls: TlsConfig | None = None,
+        channel_options: ChannelOptions = _DEFAULT_CHANNEL_OPTIONS,
+        **kwargs: Any,
+    ) -> A2AClient:
+        """A client on a new channel to `target` (`host:port`), closed with the client."""
+        channel = create_channel(target, tls=tls, options=channel_options)
+        return cls(channel, owns_channel=True, **kwargs)
+
+    @classmethod
+    def for_card(
+        cls,
+        card: a2a_pb2.AgentCard,
+        *,
+        tls: TlsConfig | None = None,
+        channel_options: ChannelOptions = _DEFAULT_CHANNEL_OPTIONS,
+        **kwargs: Any,
+    ) -> A2AClient:
+        """A client for the card's first A2A 1.0 GRPC interface, with that interface's tenant.
+
+        Raises AgentCardError when the card has no usable GRPC interface.
+        """
+        interface = grpc_interface(card)
+        kwargs.setdefault("tenant", interface.tenant)
+        return cls.connect(interface.url, tls=tls, channel_options=channel_options, **kwargs)
+
+    async def close(self) -> None:
+        """Closes the channel if this client created it (pending calls are cancelled)."""
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def __aenter__(self) -> A2AClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- the RPCs, in the proto's declaration order --------------------------------------------
+
+    async def send_message(
+        self,
+        request: a2a_pb2.SendMessageRequest | a2a_pb2.Message,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+        retry: RetryPolicy | None = None,
+    ) -> a2a_pb2.Task | a2a_pb2.Message:
+        """SendMessage: the task (blocking by default: settled) or the agent's direct answer.
+
+        Retried on could-not-talk errors with the same message_id (one is minted if empty) under
+        `retry` (the client's by default); `timeout` is the one deadline for all attempts.
+        """
+        send = self._prepare_send(request)
+        entries = await self._call_metadata(metadata)
+
+        async def attempt(remaining: float | None) -> bytes:
+            try:
+                raw: bytes = await self._send_raw(send, timeout=remaining, metadata=entries)
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error) from error
+            return raw
+
+        raw = await call_with_retry(
+            attempt,
+            retry or self._retry,
+            deadline_s=self._effective_timeout(timeout),
+            backoff=self._backoff,
+        )
+        response = decode_send_message_response(raw)
+        if response.HasField("message"):
+            return response.message
+        task = response.task
+        if not task.id:
+            raise InvalidAgentResponseError("SendMessage returned a Task without an id")
+        if send.message.task_id and task.id != send.message.task_id:
+            raise InvalidAgentResponseError(
+                f"SendMessage for task {send.message.task_id!r} returned task {task.id!r}"
+            )
+        return task
+
+    async def send_streaming_message(
+        self,
+        request: a2a_pb2.SendMessageRequest | a2a_pb2.Message,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+        resume: RetryPolicy | bool | None = True,
+    ) -> AsyncIterator[StreamItem]:
+        """SendStreamingMessage: yields each event with the running `TaskView`.
+
+        The first event must be a Task or a Message; a continuation (the message names a task)
+        may also open with a status or artifact update, as the official SDK server does. If the
+        stream ends or breaks before the task is terminal or interrupted, it is resumed with
+        SubscribeToTask (never re-sent) under `resume` (True: the client's policy; None/False:
+        off); StreamResumeError when that fails. `timeout` bounds the whole stream.
+        """
+        send = self._prepare_send(request)
+        entries = await self._call_metadata(metadata)
+        deadline = self._deadline(timeout)
+        call = self._send_stream_raw(send, timeout=self._remaining(deadline), metadata=entries)
+        view = TaskView(expected_task_id=send.message.task_id)
+        opening = "continuation" if send.message.task_id else "send"
+        async for item in self._follow(call, view, opening, entries, deadline, resume):
+            yield item
+
+    async def get_task(
+        self,
+        request: a2a_pb2.GetTaskRequest | str,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.Task:
+        """GetTask (a task id may be passed for the request)."""
+        if isinstance(request, str):
+            request = a2a_pb2.GetTaskRequest(id=request)
+        task: a2a_pb2.Task = await self._unary(self._stub.GetTask, request, timeout, metadata)
+        return task
+
+    async def list_tasks(
+        self,
+        request: a2a_pb2.ListTasksRequest | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.ListTasksResponse:
+        """ListTasks (one page; follow `next_page_token` for more)."""
+        request = request if request is not None else a2a_pb2.ListTasksRequest()
+        response: a2a_pb2.ListTasksResponse = await self._unary(
+            self._stub.ListTasks, request, timeout, metadata
+        )
+        return response
+
+    async def cancel_task(
+        self,
+        request: a2a_pb2.CancelTaskRequest | str,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.Task:
+        """CancelTask: the task after the attempt (not retried: see channel.py)."""
+        if isinstance(request, str):
+            request = a2a_pb2.CancelTaskRequest(id=request)
+        task: a2a_pb2.Task = await self._unary(self._stub.CancelTask, request, timeout, metadata)
+        return task
+
+    async def subscribe_to_task(
+        self,
+        request: a2a_pb2.SubscribeToTaskRequest | str,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+        resume: RetryPolicy | bool | None = True,
+    ) -> AsyncIterator[StreamItem]:
+        """SubscribeToTask: yields each event with the running view; the first must be the Task.
+
+        Resumption and `timeout` work as in `send_streaming_message`.
+        """
+        subscribe = self._with_tenant(
+            a2a_pb2.SubscribeToTaskRequest(id=request) if isinstance(request, str) else request
+        )
+        entries = await self._call_metadata(metadata)
+        deadline = self._deadline(timeout)
+        call = self._subscribe_raw(subscribe, timeout=self._remaining(deadline), metadata=entries)
+        view = TaskView(expected_task_id=subscribe.id)
+        async for item in self._follow(call, view, "subscribe", entries, deadline, resume):
+            yield item
+
+    async def create_task_push_notification_config(
+        self,
+        request: a2a_pb2.TaskPushNotificationConfig,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """CreateTaskPushNotificationConfig: the stored config with its server-assigned id."""
+        config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
+            self._stub.CreateTaskPushNotificationConfig, request, timeout, metadata
+        )
+        return config
+
+    async def get_task_push_notification_config(
+        self,
+        request: a2a_pb2.GetTaskPushNotificationConfigRequest,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """GetTaskPushNotificationConfig."""
+        config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
+            self._stub.GetTaskPushNotificationConfig, request, timeout, metadata
+        )
+        return config
+
+    async def list_task_push_notification_configs(
+        self,
+        request: a2a_pb2.ListTaskPushNotificationConfigsRequest,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+        """ListTaskPushNotificationConfigs."""
+        response: a2a_pb2.ListTaskPushNotificationConfigsResponse = await self._unary(
+            self._stub.ListTaskPushNotificationConfigs, request, timeout, metadata
+        )
+        return response
+
+    async def get_extended_agent_card(
+        self,
+        request: a2a_pb2.GetExtendedAgentCardRequest | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> a2a_pb2.AgentCard:
+        """GetExtendedAgentCard (the agent requires credentials for it)."""
+        request = request if request is not None else a2a_pb2.GetExtendedAgentCardRequest()
+        card: a2a_pb2.AgentCard = await self._unary(
+            self._stub.GetExtendedAgentCard, request, timeout, metadata
+        )
+        return card
+
+    async def delete_task_push_notification_config(
+        self,
+        request: a2a_pb2.DeleteTaskPushNotificationConfigRequest,
+        *,
+        timeout: float | None = None,
+        metadata: MetadataEntries = (),
+    ) -> None:
+        """DeleteTaskPushNotificationConfig (idempotent on the server, spec §3.1.10)."""
+        _: empty_pb2.Empty = await self._unary(
+            self._stub.DeleteTaskPushNotificationConfig, request, timeout, metadata
+        )
+
+    # --- internals ----------------------------------------------------------------------------
+
+    async def _unary(
+        self,
+        method: Callable[..., Any],
+        request: Any,
+        timeout: float | None,
+        metadata: MetadataEntries,
+    ) -> Any:
+        request = self._with_tenant(request)
+        entries = await self._call_metadata(metadata)
+        try:
+            return await method(request, timeout=self._effective_timeout(timeout), metadata=entries)
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+
+    async def _follow(
+        self,
+        call: Any,
+        view: TaskView,
+        opening: str,
+        entries: tuple[tuple[str, str | bytes], ...],
+        deadline: float | None,
+        resume: RetryPolicy | bool | None,
+    ) -> AsyncIterator[StreamItem]:
+        """Reads `call` into the view; resumes with SubscribeToTask until the task settles."""
+        policy = resume if isinstance(resume, RetryPolicy) else self._resume if resume else None
+        failures = 0
+        drop_deadline: float | None = None
+        while True:
+            events = 0
+            error: A2ATransportError | None = None
+            try:
+                try:
+                    async for raw in call:
+                        event = decode_stream_response(raw)
+                        if events == 0:
+                            _check_opening(event, opening)
+                        view = fold(view, event)
+                        events += 1
+                        yield event, view
+                finally:
+                    call.cancel()
+            except grpc.aio.AioRpcError as rpc_error:
+                mapped = from_rpc_error(rpc_error)
+                if not isinstance(mapped, A2ATransportError):
+                    if opening == "resume" and isinstance(mapped, UnsupportedOperationError):
+                        # The task became terminal while we were away: fetch its final state.
+                        final = await self._final_snapshot(view, entries, deadline)
+                        view = fold(view, final)
+                        yield final, view
+                        if view.done:
+                            return
+                    raise mapped from rpc_error
+                error = mapped
+            if view.done:
+                return
+            if not view.task_id:
+                if error is not None:
+                    raise error
+                raise InvalidAgentResponseError("the stream ended without any event")
+            if isinstance(error, DeadlineExceededError) and self._expired(deadline):
+                raise error
+            if policy is None:
+                raise _resume_error(view, "resumption is off", error)
+            if opening != "resume" or events > 1:
+                failures = 0
+                drop_deadline = self._window(policy)
+            else:
+                failures += 1
+            if failures >= policy.max_attempts:
+                raise _resume_error(view, f"{failures} resume attempts failed", error)
+            delay = policy.backoff(failures, self._backoff.rand)
+            now = self._backoff.clock()
+            if _past(now + delay, drop_deadline) or _past(now + delay, deadline):
+                if deadline is not None and _past(now + delay, deadline):
+                    raise DeadlineExceededError(
+                        f"the deadline expired while task {view.task_id} was "
+                        f"{_state_name(view.state)}"
+                    ) from error
+                raise _resume_error(view, "the resume deadline expired", error)
+            await self._backoff.sleep(delay)
+            request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=view.task_id))
+            call = self._subscribe_raw(request, timeout=self._remaining(deadline), metadata=entries)
+            opening = "resume"
+
+    async def _final_snapshot(
+        self,
+        view: TaskView,
+        entries: tuple[tuple[str, str | bytes], ...],
+        deadline: float | None,
+    ) -> a2a_pb2.StreamResponse:
+        request = self._with_tenant(a2a_pb2.GetTaskRequest(id=view.task_id))
+        try:
+            task = await self._stub.GetTask(
+                request, timeout=self._remaining(deadline), metadata=entries
+            )
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+        return a2a_pb2.StreamResponse(task=task)
+
+    def _prepare_send(
+        self, request: a2a_pb2.SendMessageRequest | a2a_pb2.Message
+    ) -> a2a_pb2.SendMessageRequest:
+        """A copy with the tenant filled in and a message_id minted when empty."""
+        send = a2a_pb2.SendMessageRequest()
+        if isinstance(request, a2a_pb2.Message):
+            send.message.CopyFrom(request)
+        else:
+            send.CopyFrom(request)
+        if not send.message.message_id:
+            send.message.message_id = str(uuid.uuid4())
+        if not send.tenant:
+            send.tenant = self.tenant
+        return send
+
+    def _with_tenant(self, request: Any) -> Any:
+        if not self.tenant or request.tenant:
+            return request
+        copy = type(request)()
+        copy.CopyFrom(request)
+        copy.tenant = self.tenant
+        return copy
+
+    async def _call_metadata(self, extra: MetadataEntries) -> tuple[tuple[str, str | bytes], ...]:
+        entries: list[tuple[str, str | bytes]] = [(VERSION_KEY, PROTOCOL_VERSION)]
+        if self._extensions:
+            entries.append((EXTENSIONS_KEY, ",".join(self._extensions)))
+        if self._credentials is not None:
+            entries += _lowercased(await self._credentials.metadata())
+        entries += self._metadata
+        entries += _lowercased(extra)
+        return tuple(entries)
+
+    def _effective_timeout(self, timeout: float | None) -> float | None:
+        return timeout if timeout is not None else self._timeout
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        effective = self._effective_timeout(timeout)
+        return None if effective is None else self._backoff.clock() + effective
+
+    def _remaining(self, deadline: float | None) -> float | None:
+        return None if deadline is None else max(deadline - self._backoff.clock(), 0.0)
+
+    def _expired(self, deadline: float | None) -> bool:
+        return deadline is not None and self._backoff.clock() >= deadline
+
+    def _window(self, policy: RetryPolicy) -> float | None:
+        if policy.deadline_s is None:
+            return None
+        return self._backoff.clock() + policy.deadline_s
+
+
+def _check_opening(event: a2a_pb2.StreamResponse, opening: str) -> None:
+    member = event.WhichOneof("payload")
+    allowed = {
+        "send": ("task", "message"),
+        # The official SDK server opens a continuation with a status update (spec: a Task).
+        "continuation": ("task", "message", "status_update", "artifact_update"),
+        "subscribe": ("task",),
+        "resume": ("task",),
+    }[opening]
+    if member not in allowed:
+        expected = "Task" if opening in ("subscribe", "resume") else "Task or Message"
+        raise InvalidAgentResponseError(
+            f"the stream's first event is a {member}; expected a {expected}"
+        )
+
+
+def _resume_error(view: TaskView, why: str, cause: BaseException | None) -> StreamResumeError:
+    error = StreamResumeError(
+        f"the stream of task {view.task_id} ended while it was {_state_name(view.state)} "
+        f"and could not be resumed: {why}",
+        task_id=view.task_id,
+        last_state=view.state,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def _past(moment: float, deadline: float | None) -> bool:
+    return deadline is not None and moment >= deadline
+
+
+def _state_name(state: int) -> str:
+    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:
+    return [(key.lower(), value) for key, value in entries]

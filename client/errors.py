@@ -1,0 +1,106 @@
+"""Client-side errors: the "could not talk" family, generic call failures, and gRPC error mapping.
+
+A failed call becomes exactly one of:
+- an `A2AError` subclass from `a2a_grpc.core.errors` when the peer said no with an A2A ErrorInfo;
+- an `A2ATransportError` (unavailable, deadline exceeded, cancelled) when we could not talk;
+- an `RpcFailedError` for any other non-OK status without A2A details.
+The original `grpc.aio.AioRpcError` is always the `__cause__`. A peer that breaks the protocol's
+contract raises `InvalidAgentResponseError` (from core), created on the client side.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import A2AError, InvalidAgentResponseError
+
+__all__ = [
+    "A2AClientError",
+    "A2ATransportError",
+    "AgentCardError",
+    "CallCancelledError",
+    "DeadlineExceededError",
+    "InvalidAgentResponseError",
+    "RpcFailedError",
+    "StreamResumeError",
+    "UnavailableError",
+    "from_rpc_error",
+]
+
+
+class A2AClientError(Exception):
+    """Base of the errors this client raises that the A2A protocol itself does not name."""
+
+
+class RpcFailedError(A2AClientError):
+    """The call failed with a status that carries no A2A ErrorInfo (e.g. UNIMPLEMENTED)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self.code = code
+        self.details = details
+        super().__init__(f"{code.name}: {details}" if details else code.name)
+
+
+class A2ATransportError(A2AClientError):
+    """We could not talk to the agent; the request may or may not have reached it."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, details: str) -> None:
+        self.details = details
+        super().__init__(details)
+
+
+class UnavailableError(A2ATransportError):
+    """The agent could not be reached (connection refused, reset, DNS, TLS handshake...)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceededError(A2ATransportError):
+    """The call's deadline expired before the agent answered."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class CallCancelledError(A2ATransportError):
+    """The call was cancelled before it completed (by either side, or by a closing channel)."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
+class StreamResumeError(A2AClientError):
+    """A stream ended before its task settled and could not be resumed with SubscribeToTask.
+
+    `task_id` names the task and `last_state` is the last state seen; the last error, if any,
+    is the `__cause__`.
+    """
+
+    def __init__(self, message: str, *, task_id: str, last_state: int) -> None:
+        self.task_id = task_id
+        self.last_state = last_state
+        super().__init__(message)
+
+
+class AgentCardError(A2AClientError):
+    """The agent card could not be used: the HTTP fetch failed or it offers no GRPC interface."""
+
+
+_TRANSPORT_ERRORS: dict[grpc.StatusCode, type[A2ATransportError]] = {
+    cls.code: cls for cls in (UnavailableError, DeadlineExceededError, CallCancelledError)
+}
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> A2AError | A2AClientError:
+    """The exception that stands for a failed call, with `error` as its `__cause__`."""
+    code: grpc.StatusCode = error.code()
+    details: str = error.details() or ""
+    mapped: A2AError | A2AClientError | None = status.decode(
+        code, details, tuple(error.trailing_metadata() or ())
+    )
+    if mapped is None:
+        transport = _TRANSPORT_ERRORS.get(code)
+        mapped = transport(details or code.name) if transport else RpcFailedError(code, details)
+    mapped.__cause__ = error
+    return mapped

@@ -1,0 +1,103 @@
+"""Decoding agent responses from the wire (bytes) or a webhook (ProtoJSON), payload checks included.
+
+A protobuf parser keeps only the last member of a oneof, so a response carrying two payload
+members (say `task` and `message`) looks valid once parsed. These decoders read the raw bytes'
+top-level field numbers first, which is the only place the second member is still visible;
+ProtoJSON parsing rejects two members by itself. Zero members is checked on the parsed message.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+
+from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.generated import a2a_pb2
+
+_PayloadMessage = TypeVar("_PayloadMessage", a2a_pb2.StreamResponse, a2a_pb2.SendMessageResponse)
+
+
+def decode_stream_response(raw: bytes) -> a2a_pb2.StreamResponse:
+    """A StreamResponse with exactly one payload member, or InvalidAgentResponseError."""
+    return _decode(a2a_pb2.StreamResponse, raw)
+
+
+def decode_send_message_response(raw: bytes) -> a2a_pb2.SendMessageResponse:
+    """A SendMessageResponse with exactly one payload member, or InvalidAgentResponseError."""
+    return _decode(a2a_pb2.SendMessageResponse, raw)
+
+
+def stream_response_from_json(text: str | bytes) -> a2a_pb2.StreamResponse:
+    """A push-notification body (ProtoJSON StreamResponse) with exactly one payload member.
+
+    Unknown fields are ignored (spec §5.7); anything else malformed is InvalidAgentResponseError.
+    """
+    event = a2a_pb2.StreamResponse()
+    try:
+        json_format.Parse(text, event, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError) as error:
+        raise InvalidAgentResponseError(f"malformed StreamResponse JSON: {error}") from error
+    require_one_payload(event)
+    return event
+
+
+def require_one_payload(message: Message) -> str:
+    """The name of the set `payload` member; InvalidAgentResponseError when none is set."""
+    member: str | None = message.WhichOneof("payload")
+    if member is None:
+        raise InvalidAgentResponseError(f"{type(message).__name__} has no payload")
+    return member
+
+
+def _decode(cls: type[_PayloadMessage], raw: bytes) -> _PayloadMessage:
+    name = cls.DESCRIPTOR.name
+    try:
+        message = cls.FromString(raw)
+        fields = _top_level_field_numbers(raw)
+    except (DecodeError, ValueError) as error:
+        raise InvalidAgentResponseError(f"malformed {name}: {error}") from error
+    payload_numbers = {
+        field.number for field in cls.DESCRIPTOR.oneofs_by_name["payload"].fields
+    } & fields
+    if len(payload_numbers) > 1:
+        members = sorted(cls.DESCRIPTOR.fields_by_number[n].name for n in payload_numbers)
+        raise InvalidAgentResponseError(f"{name} has {len(members)} payloads: {', '.join(members)}")
+    require_one_payload(message)
+    return message
+
+
+def _top_level_field_numbers(raw: bytes) -> set[int]:
+    numbers: set[int] = set()
+    pos = 0
+    while pos < len(raw):
+        key, pos = _varint(raw, pos)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, pos = _varint(raw, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 2:
+            length, pos = _varint(raw, pos)
+            pos += length
+        elif wire_type == 5:
+            pos += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+        if pos > len(raw):
+            raise ValueError("truncated field")
+        numbers.add(key >> 3)
+    return numbers
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < len(raw) and shift < 64:
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("truncated varint")

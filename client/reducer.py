@@ -1,0 +1,166 @@
+"""The pure fold of StreamResponse events into one task view (streams, GetTask polling, pushes).
+
+Semantics (issue 4):
+- a Task snapshot replaces the view's task;
+- a status update replaces the status (its message is progress, or a question when interrupted);
+- an artifact update creates the artifact (replacing one with the same id), or with `append`
+  extends the parts of the one with that artifact id; `last_chunk` marks it complete;
+- a Message is a direct answer, and nothing may follow it; a Message inside a task stream is an
+  error;
+- an event without a payload, or for another task than the view's, is InvalidAgentResponseError
+  (two payload members cannot survive protobuf parsing; `events.py` detects them on the wire);
+- `done` is true at a terminal or interrupted state, or after a direct answer.
+
+Tolerated on purpose: a status or artifact update before any snapshot (the official SDK server
+opens a continuation stream with a status update) starts a view from the event's ids alone, and
+an `append` for an artifact the view has not seen creates it. Neither loses data.
+
+`fold` never mutates its inputs: every change copies the task, so earlier views stay valid. The
+protobuf messages inside a view are shared with later views where unchanged: treat them as
+read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.states import INTERRUPTED_STATES, is_settled
+from a2a_grpc.generated import a2a_pb2
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """What is known about one interaction so far: a task, or a direct answer.
+
+    `expected_task_id`, when set, is the only task id events may carry (e.g. for SubscribeToTask
+    or a continuation); otherwise the first event fixes it.
+    """
+
+    task: a2a_pb2.Task | None = None
+    message: a2a_pb2.Message | None = None
+    completed_artifacts: frozenset[str] = frozenset()
+    expected_task_id: str = ""
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id if self.task is not None else self.expected_task_id
+
+    @property
+    def state(self) -> int:
+        """The task's state; TASK_STATE_UNSPECIFIED before any task event or for a message."""
+        return self.task.status.state if self.task is not None else a2a_pb2.TASK_STATE_UNSPECIFIED
+
+    @property
+    def done(self) -> bool:
+        """True once the task is terminal or interrupted, or a direct answer arrived."""
+        return self.message is not None or (self.task is not None and is_settled(self.state))
+
+    @property
+    def question(self) -> a2a_pb2.Message | None:
+        """The agent's status message while it waits for input or auth, else None."""
+        if self.task is not None and self.state in INTERRUPTED_STATES:
+            status = self.task.status
+            return status.message if status.HasField("message") else None
+        return None
+
+
+def fold(view: TaskView, event: a2a_pb2.StreamResponse) -> TaskView:
+    """The view after `event`; raises InvalidAgentResponseError for a contract break."""
+    member = event.WhichOneof("payload")
+    if member is None:
+        raise InvalidAgentResponseError("StreamResponse has no payload")
+    if view.message is not None:
+        raise InvalidAgentResponseError(f"{member} event after the agent's direct answer")
+    if member == "message":
+        return _on_message(view, event.message)
+    if member == "task":
+        return _on_task(view, event.task)
+    if member == "status_update":
+        update = event.status_update
+        task = _task_for_update(view, update.task_id, update.context_id, member)
+        task.status.CopyFrom(update.status)
+        return replace(view, task=task)
+    return _on_artifact(view, event.artifact_update)
+
+
+def reduce(events: Iterable[a2a_pb2.StreamResponse], view: TaskView | None = None) -> TaskView:
+    """Folds `events` in order, starting from `view` (an empty view by default)."""
+    result = view if view is not None else TaskView()
+    for event in events:
+        result = fold(result, event)
+    return result
+
+
+def _on_message(view: TaskView, message: a2a_pb2.Message) -> TaskView:
+    if view.task is not None:
+        raise InvalidAgentResponseError(
+            f"a Message in the stream of task {view.task.id}; a task stream carries only "
+            "Task, status and artifact events"
+        )
+    if view.expected_task_id and message.task_id and message.task_id != view.expected_task_id:
+        raise InvalidAgentResponseError(
+            f"message for task {message.task_id!r}, expected task {view.expected_task_id!r}"
+        )
+    return replace(view, message=message)
+
+
+def _on_task(view: TaskView, snapshot: a2a_pb2.Task) -> TaskView:
+    if not snapshot.id:
+        raise InvalidAgentResponseError("Task without an id")
+    _check_task_id(view, snapshot.id, "task")
+    ids = {artifact.artifact_id for artifact in snapshot.artifacts}
+    return replace(view, task=snapshot, completed_artifacts=view.completed_artifacts & ids)
+
+
+def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> TaskView:
+    artifact_id = update.artifact.artifact_id
+    if not artifact_id:
+        raise InvalidAgentResponseError("artifact update without an artifact_id")
+    task = _task_for_update(view, update.task_id, update.context_id, "artifact_update")
+    existing = next((a for a in task.artifacts if a.artifact_id == artifact_id), None)
+    if update.append and existing is not None:
+        _append_chunk(existing, update.artifact)
+    elif existing is not None:
+        existing.CopyFrom(update.artifact)
+    else:
+        task.artifacts.append(update.artifact)
+    completed = view.completed_artifacts
+    if update.last_chunk:
+        completed = completed | {artifact_id}
+    elif not update.append:
+        completed = completed - {artifact_id}
+    return replace(view, task=task, completed_artifacts=completed)
+
+
+def _append_chunk(artifact: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
+    artifact.parts.extend(chunk.parts)
+    if chunk.name:
+        artifact.name = chunk.name
+    if chunk.description:
+        artifact.description = chunk.description
+    if chunk.HasField("metadata"):
+        artifact.metadata.MergeFrom(chunk.metadata)
+    artifact.extensions.extend(uri for uri in chunk.extensions if uri not in artifact.extensions)
+
+
+def _task_for_update(view: TaskView, task_id: str, context_id: str, kind: str) -> a2a_pb2.Task:
+    """A copy of the view's task to change, or a new one started from the event's ids."""
+    if not task_id:
+        raise InvalidAgentResponseError(f"{kind} event without a task_id")
+    _check_task_id(view, task_id, kind)
+    task = a2a_pb2.Task()
+    if view.task is not None:
+        task.CopyFrom(view.task)
+    else:
+        task.id = task_id
+    if not task.context_id:
+        task.context_id = context_id
+    return task
+
+
+def _check_task_id(view: TaskView, task_id: str, kind: str) -> None:
+    known = view.task_id
+    if known and task_id != known:
+        raise InvalidAgentResponseError(f"{kind} event for task {task_id!r}, expected {known!r}")

@@ -1,0 +1,129 @@
+"""The extension point: the agent executor protocol, its request context and its event sink.
+
+Write an agent as a class with one coroutine:
+
+    class MyAgent:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            await events.working("thinking")
+            await events.add_artifact([a2a_pb2.Part(text="42")], name="answer")
+            await events.complete()
+
+Contract:
+- `execute` is called once per accepted message, in its own asyncio task, never for a request
+  that failed validation. A message that continues a task (INPUT_REQUIRED) calls it again with
+  `context.task` set to the task as stored.
+- It reports progress through `events`: status changes, artifacts (whole, or in chunks with
+  `append` / `last_chunk`), or, for a message that starts no task, one direct reply
+  (`events.reply`). A task is created when its first event arrives; its id is `context.task_id`.
+- It ends the run by reaching a terminal state (`complete`, `fail`, `reject`) or an interrupted one
+  (`require_input`, `require_auth`) and returning. Returning without either completes the task.
+  An event after the task has settled raises `AgentContractError`.
+- CancelTask marks the task CANCELED at once and cancels the asyncio task running `execute`:
+  `asyncio.CancelledError` is raised at its current `await`. Clean up and let it propagate.
+- An exception escaping `execute` marks the task FAILED with a generic message; the caller sees
+  no exception text. The server logs it and keeps serving.
+- `events` methods never block on slow readers: the server fans events out without waiting.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from a2a_grpc.generated import a2a_pb2
+
+
+class AgentContractError(RuntimeError):
+    """The agent emitted an event its contract does not allow (e.g. after the task settled)."""
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What the agent gets to know about one accepted message."""
+
+    message: a2a_pb2.Message
+    task_id: str
+    context_id: str
+    task: a2a_pb2.Task | None = None
+    """The task as it stood when this message arrived to continue it; None for a new task."""
+    reference_task_ids: tuple[str, ...] = ()
+    requested_extensions: tuple[str, ...] = ()
+    caller: str = ""
+    """The authenticated principal; empty when the server runs without authentication."""
+    tenant: str = ""
+    metadata: dict[str, object] = field(default_factory=dict)
+    """The request's metadata Struct as plain Python values."""
+
+    def text(self) -> str:
+        """The message's text parts joined by newlines."""
+        return "\n".join(part.text for part in self.message.parts if part.HasField("text"))
+
+
+class TaskEvents(Protocol):
+    """Where an agent reports what it does. Every method returns once the event is recorded."""
+
+    async def update_status(
+        self, state: int, message: a2a_pb2.Message | str | None = None
+    ) -> None: ...
+
+    async def add_artifact(
+        self,
+        parts: Sequence[a2a_pb2.Part],
+        *,
+        artifact_id: str | None = None,
+        name: str = "",
+        description: str = "",
+        append: bool = False,
+        last_chunk: bool = False,
+        metadata: dict[str, object] | None = None,
+    ) -> str:
+        """Records an artifact or a chunk of one; returns its artifact id."""
+        ...
+
+    async def reply(self, message: a2a_pb2.Message | str) -> None:
+        """Answers with a direct message and no task; only as the first and only event."""
+        ...
+
+    async def working(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+
+    async def complete(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+
+    async def fail(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+
+    async def reject(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+
+    async def require_input(self, message: a2a_pb2.Message | str) -> None: ...
+
+    async def require_auth(self, message: a2a_pb2.Message | str) -> None: ...
+
+
+class AgentExecutor(Protocol):
+    """An agent. See the module docstring for the full contract."""
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None: ...
+
+
+def agent_message(
+    content: a2a_pb2.Message | str | Iterable[a2a_pb2.Part], *, context_id: str, task_id: str = ""
+) -> a2a_pb2.Message:
+    """An agent-role message with a fresh id, carrying text, parts, or a copy of `content`."""
+    message = a2a_pb2.Message(
+        message_id=str(uuid.uuid4()),
+        role=a2a_pb2.ROLE_AGENT,
+        context_id=context_id,
+        task_id=task_id,
+    )
+    if isinstance(content, a2a_pb2.Message):
+        message.MergeFrom(content)
+        message.role = a2a_pb2.ROLE_AGENT
+        message.context_id = context_id
+        message.task_id = task_id
+        if not message.message_id:
+            message.message_id = str(uuid.uuid4())
+    elif isinstance(content, str):
+        message.parts.add(text=content)
+    else:
+        message.parts.extend(content)
+    return message

@@ -1,0 +1,109 @@
+"""Fan-out of a task's stream events to its subscribers, each behind a bounded queue.
+
+Publishing never waits: a subscriber whose queue is full is cut off (its stream ends with
+RESOURCE_EXHAUSTED and the client resubscribes for a fresh snapshot), so one slow reader never
+stalls the task or the other readers. Every other subscriber gets every event, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+
+from a2a_grpc.generated import a2a_pb2
+
+
+class SubscriberOverflowError(Exception):
+    """This subscriber fell more than its queue size behind and was cut off."""
+
+
+class Subscription:
+    """One reader's view of a task's events. Iterate it; it ends when the stream should close."""
+
+    __slots__ = ("_broker", "_closed", "_events", "_limit", "_overflowed", "_task_id", "_wakeup")
+
+    def __init__(self, broker: Broker, task_id: str, limit: int) -> None:
+        self._broker = broker
+        self._task_id = task_id
+        self._limit = limit
+        self._events: deque[a2a_pb2.StreamResponse] = deque()
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._overflowed = False
+
+    def _offer(self, event: a2a_pb2.StreamResponse) -> bool:
+        if len(self._events) >= self._limit:
+            self._overflowed = True
+            self._wakeup.set()
+            return False
+        self._events.append(event)
+        self._wakeup.set()
+        return True
+
+    def _close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        try:
+            while True:
+                while self._events:
+                    yield self._events.popleft()
+                if self._overflowed:
+                    raise SubscriberOverflowError(
+                        f"this stream fell more than {self._limit} events behind task "
+                        f"{self._task_id}; call SubscribeToTask for a fresh snapshot"
+                    )
+                if self._closed:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stops receiving; safe to call more than once."""
+        self._broker._remove(self._task_id, self)
+
+
+class Broker:
+    """Subscribers by task id. All methods are synchronous and run on the event loop."""
+
+    def __init__(self, queue_size: int = 1024) -> None:
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        self.queue_size = queue_size
+        self._subscribers: dict[str, list[Subscription]] = {}
+
+    def subscribe(self, task_id: str) -> Subscription:
+        subscription = Subscription(self, task_id, self.queue_size)
+        self._subscribers.setdefault(task_id, []).append(subscription)
+        return subscription
+
+    def has_subscribers(self, task_id: str) -> bool:
+        return task_id in self._subscribers
+
+    def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> None:
+        """Hands `event` to every subscriber of the task; with `last`, then closes their streams."""
+        subscribers = self._subscribers.get(task_id)
+        if not subscribers:
+            return
+        for subscription in list(subscribers):
+            if not subscription._offer(event):
+                self._remove(task_id, subscription)
+        if last:
+            self.close(task_id)
+
+    def close(self, task_id: str) -> None:
+        """Ends every open stream on the task after the events already queued."""
+        for subscription in self._subscribers.pop(task_id, ()):
+            subscription._close()
+
+    def _remove(self, task_id: str, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(task_id)
+        if subscribers is None or subscription not in subscribers:
+            return
+        subscribers.remove(subscription)
+        if not subscribers:
+            del self._subscribers[task_id]

@@ -1,0 +1,82 @@
+"""The demo agent `make serve` runs: it echoes, and a few keywords show the protocol's paths.
+
+The first word of the message's text picks the behaviour:
+- (anything else)  WORKING, one artifact echoing every part (text, data, raw, url), COMPLETED.
+- `ask`            INPUT_REQUIRED with a question; the next message on the task completes it,
+                   echoing the answer.
+- `chunks [N]`     one artifact streamed in N text chunks (append / last_chunk), default 4.
+- `reply`          a direct message answer, no task.
+- `fail`           the task ends FAILED with a reason.
+- `slow [S]`       WORKING for S seconds (default 30) with progress, then COMPLETED; cancelable.
+- `crash`          the agent raises; the task becomes FAILED and the caller sees a generic error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+
+CHUNK_DELAY = 0.01
+
+
+def _count(words: list[str], default: float) -> float:
+    try:
+        return float(words[1]) if len(words) > 1 else default
+    except ValueError:
+        return default
+
+
+class DemoAgent:
+    """See the module docstring."""
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        words = context.text().split()
+        keyword = words[0].lower() if words else ""
+        if context.task is not None:  # the caller answered our question
+            await events.working()
+            await events.add_artifact(list(context.message.parts), name="answer")
+            await events.complete(f"Thanks, got it: {context.text()}")
+        elif keyword == "ask":
+            await events.require_input("What would you like me to echo? Reply on this task.")
+        elif keyword == "chunks":
+            await self._chunks(events, int(_count(words, 4)))
+        elif keyword == "reply":
+            await events.reply(context.text().partition(" ")[2] or "hello")
+        elif keyword == "fail":
+            await events.working()
+            await events.fail("asked to fail: the demo agent gave up on purpose")
+        elif keyword == "slow":
+            await self._slow(events, _count(words, 30.0))
+        elif keyword == "crash":
+            raise RuntimeError("the demo agent crashed on purpose")
+        else:
+            await events.working()
+            await events.add_artifact(list(context.message.parts), name="echo")
+            await events.complete()
+
+    async def _chunks(self, events: TaskEvents, count: int) -> None:
+        count = max(1, min(count, 1000))
+        await events.working(f"streaming {count} chunks")
+        artifact_id = None
+        for index in range(count):
+            artifact_id = await events.add_artifact(
+                [a2a_pb2.Part(text=f"chunk {index + 1} of {count}\n")],
+                artifact_id=artifact_id,
+                name="chunks",
+                append=index > 0,
+                last_chunk=index == count - 1,
+            )
+            await asyncio.sleep(CHUNK_DELAY)
+        await events.complete()
+
+    async def _slow(self, events: TaskEvents, seconds: float) -> None:
+        seconds = max(0.0, min(seconds, 3600.0))
+        await events.working(f"working for {seconds:g} s")
+        step = min(1.0, seconds) or 0.0
+        elapsed = 0.0
+        while elapsed < seconds:
+            await asyncio.sleep(step)
+            elapsed += step
+        await events.complete(f"done after {seconds:g} s")

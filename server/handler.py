@@ -1,0 +1,351 @@
+"""The protocol logic of A2AService: validation order, task runs, idempotency, streams, listing.
+
+Works on pb2 messages and core errors only; the servicer adapts it to grpc. Nothing here awaits
+between checking a request and registering its run, so concurrent repeats of one message id
+always find the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from google.protobuf import json_format
+
+from a2a_grpc.core.errors import (
+    FieldViolation,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import validation
+from a2a_grpc.server.agent import AgentExecutor, RequestContext
+from a2a_grpc.server.broker import Broker, Subscription
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.run import TaskRun, record_status
+from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Who is calling and with which service parameters (already validated by the servicer)."""
+
+    principal: str = ""
+    extensions: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """What an accepted message id led to, kept for the dedup window."""
+
+    fingerprint: bytes
+    run: TaskRun
+    accepted_at: float
+
+
+def _fingerprint(message: a2a_pb2.Message) -> bytes:
+    return hashlib.blake2b(message.SerializeToString(deterministic=True), digest_size=16).digest()
+
+
+class RequestHandler:
+    """A2A semantics over a task store, an event broker and an agent."""
+
+    def __init__(
+        self,
+        agent: AgentExecutor,
+        card: a2a_pb2.AgentCard,
+        config: ServerConfig,
+        *,
+        store: InMemoryTaskStore | None = None,
+        broker: Broker | None = None,
+    ) -> None:
+        self.agent = agent
+        self.card = card
+        self.config = config
+        self.store = store or InMemoryTaskStore(
+            max_tasks=config.max_tasks, terminal_ttl=config.task_ttl
+        )
+        self.broker = broker or Broker(config.subscriber_queue_size)
+        self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
+        self._runners: set[asyncio.Task[None]] = set()
+        self._deliveries: OrderedDict[tuple[str, str, str], _Delivery] = OrderedDict()
+
+    # -- SendMessage / SendStreamingMessage -----------------------------------------------
+
+    async def send_message(
+        self, request: a2a_pb2.SendMessageRequest, call: CallContext
+    ) -> a2a_pb2.SendMessageResponse:
+        validation.check_send_required(request)
+        run = self._repeat_of(request, call) or self._accept(request, call, subscribe=False)[0]
+        configuration = request.configuration
+        history = configuration.history_length if configuration.HasField("history_length") else None
+        await run.started.wait()
+        if run.reply_message is None and not configuration.return_immediately:
+            await run.settled.wait()
+        if run.reply_message is not None:
+            return a2a_pb2.SendMessageResponse(message=run.reply_message)
+        task = self.store.get(run.task_id, run.scope, history_length=history)
+        if task is None:  # evicted between settling and now
+            raise TaskNotFoundError(f"task {run.task_id} is no longer stored")
+        return a2a_pb2.SendMessageResponse(task=task)
+
+    async def send_streaming_message(
+        self, request: a2a_pb2.SendMessageRequest, call: CallContext
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        self._require_streaming()
+        validation.check_send_required(request)
+        repeat = self._repeat_of(request, call)
+        if repeat is not None:
+            await repeat.started.wait()
+            if repeat.reply_message is not None:
+                yield a2a_pb2.StreamResponse(message=repeat.reply_message)
+                return
+            async for event in self._follow(repeat.task_id, repeat.scope):
+                yield event
+            return
+        run, subscription = self._accept(request, call, subscribe=True)
+        assert subscription is not None
+        try:
+            if run.context.task is not None:
+                # A continuation: the stream opens with the task as it stands now.
+                snapshot = self.store.get(run.task_id, run.scope)
+                if snapshot is not None:
+                    yield a2a_pb2.StreamResponse(task=snapshot)
+            async for event in subscription:
+                yield event
+        finally:
+            subscription.cancel()
+
+    def _accept(
+        self, request: a2a_pb2.SendMessageRequest, call: CallContext, *, subscribe: bool
+    ) -> tuple[TaskRun, Subscription | None]:
+        """Checks a new message (after required fields and dedup) and starts its run.
+
+        With `subscribe`, a broker subscription is opened before the agent can emit anything.
+        """
+        message = request.message
+        scope = Scope(request.tenant, call.principal)
+        validation.check_content(
+            message, self.card.default_input_modes, self.config.max_inline_bytes
+        )
+        validation.check_extensions(self.card, call.extensions)
+        if request.configuration.HasField("task_push_notification_config"):
+            raise PushNotificationNotSupportedError(
+                "this agent does not offer push notifications; remove "
+                "configuration.task_push_notification_config"
+            )
+        existing = self._existing_task(message, scope)
+        if existing is not None:
+            context_id = existing.context_id
+        else:
+            context_id = message.context_id or str(uuid.uuid4())
+        context = RequestContext(
+            message=message,
+            task_id=existing.id if existing is not None else str(uuid.uuid4()),
+            context_id=context_id,
+            task=existing,
+            reference_task_ids=tuple(message.reference_task_ids),
+            requested_extensions=call.extensions,
+            caller=call.principal,
+            tenant=request.tenant,
+            metadata=(
+                json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
+            ),
+        )
+        run = TaskRun(
+            store=self.store,
+            broker=self.broker,
+            scope=scope,
+            context=context,
+            on_settled=self._settled,
+        )
+        if existing is not None:
+            self._continue(existing, message)
+        subscription = self.broker.subscribe(run.task_id) if subscribe else None
+        self._active[run.task_id] = run
+        self._remember((request.tenant, call.principal, message.message_id), message, run)
+        runner = run.start(self.agent)
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
+        return run, subscription
+
+    def _repeat_of(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> TaskRun | None:
+        """The run of an earlier delivery of this message id, or None for a new message."""
+        key = (request.tenant, call.principal, request.message.message_id)
+        delivery = self._deliveries.get(key)
+        if delivery is None:
+            return None
+        if delivery.fingerprint != _fingerprint(request.message):
+            raise InvalidParamsError(
+                f"message_id {request.message.message_id!r} was already used for a different "
+                "message: mint a new message_id for new content",
+                field_violations=[
+                    FieldViolation("message.message_id", "already used for different content")
+                ],
+            )
+        return delivery.run
+
+    def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
+        if not message.task_id:
+            return None
+        task = self.store.get(message.task_id, scope)
+        if task is None:
+            raise TaskNotFoundError(
+                f"task {message.task_id} not found", metadata={"taskId": message.task_id}
+            )
+        if message.context_id and message.context_id != task.context_id:
+            raise InvalidParamsError(
+                f"message.context_id {message.context_id!r} does not match task "
+                f"{task.id}'s context {task.context_id!r}: omit it or send the task's",
+                field_violations=[
+                    FieldViolation("message.context_id", "does not match the task's context")
+                ],
+            )
+        if task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                f"task {task.id} is {a2a_pb2.TaskState.Name(task.status.state)} and takes no more "
+                "messages: start a new task, listing this one in reference_task_ids",
+                metadata={"taskId": task.id},
+            )
+        if task.id in self._active:
+            raise UnsupportedOperationError(
+                f"task {task.id} is still working on an earlier message: send the next one when "
+                "it asks for input",
+                metadata={"taskId": task.id},
+            )
+        return task
+
+    def _continue(self, task: a2a_pb2.Task, message: a2a_pb2.Message) -> None:
+        """Records the caller's answer on an interrupted task and marks it SUBMITTED again."""
+        stored = a2a_pb2.Message()
+        stored.CopyFrom(message)
+        stored.task_id = task.id
+        stored.context_id = task.context_id
+
+        self.store.update(task.id, lambda t: t.history.append(stored), status_changed=False)
+        record_status(self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED)
+
+    def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
+        now = time.monotonic()
+        self._deliveries[key] = _Delivery(_fingerprint(message), run, now)
+        horizon = now - self.config.dedup_window
+        while self._deliveries:
+            oldest_key, oldest = next(iter(self._deliveries.items()))
+            if len(self._deliveries) <= self.config.max_tasks and oldest.accepted_at > horizon:
+                break
+            del self._deliveries[oldest_key]
+
+    def _settled(self, run: TaskRun) -> None:
+        if self._active.get(run.task_id) is run:
+            del self._active[run.task_id]
+
+    # -- GetTask / ListTasks / CancelTask / SubscribeToTask -------------------------------
+
+    async def get_task(self, request: a2a_pb2.GetTaskRequest, call: CallContext) -> a2a_pb2.Task:
+        validation.check_get(request)
+        history = request.history_length if request.HasField("history_length") else None
+        return self._lookup(request.id, Scope(request.tenant, call.principal), history)
+
+    async def list_tasks(
+        self, request: a2a_pb2.ListTasksRequest, call: CallContext
+    ) -> a2a_pb2.ListTasksResponse:
+        page_size = validation.list_page_size(request)
+        after = request.status_timestamp_after
+        query = TaskQuery(
+            page_size=page_size,
+            page_token=request.page_token,
+            context_id=request.context_id,
+            state=request.status,
+            updated_after_ns=after.seconds * 1_000_000_000 + after.nanos,
+            history_length=request.history_length if request.HasField("history_length") else None,
+            include_artifacts=request.include_artifacts,
+        )
+        try:
+            return self.store.list(Scope(request.tenant, call.principal), query)
+        except InvalidPageTokenError:
+            raise InvalidParamsError(
+                "page_token is not one this server issued: pass next_page_token from the "
+                "previous page, or leave it empty for the first page",
+                field_violations=[FieldViolation("page_token", "unknown page token")],
+            ) from None
+
+    async def cancel_task(
+        self, request: a2a_pb2.CancelTaskRequest, call: CallContext
+    ) -> a2a_pb2.Task:
+        validation.check_task_id(request.id)
+        scope = Scope(request.tenant, call.principal)
+        task = self._lookup(request.id, scope, None)
+        if task.status.state in TERMINAL_STATES:
+            raise TaskNotCancelableError(
+                f"task {task.id} is already {a2a_pb2.TaskState.Name(task.status.state)}",
+                metadata={"taskId": task.id},
+            )
+        run = self._active.get(task.id)
+        if run is not None:
+            run.cancel()
+        else:  # interrupted: no agent is running, so the state changes alone
+            record_status(
+                self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_CANCELED
+            )
+        return self._lookup(task.id, scope, None)
+
+    async def subscribe_to_task(
+        self, request: a2a_pb2.SubscribeToTaskRequest, call: CallContext
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        self._require_streaming()
+        validation.check_task_id(request.id)
+        scope = Scope(request.tenant, call.principal)
+        task = self._lookup(request.id, scope, None)
+        if task.status.state in TERMINAL_STATES:
+            raise UnsupportedOperationError(
+                f"task {task.id} is {a2a_pb2.TaskState.Name(task.status.state)}: there is nothing "
+                "left to stream; read it with GetTask",
+                metadata={"taskId": task.id},
+            )
+        async for event in self._follow(task.id, scope):
+            yield event
+
+    async def _follow(self, task_id: str, scope: Scope) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        """The task's current snapshot, then its events until it settles."""
+        subscription = self.broker.subscribe(task_id)
+        snapshot = self.store.get(task_id, scope)
+        if snapshot is None:
+            subscription.cancel()
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+        yield a2a_pb2.StreamResponse(task=snapshot)
+        if snapshot.status.state in SETTLED_STATES and task_id not in self._active:
+            subscription.cancel()
+            return
+        async for event in subscription:
+            yield event
+
+    # -- shared ---------------------------------------------------------------------------
+
+    def _lookup(self, task_id: str, scope: Scope, history: int | None) -> a2a_pb2.Task:
+        task = self.store.get(task_id, scope, history_length=history)
+        if task is None:
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+        return task
+
+    def _require_streaming(self) -> None:
+        if not self.card.capabilities.streaming:
+            raise UnsupportedOperationError("this agent does not offer streaming")
+
+    async def drain(self, grace: float) -> None:
+        """Shutdown: lets running agents finish within `grace` seconds, then cancels them."""
+        runners = set(self._runners)
+        if runners:
+            _, pending = await asyncio.wait(runners, timeout=grace)
+            for runner in pending:
+                runner.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)

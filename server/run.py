@@ -1,0 +1,261 @@
+"""One execution of the agent for one accepted message: its event sink and its supervisor.
+
+A run turns the agent's calls into task changes (through the store) and stream events (through
+the broker), creating the task on the first task event. It settles at a terminal or interrupted
+state, or when the agent answers with a direct message; settling wakes blocking callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+
+from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import (
+    AgentContractError,
+    AgentExecutor,
+    RequestContext,
+    agent_message,
+)
+from a2a_grpc.server.broker import Broker
+from a2a_grpc.server.store import InMemoryTaskStore, Scope
+
+log = logging.getLogger(__name__)
+
+AGENT_FAILED_TEXT = "the agent failed while working on this task"
+
+MessageLike = a2a_pb2.Message | str | None
+
+
+def record_status(
+    store: InMemoryTaskStore,
+    broker: Broker,
+    task_id: str,
+    context_id: str,
+    state: int,
+    message: a2a_pb2.Message | None = None,
+) -> a2a_pb2.Task:
+    """Sets a task's status, keeps its message in the history, and tells the task's streams.
+
+    Streams close after a terminal or interrupted state. Returns the task as now stored.
+    """
+
+    def mutate(task: a2a_pb2.Task) -> None:
+        task.status.state = state  # type: ignore[assignment]
+        if message is None:
+            task.status.ClearField("message")
+        else:
+            task.status.message.CopyFrom(message)
+            task.history.append(message)
+
+    task = store.update(task_id, mutate, status_changed=True)
+    if broker.has_subscribers(task_id):
+        event = a2a_pb2.StreamResponse()
+        update = event.status_update
+        update.task_id = task_id
+        update.context_id = context_id
+        update.status.CopyFrom(task.status)
+        broker.publish(task_id, event, last=state in SETTLED_STATES)
+    return task
+
+
+class TaskRun:
+    """The agent's `TaskEvents` for one run, plus the run's outcome for the handler.
+
+    `started` is set once the caller can be answered: the task exists, or the agent replied.
+    `settled` is set once a blocking caller can be answered (terminal or interrupted state,
+    direct reply, or the agent ended).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: InMemoryTaskStore,
+        broker: Broker,
+        scope: Scope,
+        context: RequestContext,
+        on_settled: Callable[[TaskRun], None],
+    ) -> None:
+        self.store = store
+        self.broker = broker
+        self.scope = scope
+        self.context = context
+        self.task_id = context.task_id
+        self.context_id = context.context_id
+        self.reply_message: a2a_pb2.Message | None = None
+        self.started = asyncio.Event()
+        self.settled = asyncio.Event()
+        self._task_exists = context.task is not None
+        self._on_settled = on_settled
+        self._runner: asyncio.Task[None] | None = None
+        if self._task_exists:
+            self.started.set()
+
+    @property
+    def is_settled(self) -> bool:
+        return self.settled.is_set()
+
+    def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
+        self._runner = asyncio.get_running_loop().create_task(self._drive(agent))
+        return self._runner
+
+    def cancel(self) -> None:
+        """CancelTask: the task is CANCELED now; the agent is told at its next await."""
+        if not self.is_settled:
+            self._settle_with(a2a_pb2.TASK_STATE_CANCELED, None)
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+
+    async def _drive(self, agent: AgentExecutor) -> None:
+        try:
+            await agent.execute(self.context, self)
+        except asyncio.CancelledError:
+            if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
+                self._settle_with(a2a_pb2.TASK_STATE_CANCELED, None)
+            raise
+        except Exception:
+            log.exception("agent raised while working on task %s", self.task_id)
+            if not self.is_settled:
+                self._settle_with(a2a_pb2.TASK_STATE_FAILED, AGENT_FAILED_TEXT)
+        else:
+            if not self.is_settled:
+                self._settle_with(a2a_pb2.TASK_STATE_COMPLETED, None)
+
+    # -- TaskEvents -----------------------------------------------------------------------
+
+    async def update_status(self, state: int, message: MessageLike = None) -> None:
+        if state == a2a_pb2.TASK_STATE_UNSPECIFIED or state not in a2a_pb2.TaskState.values():
+            raise AgentContractError(f"not a task state: {state}")
+        self._check_open()
+        self._ensure_task()
+        status_message = None if message is None else self._agent_message(message)
+        record_status(
+            self.store, self.broker, self.task_id, self.context_id, state, status_message
+        )
+        if state in SETTLED_STATES:
+            self._mark_settled()
+
+    async def working(self, message: MessageLike = None) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_WORKING, message)
+
+    async def complete(self, message: MessageLike = None) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_COMPLETED, message)
+
+    async def fail(self, message: MessageLike = None) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_FAILED, message)
+
+    async def reject(self, message: MessageLike = None) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_REJECTED, message)
+
+    async def require_input(self, message: a2a_pb2.Message | str) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_INPUT_REQUIRED, message)
+
+    async def require_auth(self, message: a2a_pb2.Message | str) -> None:
+        await self.update_status(a2a_pb2.TASK_STATE_AUTH_REQUIRED, message)
+
+    async def add_artifact(
+        self,
+        parts: Sequence[a2a_pb2.Part],
+        *,
+        artifact_id: str | None = None,
+        name: str = "",
+        description: str = "",
+        append: bool = False,
+        last_chunk: bool = False,
+        metadata: dict[str, object] | None = None,
+    ) -> str:
+        if not parts:
+            raise AgentContractError("an artifact needs at least one part")
+        self._check_open()
+        self._ensure_task()
+        artifact = a2a_pb2.Artifact(
+            artifact_id=artifact_id or str(uuid.uuid4()), name=name, description=description
+        )
+        artifact.parts.extend(parts)
+        if metadata:
+            artifact.metadata.update(metadata)
+
+        def mutate(task: a2a_pb2.Task) -> None:
+            existing = next(
+                (a for a in task.artifacts if a.artifact_id == artifact.artifact_id), None
+            )
+            if existing is None:
+                task.artifacts.append(artifact)
+            elif append:
+                existing.parts.extend(artifact.parts)
+                if metadata:
+                    existing.metadata.update(metadata)
+            else:
+                existing.CopyFrom(artifact)
+
+        self.store.update(self.task_id, mutate, status_changed=False)
+        if self.broker.has_subscribers(self.task_id):
+            event = a2a_pb2.StreamResponse()
+            update = event.artifact_update
+            update.task_id = self.task_id
+            update.context_id = self.context_id
+            update.artifact.CopyFrom(artifact)
+            update.append = append
+            update.last_chunk = last_chunk
+            self.broker.publish(self.task_id, event)
+        return artifact.artifact_id
+
+    async def reply(self, message: a2a_pb2.Message | str) -> None:
+        self._check_open()
+        if self._task_exists:
+            raise AgentContractError(
+                "a direct reply is only allowed as the first and only event of a new request"
+            )
+        reply = agent_message(message, context_id=self.context_id)
+        self.reply_message = reply
+        self.started.set()
+        self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
+        self._mark_settled()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _agent_message(self, message: a2a_pb2.Message | str) -> a2a_pb2.Message:
+        return agent_message(message, context_id=self.context_id, task_id=self.task_id)
+
+    def _check_open(self) -> None:
+        if self.is_settled:
+            raise AgentContractError(
+                f"task {self.task_id} has settled; this run can report nothing more"
+            )
+
+    def _ensure_task(self) -> None:
+        if self._task_exists:
+            return
+        user_message = a2a_pb2.Message()
+        user_message.CopyFrom(self.context.message)
+        user_message.task_id = self.task_id
+        user_message.context_id = self.context_id
+        task = a2a_pb2.Task(
+            id=self.task_id,
+            context_id=self.context_id,
+            status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_SUBMITTED),
+            history=[user_message],
+        )
+        snapshot = self.store.create(task, self.scope)
+        self._task_exists = True
+        self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=snapshot))
+        self.started.set()
+
+    def _settle_with(self, state: int, text: str | None) -> None:
+        self._ensure_task()
+        current = self.store.get(self.task_id, self.scope, history_length=0)
+        if current is not None and current.status.state not in TERMINAL_STATES:
+            message = None if text is None else self._agent_message(text)
+            record_status(self.store, self.broker, self.task_id, self.context_id, state, message)
+        self._mark_settled()
+
+    def _mark_settled(self) -> None:
+        if self.settled.is_set():
+            return
+        self.started.set()
+        self.settled.set()
+        self._on_settled(self)
+

@@ -1,0 +1,172 @@
+"""The grpc.aio servicer: service parameters in, errors out, and nothing else.
+
+Every RPC goes through one unary wrapper or one stream wrapper, which read `a2a-version` and
+`a2a-extensions`, call the handler, echo the activated extensions, and turn exceptions into the
+spec's rich statuses. An unexpected exception becomes INTERNAL / INTERNAL_ERROR with a generic
+message (the details go to the log), and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import empty_pb2
+
+from a2a_grpc.core import metadata as service_params
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import (
+    A2AError,
+    InternalError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    VersionNotSupportedError,
+)
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.broker import SubscriberOverflowError
+from a2a_grpc.server.handler import CallContext, RequestHandler
+from a2a_grpc.server.store import StoreFullError
+
+log = logging.getLogger(__name__)
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+INTERNAL_MESSAGE = "internal error: the server failed to handle this request"
+
+
+class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+    """lf.a2a.v1.A2AService over a RequestHandler."""
+
+    def __init__(self, handler: RequestHandler, *, strict_version: bool = False) -> None:
+        self.handler = handler
+        self.strict_version = strict_version
+        self._declared_extensions = frozenset(
+            ext.uri for ext in handler.card.capabilities.extensions
+        )
+
+    # -- RPCs -----------------------------------------------------------------------------
+
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
+        return await self._unary(self.handler.send_message, request, context)
+
+    def SendStreamingMessage(
+        self, request: a2a_pb2.SendMessageRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        return self._stream(self.handler.send_streaming_message, request, context)
+
+    async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> Any:
+        return await self._unary(self.handler.get_task, request, context)
+
+    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Any) -> Any:
+        return await self._unary(self.handler.list_tasks, request, context)
+
+    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Any) -> Any:
+        return await self._unary(self.handler.cancel_task, request, context)
+
+    def SubscribeToTask(
+        self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        return self._stream(self.handler.subscribe_to_task, request, context)
+
+    async def CreateTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
+        return await self._unary(_push_not_supported, request, context)
+
+    async def GetTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
+        return await self._unary(_push_not_supported, request, context)
+
+    async def ListTaskPushNotificationConfigs(self, request: Any, context: Any) -> Any:
+        return await self._unary(_push_not_supported, request, context)
+
+    async def DeleteTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
+        return await self._unary(_push_not_supported, request, context)
+
+    async def GetExtendedAgentCard(self, request: Any, context: Any) -> Any:
+        return await self._unary(_extended_card_not_offered, request, context)
+
+    # -- the two wrappers -----------------------------------------------------------------
+
+    async def _unary(
+        self,
+        method: Callable[[Request, CallContext], Awaitable[Response]],
+        request: Request,
+        context: Any,
+    ) -> Response:
+        try:
+            call = await self._call_context(context)
+            return await method(request, call)
+        except Exception as exc:
+            await self._abort(context, exc)
+            raise  # unreachable: abort raises
+
+    async def _stream(
+        self,
+        method: Callable[[Request, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
+        request: Request,
+        context: Any,
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        try:
+            call = await self._call_context(context)
+            async for event in method(request, call):
+                yield event
+        except Exception as exc:
+            await self._abort(context, exc)
+
+    async def _call_context(self, context: Any) -> CallContext:
+        version: str | None = None
+        extension_values: list[str] = []
+        for key, value in context.invocation_metadata() or ():
+            if key == service_params.VERSION_KEY:
+                version = value
+            elif key == service_params.EXTENSIONS_KEY:
+                extension_values.append(value)
+        self._check_version(version)
+        requested = service_params.parse_extensions(extension_values)
+        activated = [uri for uri in requested if uri in self._declared_extensions]
+        if activated:
+            await context.send_initial_metadata(
+                ((service_params.EXTENSIONS_KEY, ",".join(activated)),)
+            )
+        return CallContext(principal="", extensions=requested)
+
+    def _check_version(self, version: str | None) -> None:
+        if version is None or not version.strip():
+            if self.strict_version:
+                raise VersionNotSupportedError(
+                    "no a2a-version metadata: a request without it means A2A 0.3, which this "
+                    "server does not speak; send a2a-version: 1.0",
+                    metadata={"supportedVersions": service_params.PROTOCOL_VERSION},
+                )
+            return
+        if service_params.major_minor(version) not in service_params.SUPPORTED_VERSIONS:
+            raise VersionNotSupportedError(
+                f"a2a-version {version!r} is not supported: this server speaks A2A "
+                f"{service_params.PROTOCOL_VERSION}",
+                metadata={"supportedVersions": service_params.PROTOCOL_VERSION},
+            )
+
+    @staticmethod
+    async def _abort(context: Any, exc: Exception) -> None:
+        if isinstance(exc, A2AError):
+            code, message, trailers = status.encode(exc)
+            await context.abort(code, message, trailing_metadata=trailers)
+        if isinstance(exc, StoreFullError | SubscriberOverflowError):
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        log.exception("unexpected error while handling a request", exc_info=exc)
+        code, message, trailers = status.encode(InternalError(INTERNAL_MESSAGE))
+        await context.abort(code, message, trailing_metadata=trailers)
+
+
+async def _push_not_supported(request: Any, call: CallContext) -> empty_pb2.Empty:
+    raise PushNotificationNotSupportedError(
+        "this agent does not offer push notifications (capabilities.push_notifications is off)"
+    )
+
+
+async def _extended_card_not_offered(request: Any, call: CallContext) -> a2a_pb2.AgentCard:
+    raise UnsupportedOperationError(
+        "this agent does not offer an extended agent card (capabilities.extended_agent_card is "
+        "off)"
+    )

@@ -1,0 +1,326 @@
+"""The in-memory task store: tasks by id, scoped by tenant and owner, indexed for ListTasks.
+
+Contract (any other store must keep it):
+- Copies in and out: callers never hold a reference to a stored Task, so mutating a returned
+  Task changes nothing stored, and mutating an argument after the call changes nothing either.
+- Scoping: every read takes a `Scope`; a task of another tenant or owner is reported exactly as
+  an unknown id would be (None / not listed).
+- Not thread-safe; all calls happen on the server's event loop and none of them awaits.
+- Bounded: at most `max_tasks` tasks. Terminal tasks are evicted oldest-settled first when the
+  store is full, and after `terminal_ttl` seconds in any case. When every stored task is still
+  live the store refuses new tasks with `StoreFullError` rather than drop work in progress.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from google.protobuf import timestamp_pb2
+from sortedcontainers import SortedList
+
+from a2a_grpc.core.states import TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+
+
+class StoreFullError(Exception):
+    """The store holds `max_tasks` live (non-terminal) tasks and cannot take another."""
+
+
+class InvalidPageTokenError(ValueError):
+    """A page token that this store did not issue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who may see a task: the request's tenant and the authenticated caller."""
+
+    tenant: str
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuery:
+    """A ListTasks request after validation."""
+
+    page_size: int
+    page_token: str = ""
+    context_id: str = ""
+    state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
+    updated_after_ns: int = 0
+    history_length: int | None = None
+    include_artifacts: bool = False
+
+
+@dataclass(slots=True)
+class _Record:
+    task: a2a_pb2.Task
+    scope: Scope
+    updated_ns: int
+    settled_at: float = 0.0  # time.monotonic() when it became terminal
+
+
+# An index entry orders tasks by last status change; the id breaks ties.
+_Key = tuple[int, str]
+
+
+def _new_index() -> SortedList:
+    return SortedList()
+
+
+@dataclass(slots=True)
+class _ScopeIndex:
+    all: SortedList = field(default_factory=_new_index)
+    by_context: dict[str, SortedList] = field(default_factory=dict)
+    by_state: dict[int, SortedList] = field(default_factory=dict)
+
+
+class InMemoryTaskStore:
+    """Tasks in process memory. See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        *,
+        max_tasks: int = 100_000,
+        terminal_ttl: float = 3600.0,
+        clock_ns: Callable[[], int] = time.time_ns,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be at least 1")
+        self.max_tasks = max_tasks
+        self.terminal_ttl = terminal_ttl
+        self._clock_ns = clock_ns
+        self._monotonic = monotonic
+        self._last_ns = 0
+        self._records: dict[str, _Record] = {}
+        self._indexes: dict[Scope, _ScopeIndex] = {}
+        # Terminal tasks in the order they settled (a dict keeps insertion order).
+        self._terminal: dict[str, None] = {}
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(self, task: a2a_pb2.Task, scope: Scope) -> a2a_pb2.Task:
+        """Stores a copy of a new task, stamping its status time; returns a copy as stored."""
+        if task.id in self._records:
+            raise ValueError(f"task {task.id!r} already exists")
+        self.evict_expired()
+        if len(self._records) >= self.max_tasks and not self._evict_oldest_terminal():
+            raise StoreFullError(
+                f"the server holds {self.max_tasks} unfinished tasks; retry later"
+            )
+        stored = a2a_pb2.Task()
+        stored.CopyFrom(task)
+        now = self._stamp(stored.status)
+        record = _Record(stored, scope, now)
+        self._records[task.id] = record
+        self._index_add(record)
+        if stored.status.state in TERMINAL_STATES:
+            self._mark_terminal(record)
+        return self._copy(stored)
+
+    def update(
+        self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
+    ) -> a2a_pb2.Task:
+        """Applies `mutate` to the stored task and returns a copy of the result.
+
+        With `status_changed`, the status is stamped with the server's clock and the task moves to
+        the front of ListTasks. A terminal task never changes again: that raises ValueError.
+        """
+        record = self._records[task_id]
+        if record.task.status.state in TERMINAL_STATES:
+            raise ValueError(f"task {task_id!r} is terminal")
+        if status_changed:
+            self._index_remove(record)
+        mutate(record.task)
+        if status_changed:
+            record.updated_ns = self._stamp(record.task.status)
+            self._index_add(record)
+            if record.task.status.state in TERMINAL_STATES:
+                self._mark_terminal(record)
+        return self._copy(record.task)
+
+    def evict_expired(self) -> int:
+        """Drops terminal tasks older than the TTL; returns how many went."""
+        deadline = self._monotonic() - self.terminal_ttl
+        evicted = 0
+        for task_id in self._terminal:
+            if self._records[task_id].settled_at > deadline:
+                break
+            evicted += 1
+        for task_id in list(self._terminal)[:evicted]:
+            self._delete(task_id)
+        return evicted
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get(
+        self, task_id: str, scope: Scope, *, history_length: int | None = None
+    ) -> a2a_pb2.Task | None:
+        """A copy of the task, or None when it is unknown or belongs to another scope."""
+        record = self._records.get(task_id)
+        if record is None or record.scope != scope:
+            return None
+        return self._copy(record.task, history_length=history_length)
+
+    def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
+        """One page of the scope's tasks, most recently updated first.
+
+        A page costs O(log n + page_size) for no filter, a context filter or a state filter
+        (each has its own index); combining context and state walks the context's tasks.
+        """
+        response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
+        index = self._indexes.get(scope)
+        if index is None:
+            return response
+        entries, predicate = self._choose_index(index, query)
+        if entries is None:
+            return response
+        start = self._decode_token(query.page_token) if query.page_token else None
+        floor: _Key = (query.updated_after_ns, "")
+        matching = self._count(entries, floor, predicate)
+        response.total_size = matching
+        page: list[_Record] = []
+        for key in self._walk(entries, floor, start):
+            record = self._records[key[1]]
+            if predicate is not None and not predicate(record):
+                continue
+            if len(page) == query.page_size:
+                last = page[-1]
+                response.next_page_token = self._encode_token((last.updated_ns, last.task.id))
+                break
+            page.append(record)
+        for record in page:
+            task = response.tasks.add()
+            task.CopyFrom(record.task)
+            if not query.include_artifacts:
+                del task.artifacts[:]
+            _trim_history(task, query.history_length)
+        return response
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _stamp(self, status: a2a_pb2.TaskStatus) -> int:
+        # Strictly increasing, so ListTasks order matches the order of changes on this server.
+        now = max(self._clock_ns(), self._last_ns + 1)
+        self._last_ns = now
+        status.timestamp.CopyFrom(
+            timestamp_pb2.Timestamp(seconds=now // 1_000_000_000, nanos=now % 1_000_000_000)
+        )
+        return now
+
+    def _copy(self, task: a2a_pb2.Task, *, history_length: int | None = None) -> a2a_pb2.Task:
+        copy = a2a_pb2.Task()
+        copy.CopyFrom(task)
+        _trim_history(copy, history_length)
+        return copy
+
+    def _index_keys(self, record: _Record) -> Iterator[SortedList]:
+        index = self._indexes.setdefault(record.scope, _ScopeIndex())
+        yield index.all
+        if record.task.context_id:
+            yield index.by_context.setdefault(record.task.context_id, _new_index())
+        yield index.by_state.setdefault(record.task.status.state, _new_index())
+
+    def _index_add(self, record: _Record) -> None:
+        key = (record.updated_ns, record.task.id)
+        for entries in self._index_keys(record):
+            entries.add(key)
+
+    def _index_remove(self, record: _Record) -> None:
+        key = (record.updated_ns, record.task.id)
+        index = self._indexes[record.scope]
+        index.all.remove(key)
+        if record.task.context_id:
+            _discard(index.by_context, record.task.context_id, key)
+        _discard(index.by_state, record.task.status.state, key)
+        if not index.all:
+            del self._indexes[record.scope]
+
+    def _mark_terminal(self, record: _Record) -> None:
+        record.settled_at = self._monotonic()
+        self._terminal[record.task.id] = None
+
+    def _evict_oldest_terminal(self) -> bool:
+        oldest = next(iter(self._terminal), None)
+        if oldest is None:
+            return False
+        self._delete(oldest)
+        return True
+
+    def _delete(self, task_id: str) -> None:
+        record = self._records.pop(task_id)
+        self._terminal.pop(task_id, None)
+        self._index_remove(record)
+
+    def _choose_index(
+        self, index: _ScopeIndex, query: TaskQuery
+    ) -> tuple[SortedList | None, Callable[[_Record], bool] | None]:
+        if query.context_id:
+            entries = index.by_context.get(query.context_id)
+            if query.state:
+                state = query.state
+                return entries, lambda record: record.task.status.state == state
+            return entries, None
+        if query.state:
+            return index.by_state.get(query.state), None
+        return index.all, None
+
+    @staticmethod
+    def _walk(entries: SortedList, floor: _Key, start: _Key | None) -> Iterator[_Key]:
+        """Keys newest first, at or above `floor`, strictly older than `start` when given."""
+        if start is None:
+            return iter(entries.irange(minimum=floor, reverse=True))
+        return iter(
+            entries.irange(minimum=floor, maximum=start, inclusive=(True, False), reverse=True)
+        )
+
+    def _count(
+        self,
+        entries: SortedList,
+        floor: _Key,
+        predicate: Callable[[_Record], bool] | None,
+    ) -> int:
+        if predicate is None:
+            return len(entries) - entries.bisect_left(floor)
+        return sum(1 for key in entries.irange(minimum=floor) if predicate(self._records[key[1]]))
+
+    @staticmethod
+    def _encode_token(key: _Key) -> str:
+        raw = f"{key[0]}:{key[1]}".encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @staticmethod
+    def _decode_token(token: str) -> _Key:
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+            stamp, _, task_id = raw.partition(":")
+            if not task_id:
+                raise ValueError(token)
+            return int(stamp), task_id
+        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+            raise InvalidPageTokenError(token) from exc
+
+
+def _discard(indexes: dict[object, SortedList], name: object, key: _Key) -> None:
+    entries = indexes.get(name)
+    if entries is None:
+        return
+    entries.discard(key)
+    if not entries:
+        del indexes[name]
+
+
+def _trim_history(task: a2a_pb2.Task, history_length: int | None) -> None:
+    if history_length is None:
+        return
+    if history_length == 0:
+        del task.history[:]
+    elif len(task.history) > history_length:
+        del task.history[: len(task.history) - history_length]

@@ -1,0 +1,144 @@
+"""Request checks that run before any task exists or any agent code runs.
+
+Each check raises the spec's error with a message that says what to fix. The handler calls
+them in the order the project documents (required fields first, then content, then extensions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from a2a_grpc.core.errors import (
+    ContentTypeNotSupportedError,
+    ExtensionSupportRequiredError,
+    FieldViolation,
+    InvalidParamsError,
+)
+from a2a_grpc.generated import a2a_pb2
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 50
+
+_IMPLIED_MEDIA_TYPES = {"text": "text/plain", "data": "application/json"}
+
+
+def raise_violations(violations: Sequence[FieldViolation]) -> None:
+    if violations:
+        summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
+        raise InvalidParamsError(f"invalid request: {summary}", field_violations=violations)
+
+
+def _history_length(
+    holder: a2a_pb2.GetTaskRequest | a2a_pb2.ListTasksRequest | a2a_pb2.SendMessageConfiguration,
+    path: str,
+) -> list[FieldViolation]:
+    if holder.HasField("history_length") and holder.history_length < 0:
+        return [FieldViolation(path, "must be 0 (no history) or a positive count, or left unset")]
+    return []
+
+
+def check_send_required(request: a2a_pb2.SendMessageRequest) -> None:
+    """Required fields of SendMessage / SendStreamingMessage (InvalidParams + field violations)."""
+    violations: list[FieldViolation] = []
+    if not request.HasField("message"):
+        violations.append(FieldViolation("message", "required: the message to send"))
+    else:
+        message = request.message
+        if not message.message_id:
+            violations.append(
+                FieldViolation("message.message_id", "required: a unique id minted by the sender")
+            )
+        if message.role == a2a_pb2.ROLE_UNSPECIFIED:
+            violations.append(FieldViolation("message.role", "required: set ROLE_USER"))
+        elif message.role != a2a_pb2.ROLE_USER:
+            violations.append(
+                FieldViolation("message.role", "messages sent to an agent must be ROLE_USER")
+            )
+        if not message.parts:
+            violations.append(FieldViolation("message.parts", "required: at least one part"))
+        for index, part in enumerate(message.parts):
+            if part.WhichOneof("content") is None:
+                violations.append(
+                    FieldViolation(
+                        f"message.parts[{index}]", "set one of text, raw, url or data"
+                    )
+                )
+    if request.HasField("configuration"):
+        violations += _history_length(request.configuration, "configuration.history_length")
+    raise_violations(violations)
+
+
+def _matches(media_type: str, accepted: Iterable[str]) -> bool:
+    media_type = media_type.split(";", 1)[0].strip().lower()
+    major = media_type.split("/", 1)[0]
+    for mode in accepted:
+        mode = mode.split(";", 1)[0].strip().lower()
+        if mode in ("*", "*/*", media_type) or mode == f"{major}/*":
+            return True
+    return False
+
+
+def check_content(
+    message: a2a_pb2.Message, input_modes: Sequence[str], max_inline_bytes: int
+) -> None:
+    """Part media types against the card's input modes, then the inline `raw` size cap."""
+    if input_modes:
+        for index, part in enumerate(message.parts):
+            kind = part.WhichOneof("content") or ""
+            media_type = part.media_type or _IMPLIED_MEDIA_TYPES.get(kind, "")
+            if media_type and not _matches(media_type, input_modes):
+                raise ContentTypeNotSupportedError(
+                    f"message.parts[{index}] has media type {media_type!r}; this agent accepts "
+                    f"{', '.join(input_modes)}",
+                    metadata={"mediaType": media_type},
+                )
+    for index, part in enumerate(message.parts):
+        if part.HasField("raw") and len(part.raw) > max_inline_bytes:
+            raise InvalidParamsError(
+                f"message.parts[{index}] carries {len(part.raw)} bytes inline; the limit is "
+                f"{max_inline_bytes}: send a url part that points to the content instead",
+                field_violations=[
+                    FieldViolation(
+                        f"message.parts[{index}].raw",
+                        f"at most {max_inline_bytes} bytes inline; use a url part",
+                    )
+                ],
+            )
+
+
+def check_extensions(card: a2a_pb2.AgentCard, requested: Sequence[str]) -> None:
+    """Every extension the card marks required must be among those the caller activated."""
+    missing = [
+        ext.uri
+        for ext in card.capabilities.extensions
+        if ext.required and ext.uri not in requested
+    ]
+    if missing:
+        raise ExtensionSupportRequiredError(
+            f"this agent requires the extension(s) {', '.join(missing)}: list them in the "
+            "a2a-extensions request metadata",
+            metadata={"extensions": ",".join(missing)},
+        )
+
+
+def check_task_id(task_id: str, path: str = "id") -> None:
+    if not task_id:
+        raise_violations([FieldViolation(path, "required: the task id")])
+
+
+def check_get(request: a2a_pb2.GetTaskRequest) -> None:
+    violations = [] if request.id else [FieldViolation("id", "required: the task id")]
+    raise_violations(violations + _history_length(request, "history_length"))
+
+
+def list_page_size(request: a2a_pb2.ListTasksRequest) -> int:
+    """The validated page size of a ListTasks request (50 when unset)."""
+    violations = _history_length(request, "history_length")
+    if request.HasField("page_size") and not 1 <= request.page_size <= MAX_PAGE_SIZE:
+        violations.append(
+            FieldViolation("page_size", f"must be between 1 and {MAX_PAGE_SIZE}, or left unset")
+        )
+    if request.status not in a2a_pb2.TaskState.values():
+        violations.append(FieldViolation("status", "not a known TaskState"))
+    raise_violations(violations)
+    return request.page_size if request.HasField("page_size") else DEFAULT_PAGE_SIZE

@@ -1,0 +1,90 @@
+"""Real grpc.aio servers on 127.0.0.1:0 with real channels; only the agent is ever faked."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.app import RunningServer, start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
+
+VERSION = (("a2a-version", "1.0"),)
+
+
+@dataclass
+class Harness:
+    running: RunningServer
+    channel: grpc.aio.Channel
+    stub: a2a_pb2_grpc.A2AServiceStub
+
+    @property
+    def store(self) -> Any:
+        return self.running.handler.store
+
+
+Factory = Callable[..., Awaitable[Harness]]
+
+
+@pytest.fixture
+async def make_server() -> AsyncIterator[Factory]:
+    made: list[Harness] = []
+
+    async def make(
+        agent: AgentExecutor | None = None,
+        card: a2a_pb2.AgentCard | None = None,
+        **config: Any,
+    ) -> Harness:
+        settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
+        running = await start_server(settings, agent or DemoAgent(), card)
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
+        harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        await harness.channel.close()
+        await harness.running.server.stop(None)
+
+
+@pytest.fixture
+async def demo(make_server: Factory) -> Harness:
+    return await make_server()
+
+
+def user_message(text: str = "hello", **fields: Any) -> a2a_pb2.Message:
+    message = a2a_pb2.Message(
+        message_id=fields.pop("message_id", None) or _new_id(), role=a2a_pb2.ROLE_USER, **fields
+    )
+    message.parts.add(text=text)
+    return message
+
+
+def send_request(text: str = "hello", **fields: Any) -> a2a_pb2.SendMessageRequest:
+    configuration = fields.pop("configuration", None)
+    tenant = fields.pop("tenant", "")
+    request = a2a_pb2.SendMessageRequest(message=user_message(text, **fields), tenant=tenant)
+    if configuration is not None:
+        request.configuration.CopyFrom(configuration)
+    return request
+
+
+def _new_id() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+def error_reason(error: grpc.aio.AioRpcError) -> str:
+    from a2a_grpc.core import status
+
+    decoded = status.decode(error.code(), error.details() or "", error.trailing_metadata())
+    assert decoded is not None, f"no A2A ErrorInfo in {error.code()} {error.details()}"
+    return decoded.reason
