@@ -9,7 +9,9 @@ from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.generated import a2a_pb2 as pb
 
 
-def task(task_id: str = "t1", state: int = pb.TASK_STATE_WORKING, **kw: object) -> pb.StreamResponse:
+def task(
+    task_id: str = "t1", state: int = pb.TASK_STATE_WORKING, **kw: object
+) -> pb.StreamResponse:
     return pb.StreamResponse(
         task=pb.Task(id=task_id, context_id="c1", status=pb.TaskStatus(state=state), **kw)
     )
@@ -35,7 +37,11 @@ def chunk(
     artifact = pb.Artifact(artifact_id=artifact_id, name=name, parts=[pb.Part(text=text)])
     return pb.StreamResponse(
         artifact_update=pb.TaskArtifactUpdateEvent(
-            task_id=task_id, context_id="c1", artifact=artifact, append=append, last_chunk=last_chunk
+            task_id=task_id,
+            context_id="c1",
+            artifact=artifact,
+            append=append,
+            last_chunk=last_chunk,
         )
     )
 

@@ -1,0 +1,148 @@
+"""The agent-card resolver: URL, ProtoJSON parsing, GRPC interface choice, ETag and max-age."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from a2a_grpc.client.card import CardResolver, card_url, grpc_interface, max_age, parse_card
+from a2a_grpc.client.errors import AgentCardError, UnavailableError
+from a2a_grpc.core.errors import InvalidAgentResponseError
+
+CARD = {
+    "name": "echo",
+    "description": "echoes",
+    "version": "1",
+    "supportedInterfaces": [
+        {"url": "http://x/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "old:1", "protocolBinding": "GRPC", "protocolVersion": "0.3"},
+        {"url": "h:50051", "protocolBinding": "GRPC", "protocolVersion": "1.0", "tenant": "t-9"},
+        {"url": "h:50052", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+    ],
+    "capabilities": {"streaming": True},
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [],
+    "aFieldFromTheFuture": {"x": 1},
+}
+
+
+def test_card_url() -> None:
+    assert card_url("https://a.example") == "https://a.example/.well-known/agent-card.json"
+    assert card_url("http://a:8080/") == "http://a:8080/.well-known/agent-card.json"
+    assert card_url("https://a.example/cards/x.json") == "https://a.example/cards/x.json"
+    for bad in ("a.example:443", "ftp://a", "https://"):
+        with pytest.raises(ValueError):
+            card_url(bad)
+
+
+def test_first_grpc_interface_for_version_1_0_with_its_tenant() -> None:
+    interface = grpc_interface(parse_card(json.dumps(CARD)))
+    assert (interface.url, interface.tenant) == ("h:50051", "t-9")
+
+
+def test_cards_without_a_usable_grpc_interface() -> None:
+    card = dict(CARD, supportedInterfaces=CARD["supportedInterfaces"][:2])
+    with pytest.raises(AgentCardError, match="only for protocol version"):
+        grpc_interface(parse_card(json.dumps(card)))
+    card = dict(CARD, supportedInterfaces=CARD["supportedInterfaces"][:1])
+    with pytest.raises(AgentCardError, match="no GRPC interface"):
+        grpc_interface(parse_card(json.dumps(card)))
+
+
+def test_malformed_card() -> None:
+    with pytest.raises(InvalidAgentResponseError):
+        parse_card("<html>")
+    with pytest.raises(InvalidAgentResponseError):
+        parse_card('{"name": 5, "skills": "no"}')
+
+
+def test_max_age() -> None:
+    assert max_age("public, max-age=300") == 300
+    assert max_age("max-age=60, must-revalidate") == 60
+    assert max_age("no-cache, max-age=60") == 0
+    assert max_age("no-store") == -1
+    assert max_age(None) == 0
+    assert max_age("s-maxage=5") == 0
+
+
+class Server:
+    """A scripted card endpoint: counts requests and honours If-None-Match."""
+
+    def __init__(self, cache_control: str | None = "max-age=60", etag: str | None = '"v1"') -> None:
+        self.cache_control = cache_control
+        self.etag = etag
+        self.requests: list[httpx.Request] = []
+        self.body = json.dumps(CARD)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        headers = {}
+        if self.cache_control:
+            headers["cache-control"] = self.cache_control
+        if self.etag:
+            headers["etag"] = self.etag
+            if request.headers.get("if-none-match") == self.etag:
+                return httpx.Response(304, headers=headers)
+        return httpx.Response(200, headers=headers, text=self.body)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_max_age_then_etag_revalidation() -> None:
+    server, clock = Server(), Clock()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+        resolver = CardResolver(http, clock=clock)
+        first = await resolver.get("https://agent.example")
+        assert first.name == "echo"
+        assert str(server.requests[0].url) == "https://agent.example/.well-known/agent-card.json"
+        clock.now = 59
+        first.name = "mutated by the caller"
+        assert (await resolver.get("https://agent.example")).name == "echo"
+        assert len(server.requests) == 1  # fresh: served from memory
+        clock.now = 61
+        again = await resolver.get("https://agent.example")
+        assert len(server.requests) == 2  # stale: revalidated
+        assert server.requests[1].headers["if-none-match"] == '"v1"'
+        assert again.name == "echo"  # the 304 reused the cached card
+        clock.now = 100
+        await resolver.get("https://agent.example")
+        assert len(server.requests) == 2  # the 304's max-age refreshed the entry
+
+
+async def test_no_cache_and_no_store() -> None:
+    server, clock = Server(cache_control="no-cache"), Clock()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+        resolver = CardResolver(http, clock=clock)
+        await resolver.get("https://a.example")
+        await resolver.get("https://a.example")
+        assert server.requests[1].headers["if-none-match"] == '"v1"'
+    server = Server(cache_control="no-store")
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+        resolver = CardResolver(http, clock=clock)
+        await resolver.get("https://a.example")
+        await resolver.get("https://a.example")
+        assert "if-none-match" not in server.requests[1].headers
+
+
+async def test_http_failures() -> None:
+    def not_found(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404)
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(not_found)) as http:
+        with pytest.raises(AgentCardError, match="HTTP 404"):
+            await CardResolver(http).get("https://a.example")
+    async with httpx.AsyncClient(transport=httpx.MockTransport(refused)) as http:
+        with pytest.raises(UnavailableError):
+            await CardResolver(http).get("https://a.example")
