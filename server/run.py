@@ -137,6 +137,7 @@ class TaskRun:
         )
         if state in SETTLED_STATES:
             self._mark_settled()
+        await self._let_readers_run()
 
     async def working(self, message: MessageLike = None) -> None:
         await self.update_status(a2a_pb2.TASK_STATE_WORKING, message)
@@ -201,6 +202,7 @@ class TaskRun:
             update.append = append
             update.last_chunk = last_chunk
             self.broker.publish(self.task_id, event)
+        await self._let_readers_run()
         return artifact.artifact_id
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:
@@ -216,6 +218,12 @@ class TaskRun:
         self._mark_settled()
 
     # -- internals ------------------------------------------------------------------------
+
+    async def _let_readers_run(self) -> None:
+        # An agent that emits in a tight loop would otherwise fill every reader's queue before
+        # any of them is scheduled. Yielding once per event costs nothing without readers.
+        if self.broker.has_subscribers(self.task_id):
+            await asyncio.sleep(0)
 
     def _agent_message(self, message: a2a_pb2.Message | str) -> a2a_pb2.Message:
         return agent_message(message, context_id=self.context_id, task_id=self.task_id)

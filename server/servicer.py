@@ -52,10 +52,12 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
         return await self._unary(self.handler.send_message, request, context)
 
-    def SendStreamingMessage(
+    # grpc.aio recognises streaming handlers by being async generator functions.
+    async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, context: Any
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        return self._stream(self.handler.send_streaming_message, request, context)
+        async for event in self._stream(self.handler.send_streaming_message, request, context):
+            yield event
 
     async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> Any:
         return await self._unary(self.handler.get_task, request, context)
@@ -66,10 +68,11 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Any) -> Any:
         return await self._unary(self.handler.cancel_task, request, context)
 
-    def SubscribeToTask(
+    async def SubscribeToTask(
         self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        return self._stream(self.handler.subscribe_to_task, request, context)
+        async for event in self._stream(self.handler.subscribe_to_task, request, context):
+            yield event
 
     async def CreateTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
         return await self._unary(_push_not_supported, request, context)
