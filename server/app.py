@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -42,8 +43,9 @@ class RunningServer:
         """Health turns NOT_SERVING, new calls are refused, running work gets `grace` seconds."""
         grace = self.handler.config.shutdown_grace if grace is None else grace
         await self.health.enter_graceful_shutdown()
-        await self.handler.drain(grace)
-        await self.server.stop(grace)
+        # server.stop refuses new calls at once and cancels open ones after `grace`; agent runs
+        # are not calls, so the handler drains them over the same period.
+        await asyncio.gather(self.handler.drain(grace), self.server.stop(grace))
 
 
 async def start_server(

@@ -77,6 +77,10 @@ async def _serve(config: ServerConfig, agent: AgentExecutor) -> int:
     except PortInUseError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
         return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     settings = ", ".join(
         f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config)
     )
@@ -84,10 +88,6 @@ async def _serve(config: ServerConfig, agent: AgentExecutor) -> int:
     print(f"a2a-grpc: agent {type(agent).__module__}.{type(agent).__qualname__}", flush=True)
     print(f"a2a-grpc: settings {settings}", flush=True)
     print("a2a-grpc: no authentication configured: every caller is served", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("a2a-grpc: shutting down", flush=True)
     await running.stop()

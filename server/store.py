@@ -176,13 +176,13 @@ class InMemoryTaskStore:
         (each has its own index); combining context and state walks the context's tasks.
         """
         response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
+        start = self._decode_token(query.page_token) if query.page_token else None
         index = self._indexes.get(scope)
         if index is None:
             return response
         entries, predicate = self._choose_index(index, query)
         if entries is None:
             return response
-        start = self._decode_token(query.page_token) if query.page_token else None
         floor: _Key = (query.updated_after_ns, "")
         matching = self._count(entries, floor, predicate)
         response.total_size = matching

@@ -1,0 +1,124 @@
+"""Health, reflection, exclusive ports, graceful shutdown and the serve command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.app import PortInUseError, start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
+from tests.integration.conftest import Factory, Harness, send_request
+
+
+async def test_health_serving(demo: Harness) -> None:
+    stub = health_pb2_grpc.HealthStub(demo.channel)
+    for service in ("", "lf.a2a.v1.A2AService"):
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_reflection_lists_and_describes_the_service(demo: Harness) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(demo.channel)
+
+    async def ask() -> list[reflection_pb2.ServerReflectionResponse]:
+        requests = [
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol="lf.a2a.v1.A2AService"),
+        ]
+        return [r async for r in stub.ServerReflectionInfo(iter(requests))]
+
+    listed, described = await ask()
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"lf.a2a.v1.A2AService", "grpc.health.v1.Health"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto
+
+
+async def test_port_is_not_shared(demo: Harness) -> None:
+    config = ServerConfig(host="127.0.0.1", port=demo.running.port)
+    with pytest.raises(PortInUseError, match="in use"):
+        await start_server(config, DemoAgent())
+
+
+async def test_graceful_shutdown(make_server: Factory) -> None:
+    harness = await make_server()
+    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
+        health_pb2.HealthCheckRequest(service="")
+    )
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    stream = harness.stub.SendStreamingMessage(send_request("slow 30"))
+    task_id = (await stream.read()).task.id
+    stopping = asyncio.ensure_future(harness.running.stop(grace=0.5))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    await asyncio.sleep(0.1)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), timeout=2)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    await asyncio.wait_for(stopping, 10)
+    stored = harness.store.get(task_id, harness.running.handler.store._records[task_id].scope)
+    assert stored.status.state == a2a_pb2.TASK_STATE_CANCELED
+
+
+def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as process:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert "serving A2A 1.0 over gRPC on 127.0.0.1:" in first
+        port = int(first.rsplit(":", 1)[1])
+        assert port > 0
+        settings = process.stdout.readline() + process.stdout.readline()
+        assert "max_tasks=100000" in settings
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(timeout=20) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+def test_serve_command_refuses_a_taken_port() -> None:
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        port = holder.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        holder.close()
+    assert result.returncode == 1
+    assert "in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_command_rejects_a_bad_agent() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--agent", "no.such:thing"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "--agent" in result.stderr
+    assert "Traceback" not in result.stderr

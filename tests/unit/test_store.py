@@ -1,0 +1,137 @@
+"""The task store contract: copies, scoping, eviction, TTL, paging (no sockets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.store import (
+    InMemoryTaskStore,
+    InvalidPageTokenError,
+    Scope,
+    StoreFullError,
+    TaskQuery,
+)
+
+SCOPE = Scope("tenant", "alice")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def task(task_id: str, state: int = a2a_pb2.TASK_STATE_WORKING, context: str = "c") -> a2a_pb2.Task:
+    return a2a_pb2.Task(id=task_id, context_id=context, status=a2a_pb2.TaskStatus(state=state))
+
+
+def finish(store: InMemoryTaskStore, task_id: str) -> None:
+    def mutate(t: a2a_pb2.Task) -> None:
+        t.status.state = a2a_pb2.TASK_STATE_COMPLETED
+
+    store.update(task_id, mutate, status_changed=True)
+
+
+def test_copies_in_and_out() -> None:
+    store = InMemoryTaskStore()
+    original = task("t1")
+    store.create(original, SCOPE)
+    original.context_id = "changed after create"
+    got = store.get("t1", SCOPE)
+    assert got is not None and got.context_id == "c"
+    got.artifacts.add(artifact_id="a")
+    got.status.state = a2a_pb2.TASK_STATE_FAILED
+    again = store.get("t1", SCOPE)
+    assert again is not None
+    assert len(again.artifacts) == 0 and again.status.state == a2a_pb2.TASK_STATE_WORKING
+    listed = store.list(SCOPE, TaskQuery(page_size=10, include_artifacts=True))
+    listed.tasks[0].context_id = "x"
+    assert store.get("t1", SCOPE).context_id == "c"  # type: ignore[union-attr]
+
+
+def test_other_scopes_see_nothing() -> None:
+    store = InMemoryTaskStore()
+    store.create(task("t1"), SCOPE)
+    assert store.get("t1", Scope("tenant", "bob")) is None
+    assert store.get("t1", Scope("other", "alice")) is None
+    assert store.list(Scope("tenant", "bob"), TaskQuery(page_size=10)).total_size == 0
+
+
+def test_terminal_tasks_are_frozen() -> None:
+    store = InMemoryTaskStore()
+    store.create(task("t1"), SCOPE)
+    finish(store, "t1")
+    with pytest.raises(ValueError, match="terminal"):
+        finish(store, "t1")
+
+
+def test_full_store_evicts_the_oldest_terminal_task_first() -> None:
+    store = InMemoryTaskStore(max_tasks=3)
+    for name in ("a", "b", "c"):
+        store.create(task(name), SCOPE)
+    finish(store, "b")
+    finish(store, "a")
+    store.create(task("d"), SCOPE)
+    assert store.get("b", SCOPE) is None  # settled first, evicted first
+    assert store.get("a", SCOPE) is not None
+    store.create(task("e"), SCOPE)
+    assert store.get("a", SCOPE) is None
+    assert len(store) == 3
+
+
+def test_full_store_of_live_tasks_refuses_new_ones() -> None:
+    store = InMemoryTaskStore(max_tasks=2)
+    store.create(task("a"), SCOPE)
+    store.create(task("b"), SCOPE)
+    with pytest.raises(StoreFullError, match="retry later"):
+        store.create(task("c"), SCOPE)
+    assert {store.get(n, SCOPE) is not None for n in ("a", "b")} == {True}
+
+
+def test_terminal_tasks_expire_after_the_ttl() -> None:
+    clock = Clock()
+    store = InMemoryTaskStore(terminal_ttl=60, monotonic=clock)
+    store.create(task("a"), SCOPE)
+    store.create(task("b"), SCOPE)
+    finish(store, "a")
+    clock.now += 61
+    assert store.evict_expired() == 1
+    assert store.get("a", SCOPE) is None
+    assert store.get("b", SCOPE) is not None  # live tasks never expire
+    assert store.list(SCOPE, TaskQuery(page_size=10)).total_size == 1
+
+
+def test_list_orders_by_last_status_change_and_pages_stably() -> None:
+    ticks = iter(range(1, 1000))
+    store = InMemoryTaskStore(clock_ns=lambda: next(ticks))
+    for name in "abcde":
+        store.create(task(name), SCOPE)
+    finish(store, "b")  # b changed last, so it comes first
+    first = store.list(SCOPE, TaskQuery(page_size=2))
+    assert [t.id for t in first.tasks] == ["b", "e"]
+    second = store.list(SCOPE, TaskQuery(page_size=2, page_token=first.next_page_token))
+    assert [t.id for t in second.tasks] == ["d", "c"]
+    third = store.list(SCOPE, TaskQuery(page_size=2, page_token=second.next_page_token))
+    assert [t.id for t in third.tasks] == ["a"]
+    assert third.next_page_token == ""
+
+
+def test_list_rejects_foreign_tokens() -> None:
+    store = InMemoryTaskStore()
+    with pytest.raises(InvalidPageTokenError):
+        store.list(SCOPE, TaskQuery(page_size=2, page_token="garbage"))
+
+
+def test_history_length_trims_oldest_first() -> None:
+    store = InMemoryTaskStore()
+    t = task("a")
+    for index in range(5):
+        t.history.add(message_id=str(index))
+    store.create(t, SCOPE)
+    got = store.get("a", SCOPE, history_length=2)
+    assert got is not None and [m.message_id for m in got.history] == ["3", "4"]
+    got = store.get("a", SCOPE, history_length=0)
+    assert got is not None and len(got.history) == 0
