@@ -1,0 +1,90 @@
+"""Our server in a child process, and the official a2a-sdk client in this one.
+
+This directory runs in a pytest process of its own: the SDK's generated module registers the
+same lf.a2a.v1 symbols as ours, so nothing here may import a2a_grpc.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.client import Client
+from a2a.types import a2a_pb2 as sdk
+
+LAUNCHER = Path(__file__).with_name("our_server.py")
+
+
+def _launch(*args: str) -> Iterator[int]:
+    with subprocess.Popen(
+        [sys.executable, str(LAUNCHER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("PORT "), f"our server did not start: {line!r}"
+            yield int(line.split()[1])
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    yield from _launch()
+
+
+@pytest.fixture(scope="module")
+def strict_port() -> Iterator[int]:
+    yield from _launch("--strict")
+
+
+def card_for(port: int, *, streaming: bool = True, extended: bool = False) -> sdk.AgentCard:
+    return sdk.AgentCard(
+        name="a2a-grpc under test",
+        description="our server",
+        version="0.1.0",
+        supported_interfaces=[
+            sdk.AgentInterface(
+                url=f"127.0.0.1:{port}", protocol_binding="GRPC", protocol_version="1.0"
+            )
+        ],
+        capabilities=sdk.AgentCapabilities(streaming=streaming, extended_agent_card=extended),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[sdk.AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
+    )
+
+
+async def make_client(port: int, *, streaming: bool, extended: bool = False) -> Client:
+    config = ClientConfig(
+        streaming=streaming,
+        supported_protocol_bindings=["GRPC"],
+        grpc_channel_factory=grpc.aio.insecure_channel,
+    )
+    return ClientFactory(config).create(card_for(port, streaming=streaming, extended=extended))
+
+
+@pytest.fixture
+async def blocking_client(port: int) -> AsyncIterator[Client]:
+    client = await make_client(port, streaming=False)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def streaming_client(port: int) -> AsyncIterator[Client]:
+    client = await make_client(port, streaming=True)
+    yield client
+    await client.close()
