@@ -30,7 +30,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from a2a_grpc.generated import a2a_pb2
 
@@ -77,7 +77,7 @@ class TaskEvents(Protocol):
         description: str = "",
         append: bool = False,
         last_chunk: bool = False,
-        metadata: dict[str, object] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         """Records an artifact or a chunk of one; returns its artifact id."""
         ...

@@ -81,9 +81,7 @@ async def _serve(config: ServerConfig, agent: AgentExecutor) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    settings = ", ".join(
-        f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config)
-    )
+    settings = ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
     print(f"a2a-grpc: serving A2A 1.0 over gRPC on {config.host}:{running.port}", flush=True)
     print(f"a2a-grpc: agent {type(agent).__module__}.{type(agent).__qualname__}", flush=True)
     print(f"a2a-grpc: settings {settings}", flush=True)

@@ -18,7 +18,7 @@ class ServerConfig:
     max_inline_bytes: int = 1 * MiB
     """Largest `raw` part accepted inline; bigger content must come as a url part."""
     strict_version: bool = False
-    """Treat a request without `a2a-version` as 0.3 (VersionNotSupported), as the spec's letter says."""
+    """Refuse requests without `a2a-version` (the spec reads that as 0.3)."""
     subscriber_queue_size: int = 1024
     """Events a stream may fall behind before it is cut off (it can resubscribe)."""
     dedup_window: float = 3600.0

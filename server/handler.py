@@ -232,7 +232,9 @@ class RequestHandler:
         stored.context_id = task.context_id
 
         self.store.update(task.id, lambda t: t.history.append(stored), status_changed=False)
-        record_status(self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED)
+        record_status(
+            self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED
+        )
 
     def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
         now = time.monotonic()

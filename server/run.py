@@ -11,6 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -132,9 +133,7 @@ class TaskRun:
         self._check_open()
         self._ensure_task()
         status_message = None if message is None else self._agent_message(message)
-        record_status(
-            self.store, self.broker, self.task_id, self.context_id, state, status_message
-        )
+        record_status(self.store, self.broker, self.task_id, self.context_id, state, status_message)
         if state in SETTLED_STATES:
             self._mark_settled()
         await self._let_readers_run()
@@ -166,7 +165,7 @@ class TaskRun:
         description: str = "",
         append: bool = False,
         last_chunk: bool = False,
-        metadata: dict[str, object] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
@@ -266,4 +265,3 @@ class TaskRun:
         self.started.set()
         self.settled.set()
         self._on_settled(self)
-

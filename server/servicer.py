@@ -170,6 +170,5 @@ async def _push_not_supported(request: Any, call: CallContext) -> empty_pb2.Empt
 
 async def _extended_card_not_offered(request: Any, call: CallContext) -> a2a_pb2.AgentCard:
     raise UnsupportedOperationError(
-        "this agent does not offer an extended agent card (capabilities.extended_agent_card is "
-        "off)"
+        "this agent does not offer an extended agent card (capabilities.extended_agent_card is off)"
     )

@@ -18,6 +18,7 @@ import binascii
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from google.protobuf import timestamp_pb2
 from sortedcontainers import SortedList
@@ -65,6 +66,7 @@ class _Record:
 
 # An index entry orders tasks by last status change; the id breaks ties.
 _Key = tuple[int, str]
+_Name = TypeVar("_Name", str, int)
 
 
 def _new_index() -> SortedList:
@@ -112,9 +114,7 @@ class InMemoryTaskStore:
             raise ValueError(f"task {task.id!r} already exists")
         self.evict_expired()
         if len(self._records) >= self.max_tasks and not self._evict_oldest_terminal():
-            raise StoreFullError(
-                f"the server holds {self.max_tasks} unfinished tasks; retry later"
-            )
+            raise StoreFullError(f"the server holds {self.max_tasks} unfinished tasks; retry later")
         stored = a2a_pb2.Task()
         stored.CopyFrom(task)
         now = self._stamp(stored.status)
@@ -288,7 +288,7 @@ class InMemoryTaskStore:
         predicate: Callable[[_Record], bool] | None,
     ) -> int:
         if predicate is None:
-            return len(entries) - entries.bisect_left(floor)
+            return int(len(entries) - entries.bisect_left(floor))
         return sum(1 for key in entries.irange(minimum=floor) if predicate(self._records[key[1]]))
 
     @staticmethod
@@ -308,7 +308,7 @@ class InMemoryTaskStore:
             raise InvalidPageTokenError(token) from exc
 
 
-def _discard(indexes: dict[object, SortedList], name: object, key: _Key) -> None:
+def _discard(indexes: dict[_Name, SortedList], name: _Name, key: _Key) -> None:
     entries = indexes.get(name)
     if entries is None:
         return

@@ -59,9 +59,7 @@ def check_send_required(request: a2a_pb2.SendMessageRequest) -> None:
         for index, part in enumerate(message.parts):
             if part.WhichOneof("content") is None:
                 violations.append(
-                    FieldViolation(
-                        f"message.parts[{index}]", "set one of text, raw, url or data"
-                    )
+                    FieldViolation(f"message.parts[{index}]", "set one of text, raw, url or data")
                 )
     if request.HasField("configuration"):
         violations += _history_length(request.configuration, "configuration.history_length")
@@ -109,9 +107,7 @@ def check_content(
 def check_extensions(card: a2a_pb2.AgentCard, requested: Sequence[str]) -> None:
     """Every extension the card marks required must be among those the caller activated."""
     missing = [
-        ext.uri
-        for ext in card.capabilities.extensions
-        if ext.required and ext.uri not in requested
+        ext.uri for ext in card.capabilities.extensions if ext.required and ext.uri not in requested
     ]
     if missing:
         raise ExtensionSupportRequiredError(

@@ -31,9 +31,7 @@ async def test_new_task_stream_opens_with_the_task_and_closes_at_completion(
     assert kinds(events) == ["task", "status_update", "artifact_update", "status_update"]
     task_id = events[0].task.id
     assert events[0].task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
-    assert all(
-        getattr(e, e.WhichOneof("payload") or "").task_id == task_id for e in events[1:]
-    )
+    assert all(getattr(e, e.WhichOneof("payload") or "").task_id == task_id for e in events[1:])
     assert events[1].status_update.status.state == a2a_pb2.TASK_STATE_WORKING
     assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
 

@@ -182,9 +182,9 @@ async def test_unoffered_capabilities(demo: Harness) -> None:
             await call
         assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert error_reason(caught.value) == "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    inline = send_request(configuration=a2a_pb2.SendMessageConfiguration(
-        task_push_notification_config=config
-    ))
+    inline = send_request(
+        configuration=a2a_pb2.SendMessageConfiguration(task_push_notification_config=config)
+    )
     assert error_reason(await _fails(demo, inline)) == "PUSH_NOTIFICATION_NOT_SUPPORTED"
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await demo.stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest())

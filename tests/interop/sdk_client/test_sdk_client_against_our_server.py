@@ -122,10 +122,7 @@ async def test_error_classes(blocking_client: Client, streaming_client: Client) 
         await blocking_client.cancel_task(sdk.CancelTaskRequest(id=done.task.id))
     with pytest.raises(errors.UnsupportedOperationError):
         _ = [
-            e
-            async for e in streaming_client.subscribe(
-                sdk.SubscribeToTaskRequest(id=done.task.id)
-            )
+            e async for e in streaming_client.subscribe(sdk.SubscribeToTaskRequest(id=done.task.id))
         ]
     with pytest.raises(errors.InvalidParamsError):
         await blocking_client.list_tasks(sdk.ListTasksRequest(page_size=500))
