@@ -11,8 +11,9 @@ def main(argv: list[str] | None = None) -> int:
         from a2a_grpc.server.cli import main as serve_main
 
         return serve_main(args[1:])
-    print("usage: a2a-grpc serve [options]", file=sys.stderr)
-    return 2
+    from a2a_grpc.client.cli import main as client_main
+
+    return client_main(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,589 @@
+"""The client half of the `a2a-grpc` command: send, get, list, cancel, subscribe, card.
+
+Exit codes (also in `EXIT_CODES_HELP`):
+  0  the task completed, the agent answered directly, or the command succeeded
+  1  an unexpected internal error of this program
+  2  usage error: bad arguments, bad TARGET, unreadable --file, invalid --data JSON
+  3  the task ended failed, rejected or canceled
+  4  the task waits for the caller: input-required or auth-required
+  5  the agent returned an error (an A2A error, or another failed gRPC status)
+  6  could not talk: unavailable, deadline exceeded, cancelled, stream lost and not resumable,
+     agent card not fetchable or without a GRPC interface
+  7  the agent's response broke the protocol (InvalidAgentResponseError)
+  130 interrupted (Ctrl-C)
+Every failure ends with one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import mimetypes
+import os
+import re
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from a2a_grpc.client.card import CardResolver, grpc_interface
+from a2a_grpc.client.channel import TlsConfig
+from a2a_grpc.client.client import A2AClient
+from a2a_grpc.client.credentials import BearerToken
+from a2a_grpc.client.errors import (
+    A2AClientError,
+    A2ATransportError,
+    AgentCardError,
+    RpcFailedError,
+)
+from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
+from a2a_grpc.client.reducer import TaskView
+from a2a_grpc.client.retry import RetryPolicy
+from a2a_grpc.core.errors import A2AError, InvalidAgentResponseError
+from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_TASK_FAILED = 3
+EXIT_TASK_WAITING = 4
+EXIT_AGENT_ERROR = 5
+EXIT_COULD_NOT_TALK = 6
+EXIT_INVALID_RESPONSE = 7
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """exit codes:
+  0  completed, a direct answer, or the command succeeded
+  2  usage error (bad arguments or TARGET)
+  3  task failed, rejected or canceled
+  4  task needs input: input-required or auth-required
+  5  the agent returned an error
+  6  could not talk to the agent (unreachable, deadline, stream lost, card unusable)
+  7  the agent's response broke the A2A protocol
+"""
+
+_HOST_PORT = re.compile(
+    r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input; reported in one line with exit code 2."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to connect: a gRPC `host:port` and the tenant to copy into requests."""
+
+    address: str
+    tenant: str
+    card: a2a_pb2.AgentCard | None = None
+
+
+def main(argv: list[str]) -> int:
+    """Runs one client command; returns the process exit code (see the module docstring)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+        return int(exit_.code or 0)
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = asyncio.run(args.run(args))
+        return code
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return EXIT_INTERRUPTED
+    except UsageError as error:
+        _fail(str(error))
+        return EXIT_USAGE
+    except InvalidAgentResponseError as error:
+        _fail(f"the agent's response broke the A2A protocol: {error.message}")
+        return EXIT_INVALID_RESPONSE
+    except A2AError as error:
+        _fail(f"the agent returned {type(error).__name__}: {error.message}")
+        return EXIT_AGENT_ERROR
+    except A2ATransportError as error:
+        _fail(f"could not talk to the agent ({error.code.name}): {error.details}")
+        return EXIT_COULD_NOT_TALK
+    except AgentCardError as error:
+        _fail(str(error))
+        return EXIT_COULD_NOT_TALK
+    except RpcFailedError as error:
+        _fail(f"the agent's call failed with {error}")
+        return EXIT_AGENT_ERROR
+    except A2AClientError as error:  # StreamResumeError and any other could-not-talk case
+        _fail(str(error))
+        return EXIT_COULD_NOT_TALK
+    except Exception as error:  # the one-line promise holds even for our own bugs
+        _fail(f"internal error: {type(error).__name__}: {error}")
+        return EXIT_INTERNAL
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+async def _send(args: argparse.Namespace) -> int:
+    message = _message(args)
+    async with _Connection(args) as (client, _):
+        if not args.stream:
+            result = await client.send_message(message, timeout=args.timeout)
+            if isinstance(result, a2a_pb2.Message):
+                _emit(args, a2a_pb2.SendMessageResponse(message=result), _render_message(result))
+                return EXIT_OK
+            _emit(args, a2a_pb2.SendMessageResponse(task=result), _render_task(result))
+            code = _exit_for(result.status.state)
+            if code is None:
+                raise InvalidAgentResponseError(
+                    f"a blocking SendMessage returned task {result.id} still "
+                    f"{_state(result.status.state)}"
+                )
+            _hint(args, result)
+            return code
+        stream = client.send_streaming_message(message, timeout=args.timeout)
+        return await _follow(args, stream)
+
+
+async def _subscribe(args: argparse.Namespace) -> int:
+    async with _Connection(args) as (client, _):
+        return await _follow(args, client.subscribe_to_task(args.id, timeout=args.timeout))
+
+
+async def _get(args: argparse.Namespace) -> int:
+    request = a2a_pb2.GetTaskRequest(id=args.id)
+    if args.history is not None:
+        request.history_length = args.history
+    async with _Connection(args) as (client, _):
+        task = await client.get_task(request, timeout=args.timeout)
+    _emit(args, task, _render_task(task, history=True))
+    return EXIT_OK
+
+
+async def _list(args: argparse.Namespace) -> int:
+    request = a2a_pb2.ListTasksRequest(context_id=args.context_id or "", page_token=args.page_token)
+    if args.state:
+        request.status = _parse_state(args.state)
+    if args.page_size is not None:
+        request.page_size = args.page_size
+    async with _Connection(args) as (client, _):
+        response = await client.list_tasks(request, timeout=args.timeout)
+    lines = [
+        f"{t.id}  {_state(t.status.state):<15} context {t.context_id}"
+        + (f"  {t.status.timestamp.ToJsonString()}" if t.status.HasField("timestamp") else "")
+        for t in response.tasks
+    ]
+    lines.append(f"{len(response.tasks)} of {response.total_size} task(s)")
+    if response.next_page_token:
+        lines.append(f"next page: --page-token {response.next_page_token}")
+    _emit(args, response, "\n".join(lines))
+    return EXIT_OK
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    async with _Connection(args) as (client, _):
+        task = await client.cancel_task(args.id, timeout=args.timeout)
+    _emit(args, task, _render_task(task))
+    return EXIT_OK
+
+
+async def _card(args: argparse.Namespace) -> int:
+    if _is_url(args.target):
+        async with CardResolver(timeout_s=args.timeout or 10.0) as resolver:
+            card = await resolver.get(args.target)
+    else:
+        async with _Connection(args) as (client, _):
+            card = await client.get_extended_agent_card(timeout=args.timeout)
+    _emit(args, card, _render_card(card))
+    return EXIT_OK
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+
+async def _follow(
+    args: argparse.Namespace, stream: AsyncIterator[tuple[a2a_pb2.StreamResponse, TaskView]]
+) -> int:
+    printer = _LivePrinter(sys.stdout)
+    view = TaskView()
+    async for event, view in stream:
+        if args.json:
+            print(_json(event), flush=True)
+        else:
+            printer.show(event, view)
+    printer.close_line()
+    if view.message is not None:
+        return EXIT_OK
+    if not args.json:
+        print(f"task {view.task_id} {_state(view.state)}", flush=True)
+    if view.task is not None:
+        _hint(args, view.task)
+    return _exit_for(view.state) or EXIT_OK
+
+
+class _LivePrinter:
+    """Prints a stream for a person: state changes, questions, artifacts as they grow."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._state = a2a_pb2.TASK_STATE_UNSPECIFIED
+        self._open_artifact: str | None = None
+        self._seen_task = False
+        self._line_ended = True
+
+    def show(self, event: a2a_pb2.StreamResponse, view: TaskView) -> None:
+        member = event.WhichOneof("payload")
+        if member == "message":
+            self._line(f"agent: {_render_parts(event.message.parts)}")
+        elif member == "task":
+            task = event.task
+            if not self._seen_task:
+                self._line(f"task {task.id} (context {task.context_id})")
+            else:
+                self._line(f"resumed: task {task.id}")
+            self._seen_task = True
+            self._status(task.status)
+        elif member == "status_update":
+            if not self._seen_task:
+                update = event.status_update
+                self._line(f"task {update.task_id} (context {update.context_id})")
+                self._seen_task = True
+            self._status(event.status_update.status)
+        elif member == "artifact_update":
+            self._artifact(event.artifact_update)
+
+    def _status(self, status: a2a_pb2.TaskStatus) -> None:
+        if status.state != self._state:
+            self._state = status.state
+            self._line(f"state: {_state(status.state)}")
+        if status.HasField("message") and status.message.parts:
+            label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
+            self._line(f"{label}: {_render_parts(status.message.parts)}")
+
+    def _artifact(self, update: a2a_pb2.TaskArtifactUpdateEvent) -> None:
+        artifact = update.artifact
+        if not (update.append and self._open_artifact == artifact.artifact_id):
+            self.close_line()
+            name = artifact.name or artifact.artifact_id
+            self._out.write(f"artifact {name}: ")
+            self._open_artifact = artifact.artifact_id
+            self._line_ended = False
+        text = _render_parts(artifact.parts, separator="")
+        self._out.write(text)
+        self._out.flush()
+        if text:
+            self._line_ended = text.endswith("\n")
+        if update.last_chunk:
+            self.close_line()
+
+    def _line(self, text: str) -> None:
+        self.close_line()
+        print(text, file=self._out, flush=True)
+
+    def close_line(self) -> None:
+        if self._open_artifact is not None:
+            if not self._line_ended:
+                print(file=self._out, flush=True)
+            self._open_artifact = None
+
+
+# --- plumbing -----------------------------------------------------------------------------------
+
+
+class _Connection:
+    """`async with _Connection(args) as (client, target)`: resolves TARGET, opens, closes."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._client: A2AClient | None = None
+
+    async def __aenter__(self) -> tuple[A2AClient, Target]:
+        args = self._args
+        target = await _resolve_target(args.target, args.timeout)
+        tls = _tls(args)
+        credentials = BearerToken(args.token) if args.token else None
+        self._client = A2AClient.connect(
+            target.address,
+            tls=tls,
+            tenant=args.tenant if args.tenant is not None else target.tenant,
+            extensions=args.extension,
+            credentials=credentials,
+            retry=RetryPolicy(max_attempts=4, max_backoff_s=2.0),
+        )
+        return self._client, target
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
+    if _is_url(text):
+        try:
+            async with CardResolver(timeout_s=fetch_timeout_s or 10.0) as resolver:
+                card = await resolver.get(text)
+        except ValueError as error:
+            raise UsageError(f"bad TARGET {text!r}: {error}") from error
+        interface = grpc_interface(card)
+        return Target(interface.url, interface.tenant, card)
+    match = _HOST_PORT.match(text)
+    if match is None or not 0 < int(match.group(1)) < 65536:
+        raise UsageError(
+            f"bad TARGET {text!r}: expected host:port or an http(s) URL of an agent card"
+        )
+    return Target(text, "")
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+def _tls(args: argparse.Namespace) -> TlsConfig | None:
+    if not (args.tls or args.ca or args.cert or args.key):
+        return None
+    if bool(args.cert) != bool(args.key):
+        raise UsageError("--cert and --key go together")
+    try:
+        return TlsConfig.from_files(args.ca, args.cert, args.key)
+    except OSError as error:
+        raise UsageError(f"cannot read a TLS file: {error}") from error
+
+
+def _message(args: argparse.Namespace) -> a2a_pb2.Message:
+    if bool(args.task_id) and not args.context_id:
+        raise UsageError("--task-id needs --context-id (continue a task with both ids)")
+    parts: list[a2a_pb2.Part | str] = [args.text]
+    if args.data is not None:
+        try:
+            parts.append(data_part(json.loads(args.data)))
+        except ValueError as error:
+            raise UsageError(f"--data is not valid JSON: {error}") from error
+    if args.file is not None:
+        path = Path(args.file)
+        try:
+            raw = path.read_bytes()
+        except OSError as error:
+            raise UsageError(f"cannot read --file {args.file!r}: {error.strerror}") from error
+        media_type = args.media_type or mimetypes.guess_type(path.name)[0] or ""
+        parts.append(file_part(raw, filename=path.name, media_type=media_type))
+    if args.url is not None:
+        media_type = args.media_type or mimetypes.guess_type(args.url)[0] or ""
+        parts.append(url_part(args.url, media_type=media_type))
+    return user_message(
+        *parts,
+        task_id=args.task_id or "",
+        context_id=args.context_id or "",
+        reference_task_ids=args.reference,
+    )
+
+
+def _exit_for(state: int) -> int | None:
+    if state == a2a_pb2.TASK_STATE_COMPLETED:
+        return EXIT_OK
+    if state in TERMINAL_STATES:
+        return EXIT_TASK_FAILED
+    if state in INTERRUPTED_STATES:
+        return EXIT_TASK_WAITING
+    return None
+
+
+def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
+    if task.status.state in INTERRUPTED_STATES and not args.json:
+        print(
+            f'reply with: a2a-grpc send {args.target} "..." '
+            f"--task-id {task.id} --context-id {task.context_id}",
+            file=sys.stderr,
+        )
+
+
+def _parse_state(text: str) -> a2a_pb2.TaskState:
+    name = "TASK_STATE_" + text.upper().replace("-", "_").removeprefix("TASK_STATE_")
+    try:
+        return cast(a2a_pb2.TaskState, a2a_pb2.TaskState.Value(name))
+    except ValueError:
+        raise UsageError(f"unknown --state {text!r}") from None
+
+
+def _emit(args: argparse.Namespace, message: Message, text: str) -> None:
+    print(_json(message) if args.json else text, flush=True)
+
+
+def _json(message: Message) -> str:
+    return json_format.MessageToJson(message, indent=None)
+
+
+def _fail(text: str) -> None:
+    print(f"a2a-grpc: {' '.join(text.split())}", file=sys.stderr, flush=True)
+
+
+def _state(state: int) -> str:
+    return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def _render_parts(parts: Any, separator: str = " ") -> str:
+    rendered = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            rendered.append(part.text)
+        elif kind == "data":
+            value = _integral(json_format.MessageToDict(part.data))
+            rendered.append(json.dumps(value, separators=(",", ":")))
+        elif kind == "raw":
+            label = ", ".join(x for x in (part.media_type, f"{len(part.raw)} bytes") if x)
+            rendered.append(f"[file {part.filename or 'unnamed'} ({label})]")
+        elif kind == "url":
+            rendered.append(f"[{part.url}{f' ({part.media_type})' if part.media_type else ''}]")
+    return separator.join(rendered)
+
+
+def _integral(value: Any) -> Any:
+    """JSON numbers travel as doubles: show 1.0 as 1 again."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    return value
+
+
+def _render_message(message: a2a_pb2.Message) -> str:
+    return f"agent: {_render_parts(message.parts)}"
+
+
+def _render_task(task: a2a_pb2.Task, *, history: bool = False) -> str:
+    lines = [f"task {task.id} (context {task.context_id}): {_state(task.status.state)}"]
+    status = task.status
+    if status.HasField("message") and status.message.parts:
+        label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
+        lines.append(f"{label}: {_render_parts(status.message.parts)}")
+    for artifact in task.artifacts:
+        name = artifact.name or artifact.artifact_id
+        lines.append(f"artifact {name}: {_render_parts(artifact.parts, separator='')}")
+    if history:
+        for message in task.history:
+            role = "user" if message.role == a2a_pb2.ROLE_USER else "agent"
+            lines.append(f"  {role}: {_render_parts(message.parts)}")
+    return "\n".join(lines)
+
+
+def _render_card(card: a2a_pb2.AgentCard) -> str:
+    lines = [f"{card.name} {card.version}: {card.description}"]
+    for interface in card.supported_interfaces:
+        tenant = f" tenant {interface.tenant}" if interface.tenant else ""
+        lines.append(
+            f"  {interface.protocol_binding} {interface.protocol_version} {interface.url}{tenant}"
+        )
+    capabilities = card.capabilities
+    flags = [
+        name
+        for name, on in (
+            ("streaming", capabilities.streaming),
+            ("push-notifications", capabilities.push_notifications),
+            ("extended-agent-card", capabilities.extended_agent_card),
+        )
+        if on
+    ]
+    lines.append(f"  capabilities: {', '.join(flags) or 'none'}")
+    lines += [f"  skill {skill.id}: {skill.name}: {skill.description}" for skill in card.skills]
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print ProtoJSON, one per line")
+    common.add_argument("--timeout", type=_seconds, metavar="S", help="deadline in seconds")
+    common.add_argument(
+        "--token",
+        default=os.environ.get("A2A_TOKEN"),
+        help="bearer token sent as `authorization` (default: $A2A_TOKEN)",
+    )
+    common.add_argument("--tenant", help="tenant for every request (default: the card's)")
+    common.add_argument(
+        "--extension", action="append", default=[], metavar="URI", help="activate an extension"
+    )
+    common.add_argument("--tls", action="store_true", help="use TLS (system roots by default)")
+    common.add_argument("--ca", metavar="PEM", help="root certificates for TLS")
+    common.add_argument("--cert", metavar="PEM", help="client certificate for mutual TLS")
+    common.add_argument("--key", metavar="PEM", help="client key for mutual TLS")
+
+    parser = argparse.ArgumentParser(
+        prog="a2a-grpc",
+        description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
+        "commands are a client. TARGET is host:port or the http(s) URL of an agent card.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help: str) -> Any:
+        sub = commands.add_parser(
+            name,
+            parents=[common],
+            help=help,
+            description=help,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(run=run)
+        sub.add_argument("target", metavar="TARGET")
+        return sub
+
+    send = command("send", _send, "send a message and show the outcome")
+    send.add_argument("text", metavar="TEXT")
+    send.add_argument("--data", metavar="JSON", help="add a data part holding this JSON value")
+    source = send.add_mutually_exclusive_group()
+    source.add_argument("--file", metavar="PATH", help="add the file's bytes as a part")
+    source.add_argument("--url", help="add a part pointing at this URL")
+    send.add_argument("--media-type", help="media type of --file/--url (default: guessed)")
+    send.add_argument("--stream", action="store_true", help="stream events live")
+    send.add_argument("--task-id", help="continue this task (with --context-id)")
+    send.add_argument("--context-id", help="the conversation's context id")
+    send.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="TASK_ID",
+        help="refer to an earlier task (refining a finished one)",
+    )
+
+    get = command("get", _get, "show a task")
+    get.add_argument("id", metavar="TASK_ID")
+    get.add_argument("--history", type=int, metavar="N", help="at most N history messages")
+
+    listing = command("list", _list, "list tasks, newest first")
+    listing.add_argument("--context-id")
+    listing.add_argument("--state", help="only tasks in this state (e.g. working)")
+    listing.add_argument("--page-size", type=int)
+    listing.add_argument("--page-token", default="")
+
+    cancel = command("cancel", _cancel, "cancel a task")
+    cancel.add_argument("id", metavar="TASK_ID")
+
+    subscribe = command("subscribe", _subscribe, "follow a running task live")
+    subscribe.add_argument("id", metavar="TASK_ID")
+
+    command(
+        "card",
+        _card,
+        "show the agent card (URL: the public card; host:port: GetExtendedAgentCard)",
+    )
+    return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value

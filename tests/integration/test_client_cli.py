@@ -1,0 +1,329 @@
+"""The `a2a-grpc` client commands: output, exit codes, and one clear line for every failure."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from a2a_grpc.client import cli
+from a2a_grpc.core.errors import TaskNotFoundError
+from a2a_grpc.generated import a2a_pb2
+from tests.integration.scripted_agent import Peer, abort_with, chunk_event, peer, status_event, task
+
+__all__ = ["peer"]
+
+COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
+
+
+def answer(value: Any) -> Any:
+    async def handler(request: Any, context: Any) -> Any:
+        return value
+
+    return handler
+
+
+def stream(*items: Any) -> Any:
+    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
+        for item in items:
+            yield item
+
+    return handler
+
+
+async def run(*argv: str) -> int:
+    """main() in a thread: it runs its own event loop while the peer serves on ours."""
+    return await asyncio.to_thread(cli.main, list(argv))
+
+
+async def run_process(*argv: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2a_grpc.cli.main",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 50)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def one_clear_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("a2a-grpc: ") and "Traceback" not in stderr
+    return lines[0]
+
+
+def completed_task(text: str = "echo: hi") -> a2a_pb2.Task:
+    artifact = a2a_pb2.Artifact(artifact_id="a1", name="echo", parts=[a2a_pb2.Part(text=text)])
+    return task(state=COMPLETED, artifacts=[artifact])
+
+
+async def test_send_blocking_completed(peer: Peer, capsys: pytest.CaptureFixture[str]) -> None:
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
+    assert await run("send", peer.target, "hi", "--data", '{"n": 1}', "--token", "tok") == 0
+    out = capsys.readouterr().out
+    assert "completed" in out and "artifact echo: echo: hi" in out
+    (call,) = peer.agent.calls
+    parts = call.request.message.parts
+    assert parts[0].text == "hi"
+    assert json_format.MessageToDict(parts[1].data) == {"n": 1}
+    assert call.metadata["authorization"] == "Bearer tok"
+
+
+@pytest.mark.parametrize(
+    ("state", "code"),
+    [
+        (a2a_pb2.TASK_STATE_COMPLETED, 0),
+        (a2a_pb2.TASK_STATE_FAILED, 3),
+        (a2a_pb2.TASK_STATE_REJECTED, 3),
+        (a2a_pb2.TASK_STATE_CANCELED, 3),
+        (a2a_pb2.TASK_STATE_INPUT_REQUIRED, 4),
+        (a2a_pb2.TASK_STATE_AUTH_REQUIRED, 4),
+        (a2a_pb2.TASK_STATE_WORKING, 7),  # a blocking send must not return before settling
+    ],
+)
+async def test_exit_code_by_outcome(peer: Peer, state: int, code: int) -> None:
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=task(state=state)))
+    peer.agent.handlers["SendStreamingMessage"] = stream(
+        a2a_pb2.StreamResponse(task=task()), status_event(state)
+    )
+    assert await run("send", peer.target, "hi") == code
+    if code != 7:  # a stream ending while working is resumed instead
+        assert await run("send", peer.target, "hi", "--stream") == code
+
+
+async def test_direct_answer_exits_0(peer: Peer, capsys: pytest.CaptureFixture[str]) -> None:
+    reply = a2a_pb2.Message(
+        message_id="r", role=a2a_pb2.ROLE_AGENT, parts=[a2a_pb2.Part(text="yo")]
+    )
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(message=reply))
+    assert await run("send", peer.target, "hi") == 0
+    assert "agent: yo" in capsys.readouterr().out
+
+
+async def test_stream_shows_state_questions_and_growing_artifacts(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    peer.agent.handlers["SendStreamingMessage"] = stream(
+        a2a_pb2.StreamResponse(task=task(state=a2a_pb2.TASK_STATE_SUBMITTED)),
+        status_event(a2a_pb2.TASK_STATE_WORKING, text="on it"),
+        chunk_event("Hel"),
+        chunk_event("lo", append=True, last_chunk=True),
+        status_event(a2a_pb2.TASK_STATE_INPUT_REQUIRED, text="Which language?"),
+    )
+    assert await run("send", peer.target, "hi", "--stream") == 4
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "task t1 (context c1)",
+        "state: submitted",
+        "state: working",
+        "agent: on it",
+        "artifact a1: Hello",
+        "state: input-required",
+        "agent asks: Which language?",
+        "task t1 input-required",
+    ]
+    assert "--task-id t1 --context-id c1" in captured.err
+
+
+async def test_json_lines(peer: Peer, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [a2a_pb2.StreamResponse(task=task()), chunk_event("x"), status_event(COMPLETED)]
+    peer.agent.handlers["SendStreamingMessage"] = stream(*events)
+    assert await run("send", peer.target, "hi", "--stream", "--json") == 0
+    lines = capsys.readouterr().out.splitlines()
+    parsed = [json_format.Parse(line, a2a_pb2.StreamResponse()) for line in lines]
+    assert parsed == events
+    assert json.loads(lines[0])["task"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+async def test_continuation_and_file_part(peer: Peer, tmp_path: Path) -> None:
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
+    report = tmp_path / "report.pdf"
+    report.write_bytes(b"%PDF-1.7")
+    argv = ["send", peer.target, "here", "--file", str(report), "--task-id", "t1"]
+    assert await run(*argv, "--context-id", "c1") == 0
+    message = peer.agent.calls[0].request.message
+    assert (message.task_id, message.context_id) == ("t1", "c1")
+    raw = message.parts[1]
+    assert (raw.raw, raw.filename, raw.media_type) == (b"%PDF-1.7", "report.pdf", "application/pdf")
+
+
+async def test_get_list_cancel_subscribe(peer: Peer, capsys: pytest.CaptureFixture[str]) -> None:
+    peer.agent.handlers["GetTask"] = answer(completed_task())
+    peer.agent.handlers["ListTasks"] = answer(
+        a2a_pb2.ListTasksResponse(tasks=[task()], page_size=1, total_size=3, next_page_token="p2")
+    )
+    peer.agent.handlers["CancelTask"] = answer(task(state=a2a_pb2.TASK_STATE_CANCELED))
+    peer.agent.handlers["SubscribeToTask"] = stream(
+        a2a_pb2.StreamResponse(task=task()), status_event(a2a_pb2.TASK_STATE_FAILED)
+    )
+    assert await run("get", peer.target, "t1", "--history", "2") == 0
+    assert "artifact echo" in capsys.readouterr().out
+    assert await run("list", peer.target, "--state", "working", "--page-size", "1") == 0
+    out = capsys.readouterr().out
+    assert "t1  working" in out and "1 of 3" in out and "--page-token p2" in out
+    assert await run("cancel", peer.target, "t1") == 0
+    assert "canceled" in capsys.readouterr().out
+    assert await run("subscribe", peer.target, "t1") == 3
+    get, listing, cancel, subscribe = peer.agent.calls
+    assert get.request.history_length == 2
+    assert listing.request.status == a2a_pb2.TASK_STATE_WORKING
+    assert cancel.request.id == subscribe.request.id == "t1"
+
+
+async def test_agent_error_is_one_line_and_exit_5(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def missing(request: Any, context: Any) -> Any:
+        await abort_with(context, TaskNotFoundError("task t9 not found"))
+
+    peer.agent.handlers["GetTask"] = missing
+    assert await run("get", peer.target, "t9") == 5
+    line = one_clear_line(capsys.readouterr().err)
+    assert "TaskNotFoundError" in line and "t9" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["send", "not a target", "hi"],
+        ["send", "host:99999", "hi"],
+        ["send", "ftp://x/card.json", "hi"],
+        ["send", "127.0.0.1:1", "hi", "--data", "{oops"],
+        ["send", "127.0.0.1:1", "hi", "--file", "/nonexistent/file"],
+        ["send", "127.0.0.1:1", "hi", "--task-id", "t1"],
+    ],
+    ids=["spaces", "port", "scheme", "data", "file", "task-without-context"],
+)
+async def test_usage_errors_are_one_line_and_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await run(*argv) == 2
+    one_clear_line(capsys.readouterr().err)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def test_process_bad_target() -> None:
+    code, out, err = await run_process("send", "no-port-here", "hi")
+    assert code == 2 and out == ""
+    assert "bad TARGET" in one_clear_line(err)
+
+
+async def test_process_unreachable_server() -> None:
+    code, _, err = await run_process("get", f"127.0.0.1:{free_port()}", "t1")
+    assert code == 6
+    assert "could not talk" in one_clear_line(err)
+
+
+async def test_process_deadline(peer: Peer) -> None:
+    async def hang(request: Any, context: Any) -> Any:
+        await asyncio.Event().wait()
+
+    peer.agent.handlers["SendMessage"] = hang
+    code, _, err = await run_process("send", peer.target, "hi", "--timeout", "0.3")
+    assert code == 6
+    assert "DEADLINE_EXCEEDED" in one_clear_line(err)
+
+
+async def test_process_malformed_response(peer: Peer) -> None:
+    peer.agent.handlers["SendMessage"] = answer(b"")
+    code, _, err = await run_process("send", peer.target, "hi")
+    assert code == 7
+    assert "broke the A2A protocol" in one_clear_line(err)
+
+
+async def test_process_malformed_stream(peer: Peer) -> None:
+    peer.agent.handlers["SendStreamingMessage"] = stream(status_event(COMPLETED, task_id="x"))
+    code, _, err = await run_process("send", peer.target, "hi", "--stream")
+    assert code == 7
+    assert "first event" in one_clear_line(err)
+
+
+async def test_process_non_a2a_failure(peer: Peer) -> None:
+    async def broken(request: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.INTERNAL, "boom")
+
+    peer.agent.handlers["GetTask"] = broken
+    code, _, err = await run_process("get", peer.target, "t1")
+    assert code == 5
+    assert "INTERNAL" in one_clear_line(err)
+
+
+@pytest.fixture
+def card_server(peer: Peer) -> Iterator[str]:
+    """An HTTP server publishing an agent card whose GRPC interface is the peer."""
+    card = {
+        "name": "scripted",
+        "description": "a test peer",
+        "version": "1",
+        "supportedInterfaces": [
+            {"url": "http://nowhere/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {
+                "url": peer.target,
+                "protocolBinding": "GRPC",
+                "protocolVersion": "1.0",
+                "tenant": "acme",
+            },
+        ],
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "echoes", "tags": ["x"]}],
+    }
+    body = json.dumps(card).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/.well-known/agent-card.json":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("cache-control", "max-age=60")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+async def test_card_url_target_picks_grpc_and_tenant(
+    peer: Peer, card_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
+    assert await run("send", card_server, "hi") == 0
+    assert peer.agent.calls[0].request.tenant == "acme"
+    capsys.readouterr()
+    assert await run("card", card_server) == 0
+    out = capsys.readouterr().out
+    assert "scripted 1: a test peer" in out and f"GRPC 1.0 {peer.target} tenant acme" in out
+    code, _, err = await run_process("card", card_server + "/missing.json")
+    assert code == 6 and "HTTP 404" in one_clear_line(err)
