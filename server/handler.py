@@ -11,9 +11,9 @@ import asyncio
 import hashlib
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from google.protobuf import json_format
 
@@ -43,12 +43,38 @@ class CallContext:
     extensions: tuple[str, ...] = ()
 
 
+class Outcome(Protocol):
+    """What a message led to: a run in progress, or the settled result of one."""
+
+    task_id: str
+    scope: Scope
+    reply_message: a2a_pb2.Message | None
+    started: asyncio.Event
+    settled: asyncio.Event
+
+
+# asyncio.Event.wait() on a set event returns before binding to a loop, so one can be shared.
+_ALREADY = asyncio.Event()
+_ALREADY.set()
+
+
+@dataclass(slots=True)
+class _Settled:
+    """The compact outcome kept once a run has settled (the run itself is let go)."""
+
+    task_id: str
+    scope: Scope
+    reply_message: a2a_pb2.Message | None
+    started: asyncio.Event = _ALREADY
+    settled: asyncio.Event = _ALREADY
+
+
 @dataclass(slots=True)
 class _Delivery:
     """What an accepted message id led to, kept for the dedup window."""
 
     fingerprint: bytes
-    run: TaskRun
+    outcome: Outcome
     accepted_at: float
 
 
@@ -77,7 +103,8 @@ class RequestHandler:
         self.broker = broker or Broker(config.subscriber_queue_size)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
-        self._deliveries: OrderedDict[tuple[str, str, str], _Delivery] = OrderedDict()
+        # Insertion-ordered, so the first entry is the oldest.
+        self._deliveries: dict[tuple[str, str, str], _Delivery] = {}
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 
@@ -178,7 +205,7 @@ class RequestHandler:
         runner.add_done_callback(self._runners.discard)
         return run, subscription
 
-    def _repeat_of(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> TaskRun | None:
+    def _repeat_of(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> Outcome | None:
         """The run of an earlier delivery of this message id, or None for a new message."""
         key = (request.tenant, call.principal, request.message.message_id)
         delivery = self._deliveries.get(key)
@@ -192,7 +219,7 @@ class RequestHandler:
                     FieldViolation("message.message_id", "already used for different content")
                 ],
             )
-        return delivery.run
+        return delivery.outcome
 
     def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
         if not message.task_id:
@@ -249,6 +276,10 @@ class RequestHandler:
     def _settled(self, run: TaskRun) -> None:
         if self._active.get(run.task_id) is run:
             del self._active[run.task_id]
+        key = (run.scope.tenant, run.scope.owner, run.context.message.message_id)
+        delivery = self._deliveries.get(key)
+        if delivery is not None and delivery.outcome is run:
+            delivery.outcome = _Settled(run.task_id, run.scope, run.reply_message)
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask -------------------------------
 

@@ -149,14 +149,14 @@ class InMemoryTaskStore:
     def evict_expired(self) -> int:
         """Drops terminal tasks older than the TTL; returns how many went."""
         deadline = self._monotonic() - self.terminal_ttl
-        evicted = 0
-        for task_id in self._terminal:
+        expired: list[str] = []
+        for task_id in self._terminal:  # oldest settled first
             if self._records[task_id].settled_at > deadline:
                 break
-            evicted += 1
-        for task_id in list(self._terminal)[:evicted]:
+            expired.append(task_id)
+        for task_id in expired:
             self._delete(task_id)
-        return evicted
+        return len(expired)
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -1,0 +1,96 @@
+"""Measures resident memory per stored small task (run by hand or by `make bench`, never by tests).
+
+Two figures at N tasks (default 100,000):
+- store: tasks put straight into the InMemoryTaskStore (task + ListTasks indexes);
+- server: the same through RequestHandler.send_message with the demo agent, so it includes what
+  the server keeps per accepted message (the idempotency record and the run that settled).
+A small task: one text message in, its echo artifact out, COMPLETED.
+
+    .venv/bin/python -m tests.load.store_memory [N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import sys
+import uuid
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
+from a2a_grpc.server.handler import CallContext, RequestHandler
+from a2a_grpc.server.store import InMemoryTaskStore, Scope
+
+
+def rss_bytes() -> int:
+    gc.collect()
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def small_task() -> a2a_pb2.Task:
+    task_id, context_id = str(uuid.uuid4()), str(uuid.uuid4())
+    message = a2a_pb2.Message(
+        message_id=str(uuid.uuid4()),
+        role=a2a_pb2.ROLE_USER,
+        task_id=task_id,
+        context_id=context_id,
+        parts=[a2a_pb2.Part(text="hello")],
+    )
+    return a2a_pb2.Task(
+        id=task_id,
+        context_id=context_id,
+        status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_COMPLETED),
+        history=[message],
+        artifacts=[
+            a2a_pb2.Artifact(
+                artifact_id=str(uuid.uuid4()), name="echo", parts=[a2a_pb2.Part(text="hello")]
+            )
+        ],
+    )
+
+
+def measure_store(count: int) -> float:
+    store = InMemoryTaskStore(max_tasks=count + 1)
+    scope = Scope("", "")
+    tasks = [small_task() for _ in range(1000)]
+    before = rss_bytes()
+    for index in range(count):
+        template = tasks[index % len(tasks)]
+        template.id = str(uuid.uuid4())
+        store.create(template, scope)
+    return (rss_bytes() - before) / count
+
+
+async def measure_server(count: int) -> float:
+    config = ServerConfig(max_tasks=count + 1)
+    handler = RequestHandler(DemoAgent(), demo_card("127.0.0.1:0"), config)
+    call = CallContext()
+    before = rss_bytes()
+    for _ in range(count):
+        request = a2a_pb2.SendMessageRequest(
+            message=a2a_pb2.Message(
+                message_id=str(uuid.uuid4()),
+                role=a2a_pb2.ROLE_USER,
+                parts=[a2a_pb2.Part(text="hello")],
+            )
+        )
+        await handler.send_message(request, call)
+    await asyncio.sleep(0)
+    return (rss_bytes() - before) / count
+
+
+def main() -> None:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    store_figure = measure_store(count)
+    server_figure = asyncio.run(measure_server(count))
+    print(f"tasks: {count}")
+    print(f"store only:          {store_figure / 1024:.2f} KiB per small task")
+    print(f"through the server:  {server_figure / 1024:.2f} KiB per small task")
+
+
+if __name__ == "__main__":
+    main()
