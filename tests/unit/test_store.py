@@ -135,3 +135,34 @@ def test_history_length_trims_oldest_first() -> None:
     assert got is not None and [m.message_id for m in got.history] == ["3", "4"]
     got = store.get("a", SCOPE, history_length=0)
     assert got is not None and len(got.history) == 0
+
+
+class CountingDict(dict):  # type: ignore[type-arg]
+    """Counts record reads, the unit of work of a ListTasks page."""
+
+    reads = 0
+
+    def __getitem__(self, key: object) -> object:
+        CountingDict.reads += 1
+        return super().__getitem__(key)
+
+
+@pytest.mark.parametrize("stored", [1_000, 20_000])
+def test_a_page_reads_the_same_number_of_records_however_many_are_stored(stored: int) -> None:
+    store = InMemoryTaskStore(max_tasks=stored + 1)
+    for index in range(stored):
+        store.create(task(f"t{index}", context=f"c{index % 10}"), SCOPE)
+    store._records = CountingDict(store._records)
+    queries = [
+        TaskQuery(page_size=20),
+        TaskQuery(page_size=20, context_id="c3"),
+        TaskQuery(page_size=20, state=a2a_pb2.TASK_STATE_WORKING),
+    ]
+    for query in queries:
+        CountingDict.reads = 0
+        page = store.list(SCOPE, query)
+        assert len(page.tasks) == 20
+        assert CountingDict.reads <= 21
+        CountingDict.reads = 0
+        store.list(SCOPE, TaskQuery(page_size=20, page_token=page.next_page_token))
+        assert CountingDict.reads <= 21
