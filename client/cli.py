@@ -11,6 +11,7 @@ Exit codes (also in `EXIT_CODES_HELP`):
      agent card not fetchable or without a GRPC interface
   7  the agent's response broke the protocol (InvalidAgentResponseError)
   130 interrupted (Ctrl-C)
+  141 stdout was closed early (e.g. piped into `head`); nothing more is printed
 Every failure ends with one line on stderr, never a traceback.
 """
 
@@ -57,6 +58,7 @@ EXIT_AGENT_ERROR = 5
 EXIT_COULD_NOT_TALK = 6
 EXIT_INVALID_RESPONSE = 7
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 EXIT_CODES_HELP = """exit codes:
   0  completed, a direct answer, or the command succeeded
@@ -123,6 +125,10 @@ def main(argv: list[str]) -> int:
     except A2AClientError as error:  # StreamResumeError and any other could-not-talk case
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
+    except BrokenPipeError:  # stdout's reader left (e.g. `| head -1`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit-time flush cannot fail again
+        return EXIT_BROKEN_PIPE
     except Exception as error:  # the one-line promise holds even for our own bugs
         _fail(f"internal error: {type(error).__name__}: {error}")
         return EXIT_INTERNAL

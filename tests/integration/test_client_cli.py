@@ -327,3 +327,29 @@ async def test_card_url_target_picks_grpc_and_tenant(
     assert "scripted 1: a test peer" in out and f"GRPC 1.0 {peer.target} tenant acme" in out
     code, _, err = await run_process("card", card_server + "/missing.json")
     assert code == 6 and "HTTP 404" in one_clear_line(err)
+
+
+async def test_process_stdout_closed_early(peer: Peer) -> None:
+    peer.agent.handlers["SendStreamingMessage"] = stream(
+        a2a_pb2.StreamResponse(task=task()),
+        *[chunk_event("x" * 1000, append=True) for _ in range(200)],
+        status_event(COMPLETED),
+    )
+    read, write = socket.socketpair()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2a_grpc.cli.main",
+        "send",
+        peer.target,
+        "hi",
+        "--stream",
+        "--json",
+        stdout=write.fileno(),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    write.close()
+    read.close()  # the reader is gone before the first line is written
+    _, err = await asyncio.wait_for(process.communicate(), 50)
+    assert process.returncode == 141
+    assert err.decode() == ""
