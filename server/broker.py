@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 from a2a_grpc.generated import a2a_pb2
 
@@ -67,13 +68,22 @@ class Subscription:
         self._broker._remove(self._task_id, self)
 
 
+class EventObserver(Protocol):
+    """Sees every event of the tasks it wants, synchronously (e.g. webhook delivery)."""
+
+    def wants(self, task_id: str) -> bool: ...
+
+    def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None: ...
+
+
 class Broker:
     """Subscribers by task id. All methods are synchronous and run on the event loop."""
 
-    def __init__(self, queue_size: int = 1024) -> None:
+    def __init__(self, queue_size: int = 1024, observer: EventObserver | None = None) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size
+        self.observer = observer
         self._subscribers: dict[str, list[Subscription]] = {}
 
     def subscribe(self, task_id: str) -> Subscription:
@@ -82,10 +92,15 @@ class Broker:
         return subscription
 
     def has_subscribers(self, task_id: str) -> bool:
-        return task_id in self._subscribers
+        """Whether anyone (a stream or the observer) would see an event of this task."""
+        return task_id in self._subscribers or (
+            self.observer is not None and self.observer.wants(task_id)
+        )
 
     def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> None:
         """Hands `event` to every subscriber of the task; with `last`, then closes their streams."""
+        if self.observer is not None and self.observer.wants(task_id):
+            self.observer.observe(task_id, event)
         subscribers = self._subscribers.get(task_id)
         if not subscribers:
             return

@@ -90,6 +90,7 @@ class InMemoryTaskStore:
         terminal_ttl: float = 3600.0,
         clock_ns: Callable[[], int] = time.time_ns,
         monotonic: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[str], None] | None = None,
     ) -> None:
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
@@ -97,6 +98,8 @@ class InMemoryTaskStore:
         self.terminal_ttl = terminal_ttl
         self._clock_ns = clock_ns
         self._monotonic = monotonic
+        self.on_evict = on_evict
+        """Called with the id of every task the store lets go of (e.g. to drop its webhooks)."""
         self._last_ns = 0
         self._records: dict[str, _Record] = {}
         self._indexes: dict[Scope, _ScopeIndex] = {}
@@ -258,6 +261,8 @@ class InMemoryTaskStore:
         record = self._records.pop(task_id)
         self._terminal.pop(task_id, None)
         self._index_remove(record)
+        if self.on_evict is not None:
+            self.on_evict(task_id)
 
     def _choose_index(
         self, index: _ScopeIndex, query: TaskQuery
