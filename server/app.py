@@ -1,9 +1,10 @@
-"""Assembles and runs the gRPC server: A2A service, health, reflection, graceful shutdown."""
+"""Assembles and runs the server: A2A service, health, reflection, auth, TLS, the HTTP card."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -12,9 +13,12 @@ from grpc_reflection.v1alpha import reflection
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import AgentExecutor
-from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
+from a2a_grpc.server.card import demo_card, finalize_card
+from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.handler import RequestHandler
+from a2a_grpc.server.push import WebhookDispatcher
 from a2a_grpc.server.servicer import A2AServicer
 
 log = logging.getLogger(__name__)
@@ -26,18 +30,34 @@ class PortInUseError(RuntimeError):
     """The address could not be bound (another process holds it, or it is not local)."""
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM contents for TLS; with `client_ca`, clients must present a certificate it signed."""
+
+    certificate_chain: bytes
+    private_key: bytes
+    client_ca: bytes | None = None
+
+
 @dataclass
 class RunningServer:
-    """A started server. `port` is the bound port (useful with port 0)."""
+    """A started server. `port` is the bound gRPC port (useful with port 0)."""
 
     server: grpc.aio.Server
     port: int
     handler: RequestHandler
     health: health.aio.HealthServicer
+    card_server: CardServer | None = None
 
     @property
     def address(self) -> str:
         return f"{self.handler.config.host}:{self.port}"
+
+    @property
+    def card_url(self) -> str | None:
+        if self.card_server is None:
+            return None
+        return f"http://{self.card_server.host}:{self.card_server.port}/.well-known/agent-card.json"
 
     async def stop(self, grace: float | None = None) -> None:
         """Health turns NOT_SERVING, new calls are refused, running work gets `grace` seconds."""
@@ -46,32 +66,53 @@ class RunningServer:
         # server.stop refuses new calls at once and cancels open ones after `grace`; agent runs
         # are not calls, so the handler drains them over the same period.
         await asyncio.gather(self.handler.drain(grace), self.server.stop(grace))
+        if self.handler.webhooks is not None:
+            await self.handler.webhooks.close(grace)
+        if self.card_server is not None:
+            await self.card_server.stop()
 
 
 async def start_server(
     config: ServerConfig,
     agent: AgentExecutor,
     card: a2a_pb2.AgentCard | None = None,
+    *,
+    extended_card: a2a_pb2.AgentCard | None = None,
+    tokens: Mapping[str, str] | None = None,
+    tls: TlsFiles | None = None,
+    webhooks: WebhookDispatcher | None = None,
 ) -> RunningServer:
-    """Binds `config.host:config.port` exclusively and starts serving."""
+    """Binds `config.host:config.port` exclusively and starts serving.
+
+    With `tokens` (token → principal) or a `tls.client_ca`, every A2A call must authenticate;
+    with neither, every caller is the anonymous principal. The card is finalized to state the
+    interface, capabilities and security schemes actually in force.
+    """
+    authenticators: list[BearerTokens | ClientCertificates] = []
+    if tokens:
+        authenticators.append(BearerTokens(tokens))
+    if tls is not None and tls.client_ca is not None:
+        authenticators.append(ClientCertificates())
+    interceptors = [AuthInterceptor(AnyOf(tuple(authenticators)))] if authenticators else []
     server = grpc.aio.server(
+        interceptors=interceptors,
         options=[
             # Never share the port with another process (grpc enables SO_REUSEPORT by default).
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", config.max_receive_bytes),
-        ]
+        ],
     )
-    try:
-        port = server.add_insecure_port(f"{config.host}:{config.port}")
-    except RuntimeError as exc:
-        raise PortInUseError(
-            f"cannot listen on {config.host}:{config.port}: the port is in use or the address "
-            "is not local"
-        ) from exc
-    if port == 0:
-        raise PortInUseError(f"cannot listen on {config.host}:{config.port}")
-    card = card or demo_card(f"{config.host}:{port}")
-    handler = RequestHandler(agent, card, config)
+    port = _bind(server, config, tls)
+    address = f"{config.host}:{port}"
+    final_card = finalize_card(
+        card or demo_card(address),
+        address,
+        bearer_tokens=bool(tokens),
+        client_certificates=tls is not None and tls.client_ca is not None,
+    )
+    handler = RequestHandler(
+        agent, final_card, config, extended_card=extended_card, webhooks=webhooks
+    )
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(
         A2AServicer(handler, strict_version=config.strict_version), server
     )
@@ -80,7 +121,39 @@ async def start_server(
     reflection.enable_server_reflection(
         (A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
+    card_server = None
+    if config.card_port is not None:
+        card_server = CardServer(
+            final_card, host=config.host, port=config.card_port, max_age=config.card_max_age
+        )
+        try:
+            await card_server.start()
+        except OSError as exc:
+            raise PortInUseError(
+                f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
+            ) from exc
     await server.start()
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, handler, health_servicer)
+    return RunningServer(server, port, handler, health_servicer, card_server)
+
+
+def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -> int:
+    target = f"{config.host}:{config.port}"
+    try:
+        if tls is None:
+            port = server.add_insecure_port(target)
+        else:
+            credentials = grpc.ssl_server_credentials(
+                [(tls.private_key, tls.certificate_chain)],
+                root_certificates=tls.client_ca,
+                require_client_auth=tls.client_ca is not None,
+            )
+            port = server.add_secure_port(target, credentials)
+    except RuntimeError as exc:
+        raise PortInUseError(
+            f"cannot listen on {target}: the port is in use or the address is not local"
+        ) from exc
+    if port == 0:
+        raise PortInUseError(f"cannot listen on {target}")
+    return int(port)

@@ -1,6 +1,10 @@
-"""The agent card this server describes itself with (the demo agent's by default)."""
+"""The agent card this server describes itself with: the demo agent's, or one loaded from JSON."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import json_format
 
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
@@ -15,13 +19,9 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
             "ask, chunks, reply, fail, slow, crash."
         ),
         version="0.1.0",
-        supported_interfaces=[
-            a2a_pb2.AgentInterface(
-                url=address, protocol_binding="GRPC", protocol_version=PROTOCOL_VERSION
-            )
-        ],
+        supported_interfaces=[grpc_interface(address)],
         capabilities=a2a_pb2.AgentCapabilities(
-            streaming=True, push_notifications=False, extended_agent_card=False
+            streaming=True, push_notifications=True, extended_agent_card=False
         ),
         default_input_modes=["text/plain", "application/json", "*/*"],
         default_output_modes=["text/plain", "application/json", "*/*"],
@@ -35,3 +35,78 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
             )
         ],
     )
+
+
+def grpc_interface(address: str, tenant: str = "") -> a2a_pb2.AgentInterface:
+    return a2a_pb2.AgentInterface(
+        url=address, protocol_binding="GRPC", protocol_version=PROTOCOL_VERSION, tenant=tenant
+    )
+
+
+def load_card(path: str) -> a2a_pb2.AgentCard:
+    """An AgentCard from a ProtoJSON file (camelCase or snake_case names); ValueError if invalid."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read the card file {path}: {exc}") from exc
+    card = a2a_pb2.AgentCard()
+    try:
+        json_format.Parse(text, card)
+    except json_format.ParseError as exc:
+        raise ValueError(f"{path} is not a valid AgentCard: {exc}") from exc
+    missing = [
+        name
+        for name, present in (
+            ("name", card.name),
+            ("description", card.description),
+            ("version", card.version),
+            ("skills", len(card.skills)),
+            ("defaultInputModes", len(card.default_input_modes)),
+            ("defaultOutputModes", len(card.default_output_modes)),
+        )
+        if not present
+    ]
+    if missing:
+        raise ValueError(f"{path}: the card needs {', '.join(missing)}")
+    return card
+
+
+def finalize_card(
+    card: a2a_pb2.AgentCard,
+    address: str,
+    *,
+    bearer_tokens: bool,
+    client_certificates: bool,
+) -> a2a_pb2.AgentCard:
+    """A copy of `card` that states what this server really does.
+
+    A card without interfaces gets the gRPC one this server listens on; unset capabilities
+    become explicit (streaming on, push and extended card off), and the server enforces what the
+    card says; the security schemes in force are declared and required.
+    """
+    final = a2a_pb2.AgentCard()
+    final.CopyFrom(card)
+    if not final.supported_interfaces:
+        final.supported_interfaces.append(grpc_interface(address))
+    if not final.capabilities.HasField("streaming"):
+        final.capabilities.streaming = True
+    if not final.capabilities.HasField("push_notifications"):
+        final.capabilities.push_notifications = False
+    if not final.capabilities.HasField("extended_agent_card"):
+        final.capabilities.extended_agent_card = False
+    schemes: list[str] = []
+    if bearer_tokens:
+        final.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"
+        schemes.append("bearer")
+    if client_certificates:
+        final.security_schemes["mtls"].mtls_security_scheme.description = "client certificate"
+        schemes.append("mtls")
+    if schemes and not final.security_requirements:
+        for scheme in schemes:  # any one of them is enough
+            final.security_requirements.add().schemes[scheme].SetInParent()
+    return final
+
+
+def to_json(card: a2a_pb2.AgentCard) -> str:
+    """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json."""
+    return json_format.MessageToJson(card, indent=2, sort_keys=True)

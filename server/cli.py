@@ -9,47 +9,73 @@ import importlib
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
-from a2a_grpc.server.app import PortInUseError, start_server
+from a2a_grpc.server.app import PortInUseError, TlsFiles, start_server
+from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
+from a2a_grpc.server.card import load_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 
+CARD_PORT_OFF = -1
+
 
 def _parser() -> argparse.ArgumentParser:
-    defaults = ServerConfig()
+    d = ServerConfig()
     parser = argparse.ArgumentParser(
         prog="a2a-grpc serve", description="Run an A2A 1.0 gRPC server."
     )
-    parser.add_argument("--host", default=defaults.host, help="address to bind (%(default)s)")
-    parser.add_argument(
-        "--port", type=int, default=defaults.port, help="port to bind, 0 for any (%(default)s)"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--host", default=d.host, help="address to bind (%(default)s)")
+    add("--port", type=int, default=d.port, help="gRPC port, 0 for any (%(default)s)")
+    add(
         "--agent",
-        default=None,
         metavar="MODULE:ATTR",
         help="agent to run: an AgentExecutor instance, or a class/factory taking no arguments "
         "(default: the built-in demo agent)",
     )
-    parser.add_argument("--max-tasks", type=int, default=defaults.max_tasks)
-    parser.add_argument(
-        "--task-ttl", type=float, default=defaults.task_ttl, help="seconds a finished task is kept"
+    add("--card", metavar="FILE", help="agent card as ProtoJSON (default: the demo agent's)")
+    add("--extended-card", metavar="FILE", help="extended card for authenticated callers")
+    add(
+        "--card-port",
+        type=int,
+        default=None,
+        help="HTTP port for /.well-known/agent-card.json: default gRPC port + 1 (any free port "
+        f"when --port is 0), {CARD_PORT_OFF} to not serve it",
     )
-    parser.add_argument(
+    add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
+    add(
+        "--auth-tokens",
+        metavar="FILE",
+        help=f'JSON {{"<token>": "<principal>"}} for bearer auth; also read from ${TOKENS_ENV} '
+        "as token=principal,...",
+    )
+    add("--tls-cert", metavar="PEM", help="server certificate chain (enables TLS)")
+    add("--tls-key", metavar="PEM", help="server private key")
+    add("--client-ca", metavar="PEM", help="CA for client certificates (enables mTLS auth)")
+    add("--max-tasks", type=int, default=d.max_tasks)
+    add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
+    add(
         "--max-inline-bytes",
         type=int,
-        default=defaults.max_inline_bytes,
+        default=d.max_inline_bytes,
         help="largest raw part accepted inline",
     )
-    parser.add_argument(
+    add(
         "--strict-version",
         action="store_true",
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
-    parser.add_argument(
-        "--shutdown-grace", type=float, default=defaults.shutdown_grace, help="seconds"
+    add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
+    add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
+    add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
+    add(
+        "--allow-private-webhooks",
+        action="store_true",
+        help="let webhooks target loopback/private/link-local addresses (disables the SSRF guard)",
     )
     return parser
 
@@ -71,33 +97,43 @@ def load_agent(spec: str | None) -> AgentExecutor:
     return agent  # type: ignore[no-any-return]
 
 
-async def _serve(config: ServerConfig, agent: AgentExecutor) -> int:
+def _read(path: str, option: str) -> bytes:
     try:
-        running = await start_server(config, agent)
-    except PortInUseError as exc:
-        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    settings = ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
-    print(f"a2a-grpc: serving A2A 1.0 over gRPC on {config.host}:{running.port}", flush=True)
-    print(f"a2a-grpc: agent {type(agent).__module__}.{type(agent).__qualname__}", flush=True)
-    print(f"a2a-grpc: settings {settings}", flush=True)
-    print("a2a-grpc: no authentication configured: every caller is served", flush=True)
-    await stop.wait()
-    print("a2a-grpc: shutting down", flush=True)
-    await running.stop()
-    return 0
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: {exc.strerror}") from exc
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    try:
-        agent = load_agent(args.agent)
-        config = ServerConfig(
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    if not args.tls_cert and not args.tls_key:
+        if args.client_ca:
+            raise ValueError("--client-ca needs --tls-cert and --tls-key")
+        return None
+    if not (args.tls_cert and args.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together")
+    return TlsFiles(
+        certificate_chain=_read(args.tls_cert, "--tls-cert"),
+        private_key=_read(args.tls_key, "--tls-key"),
+        client_ca=_read(args.client_ca, "--client-ca") if args.client_ca else None,
+    )
+
+
+@dataclasses.dataclass
+class _Setup:
+    config: ServerConfig
+    agent: AgentExecutor
+    card: a2a_pb2.AgentCard | None
+    extended_card: a2a_pb2.AgentCard | None
+    tokens: dict[str, str]
+    tls: TlsFiles | None
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    card_port = args.card_port
+    if card_port is None:
+        card_port = 0 if args.port == 0 else args.port + 1
+    return _Setup(
+        config=ServerConfig(
             host=args.host,
             port=args.port,
             max_tasks=args.max_tasks,
@@ -105,8 +141,75 @@ def main(argv: list[str]) -> int:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             shutdown_grace=args.shutdown_grace,
+            card_port=None if card_port == CARD_PORT_OFF else card_port,
+            card_max_age=args.card_max_age,
+            webhook_timeout=args.webhook_timeout,
+            webhook_max_attempts=args.webhook_max_attempts,
+            allow_private_webhooks=args.allow_private_webhooks,
+        ),
+        agent=load_agent(args.agent),
+        card=load_card(args.card) if args.card else None,
+        extended_card=load_card(args.extended_card) if args.extended_card else None,
+        tokens=load_tokens(args.auth_tokens),
+        tls=_tls(args),
+    )
+
+
+async def _serve(setup: _Setup) -> int:
+    try:
+        running = await start_server(
+            setup.config,
+            setup.agent,
+            setup.card,
+            extended_card=setup.extended_card,
+            tokens=setup.tokens,
+            tls=setup.tls,
         )
+    except PortInUseError as exc:
+        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    config = setup.config
+    scheme = "TLS" if setup.tls else "plaintext"
+    say = _say
+    say(f"serving A2A 1.0 over gRPC ({scheme}) on {config.host}:{running.port}")
+    say(f"agent card at {running.card_url or '(not served over HTTP)'}")
+    say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
+    say(
+        "settings "
+        + ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
+    )
+    if setup.tokens or (setup.tls and setup.tls.client_ca):
+        kinds = [
+            k
+            for k, on in (
+                ("bearer tokens", setup.tokens),
+                ("client certificates", setup.tls and setup.tls.client_ca),
+            )
+            if on
+        ]
+        say(f"authentication required: {' or '.join(kinds)}")
+    else:
+        say("no authentication configured: every caller is served as the same anonymous principal")
+    await stop.wait()
+    say("shutting down")
+    await running.stop()
+    return 0
+
+
+def _say(text: str) -> None:
+    print(f"a2a-grpc: {text}", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        setup = _setup(args)
     except ValueError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(config, agent))
+    return asyncio.run(_serve(setup))

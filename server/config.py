@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from a2a_grpc.server.push import DeliveryPolicy
+
 MiB = 1024 * 1024
 
 
@@ -25,6 +27,39 @@ class ServerConfig:
     """Seconds a message id is remembered for idempotent repeats (also bounded by max_tasks)."""
     shutdown_grace: float = 10.0
     """Seconds running tasks and open streams get on SIGTERM/SIGINT before they are cancelled."""
+    card_port: int | None = None
+    """HTTP port for /.well-known/agent-card.json (0 = any free port, None = not served)."""
+    card_max_age: int = 300
+    """Cache-Control max-age of the served card, in seconds."""
+    webhook_timeout: float = 10.0
+    """Seconds one webhook POST may take."""
+    webhook_max_attempts: int = 6
+    """Tries per event before a webhook is given up."""
+    allow_private_webhooks: bool = False
+    """Let webhooks target loopback / private / link-local addresses (off: SSRF guard)."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.max_tasks >= 1, "max_tasks must be at least 1"),
+            (self.task_ttl > 0, "task_ttl must be positive"),
+            (self.max_inline_bytes >= 0, "max_inline_bytes must not be negative"),
+            (self.subscriber_queue_size >= 1, "subscriber_queue_size must be at least 1"),
+            (self.shutdown_grace >= 0, "shutdown_grace must not be negative"),
+            (0 <= self.port <= 65535, "port must be between 0 and 65535"),
+            (self.webhook_timeout > 0, "webhook_timeout must be positive"),
+            (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
+        ]
+        problems = [message for ok, message in checks if not ok]
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def delivery_policy(self) -> DeliveryPolicy:
+        return DeliveryPolicy(
+            timeout=self.webhook_timeout,
+            max_attempts=self.webhook_max_attempts,
+            allow_private_targets=self.allow_private_webhooks,
+        )
 
     @property
     def max_receive_bytes(self) -> int:

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from google.protobuf import json_format
+from google.protobuf import empty_pb2, json_format
 
 from a2a_grpc.core.errors import (
+    ExtendedAgentCardNotConfiguredError,
     FieldViolation,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -29,8 +30,11 @@ from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext
+from a2a_grpc.server.auth import AuthenticationError
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.push_configs import PushConfigService
 from a2a_grpc.server.run import TaskRun, record_status
 from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
 
@@ -91,16 +95,22 @@ class RequestHandler:
         card: a2a_pb2.AgentCard,
         config: ServerConfig,
         *,
-        store: InMemoryTaskStore | None = None,
-        broker: Broker | None = None,
+        extended_card: a2a_pb2.AgentCard | None = None,
+        webhooks: WebhookDispatcher | None = None,
     ) -> None:
+        """`webhooks` delivers push notifications; one is made from `config` when not given."""
         self.agent = agent
         self.card = card
+        self.extended_card = extended_card
         self.config = config
-        self.store = store or InMemoryTaskStore(
-            max_tasks=config.max_tasks, terminal_ttl=config.task_ttl
-        )
-        self.broker = broker or Broker(config.subscriber_queue_size)
+        self.store = InMemoryTaskStore(max_tasks=config.max_tasks, terminal_ttl=config.task_ttl)
+        self.push: PushConfigService | None = None
+        if card.capabilities.push_notifications:
+            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
+            self.push = PushConfigService(self.store, webhooks)
+            self.store.on_evict = webhooks.forget_task
+        self.webhooks = webhooks
+        self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         # Insertion-ordered, so the first entry is the oldest.
@@ -112,6 +122,7 @@ class RequestHandler:
         self, request: a2a_pb2.SendMessageRequest, call: CallContext
     ) -> a2a_pb2.SendMessageResponse:
         validation.check_send_required(request)
+        await self._check_inline_webhook(request)
         run = self._repeat_of(request, call) or self._accept(request, call, subscribe=False)[0]
         configuration = request.configuration
         history = configuration.history_length if configuration.HasField("history_length") else None
@@ -130,6 +141,7 @@ class RequestHandler:
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         self._require_streaming()
         validation.check_send_required(request)
+        await self._check_inline_webhook(request)
         repeat = self._repeat_of(request, call)
         if repeat is not None:
             await repeat.started.wait()
@@ -165,11 +177,6 @@ class RequestHandler:
             message, self.card.default_input_modes, self.config.max_inline_bytes
         )
         validation.check_extensions(self.card, call.extensions)
-        if request.configuration.HasField("task_push_notification_config"):
-            raise PushNotificationNotSupportedError(
-                "this agent does not offer push notifications; remove "
-                "configuration.task_push_notification_config"
-            )
         existing = self._existing_task(message, scope)
         if existing is not None:
             context_id = existing.context_id
@@ -197,6 +204,12 @@ class RequestHandler:
         )
         if existing is not None:
             self._continue(existing, message)
+        if self.push is not None and request.configuration.HasField(
+            "task_push_notification_config"
+        ):
+            self.push.register(
+                request.configuration.task_push_notification_config, run.task_id, request.tenant
+            )
         subscription = self.broker.subscribe(run.task_id) if subscribe else None
         self._active[run.task_id] = run
         self._remember((request.tenant, call.principal, message.message_id), message, run)
@@ -220,6 +233,20 @@ class RequestHandler:
                 ],
             )
         return delivery.outcome
+
+    async def _check_inline_webhook(self, request: a2a_pb2.SendMessageRequest) -> None:
+        """A webhook given inline must be acceptable before anything else happens."""
+        if not request.configuration.HasField("task_push_notification_config"):
+            return
+        if self.push is None:
+            raise PushNotificationNotSupportedError(
+                "this agent does not offer push notifications; remove "
+                "configuration.task_push_notification_config"
+            )
+        await self.push.validate(
+            request.configuration.task_push_notification_config,
+            "configuration.task_push_notification_config",
+        )
 
     def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
         if not message.task_id:
@@ -280,6 +307,8 @@ class RequestHandler:
         delivery = self._deliveries.get(key)
         if delivery is not None and delivery.outcome is run:
             delivery.outcome = _Settled(run.task_id, run.scope, run.reply_message)
+        if run.reply_message is not None and self.push is not None:
+            self.push.configs.drop_task(run.task_id)  # a direct reply made no task to watch
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask -------------------------------
 
@@ -360,6 +389,55 @@ class RequestHandler:
             return
         async for event in subscription:
             yield event
+
+    # -- push notification configs and the extended card ---------------------------------
+
+    def push_configs(self) -> PushConfigService:
+        """The push-config RPCs; PushNotificationNotSupported when the card does not offer them."""
+        if self.push is None:
+            raise PushNotificationNotSupportedError(
+                "this agent does not offer push notifications (capabilities.push_notifications "
+                "is off)"
+            )
+        return self.push
+
+    async def create_task_push_notification_config(
+        self, request: a2a_pb2.TaskPushNotificationConfig, call: CallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        return await self.push_configs().create(request, Scope(request.tenant, call.principal))
+
+    async def get_task_push_notification_config(
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        return await self.push_configs().get(request, Scope(request.tenant, call.principal))
+
+    async def list_task_push_notification_configs(
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, call: CallContext
+    ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+        return await self.push_configs().list(request, Scope(request.tenant, call.principal))
+
+    async def delete_task_push_notification_config(
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, call: CallContext
+    ) -> empty_pb2.Empty:
+        return await self.push_configs().delete(request, Scope(request.tenant, call.principal))
+
+    async def get_extended_agent_card(
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext
+    ) -> a2a_pb2.AgentCard:
+        if not self.card.capabilities.extended_agent_card:
+            raise UnsupportedOperationError(
+                "this agent does not offer an extended agent card "
+                "(capabilities.extended_agent_card is off)"
+            )
+        if not call.principal:
+            raise AuthenticationError("the extended agent card is for authenticated callers only")
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError(
+                "this agent declares an extended card but none is configured"
+            )
+        card = a2a_pb2.AgentCard()
+        card.CopyFrom(self.extended_card)
+        return card
 
     # -- shared ---------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ AGENT_FAILED_TEXT = "the agent failed while working on this task"
 
 MessageLike = a2a_pb2.Message | str | None
 
+_KNOWN_STATES = frozenset(a2a_pb2.TaskState.values())
+
 
 def record_status(
     store: InMemoryTaskStore,
@@ -38,10 +40,11 @@ def record_status(
     context_id: str,
     state: int,
     message: a2a_pb2.Message | None = None,
-) -> a2a_pb2.Task:
+) -> None:
     """Sets a task's status, keeps its message in the history, and tells the task's streams.
 
-    Streams close after a terminal or interrupted state. Returns the task as now stored.
+    Streams close after a terminal or interrupted state. Without subscribers nothing is copied
+    and no event is built (the common case of a blocking SendMessage).
     """
 
     def mutate(task: a2a_pb2.Task) -> None:
@@ -52,7 +55,7 @@ def record_status(
             task.status.message.CopyFrom(message)
             task.history.append(message)
 
-    task = store.update(task_id, mutate, status_changed=True)
+    task = store.apply(task_id, mutate, status_changed=True)
     if broker.has_subscribers(task_id):
         event = a2a_pb2.StreamResponse()
         update = event.status_update
@@ -60,7 +63,6 @@ def record_status(
         update.context_id = context_id
         update.status.CopyFrom(task.status)
         broker.publish(task_id, event, last=state in SETTLED_STATES)
-    return task
 
 
 class TaskRun:
@@ -128,7 +130,7 @@ class TaskRun:
     # -- TaskEvents -----------------------------------------------------------------------
 
     async def update_status(self, state: int, message: MessageLike = None) -> None:
-        if state == a2a_pb2.TASK_STATE_UNSPECIFIED or state not in a2a_pb2.TaskState.values():
+        if state == a2a_pb2.TASK_STATE_UNSPECIFIED or state not in _KNOWN_STATES:
             raise AgentContractError(f"not a task state: {state}")
         self._check_open()
         self._ensure_task()
@@ -191,7 +193,7 @@ class TaskRun:
             else:
                 existing.CopyFrom(artifact)
 
-        self.store.update(self.task_id, mutate, status_changed=False)
+        self.store.apply(self.task_id, mutate, status_changed=False)
         if self.broker.has_subscribers(self.task_id):
             event = a2a_pb2.StreamResponse()
             update = event.artifact_update
@@ -236,19 +238,16 @@ class TaskRun:
     def _ensure_task(self) -> None:
         if self._task_exists:
             return
-        user_message = a2a_pb2.Message()
+        task = a2a_pb2.Task(id=self.task_id, context_id=self.context_id)
+        task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
+        user_message = task.history.add()
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
-        task = a2a_pb2.Task(
-            id=self.task_id,
-            context_id=self.context_id,
-            status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_SUBMITTED),
-            history=[user_message],
-        )
-        snapshot = self.store.create(task, self.scope)
+        self.store.adopt(task, self.scope)  # built here and never touched again: no copy in
         self._task_exists = True
-        self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=snapshot))
+        if self.broker.has_subscribers(self.task_id):
+            self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=task))
         self.started.set()
 
     def _settle_with(self, state: int, text: str | None) -> None:

@@ -13,18 +13,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import empty_pb2
 
 from a2a_grpc.core import metadata as service_params
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import (
-    A2AError,
-    InternalError,
-    PushNotificationNotSupportedError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-)
+from a2a_grpc.core.errors import A2AError, InternalError, VersionNotSupportedError
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.auth import AuthenticationError, principal_var
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
 from a2a_grpc.server.store import StoreFullError
@@ -74,20 +68,34 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         async for event in self._stream(self.handler.subscribe_to_task, request, context):
             yield event
 
-    async def CreateTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
-        return await self._unary(_push_not_supported, request, context)
+    async def CreateTaskPushNotificationConfig(
+        self, request: a2a_pb2.TaskPushNotificationConfig, context: Any
+    ) -> Any:
+        return await self._unary(
+            self.handler.create_task_push_notification_config, request, context
+        )
 
-    async def GetTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
-        return await self._unary(_push_not_supported, request, context)
+    async def GetTaskPushNotificationConfig(
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, context: Any
+    ) -> Any:
+        return await self._unary(self.handler.get_task_push_notification_config, request, context)
 
-    async def ListTaskPushNotificationConfigs(self, request: Any, context: Any) -> Any:
-        return await self._unary(_push_not_supported, request, context)
+    async def ListTaskPushNotificationConfigs(
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: Any
+    ) -> Any:
+        return await self._unary(self.handler.list_task_push_notification_configs, request, context)
 
-    async def DeleteTaskPushNotificationConfig(self, request: Any, context: Any) -> Any:
-        return await self._unary(_push_not_supported, request, context)
+    async def DeleteTaskPushNotificationConfig(
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: Any
+    ) -> Any:
+        return await self._unary(
+            self.handler.delete_task_push_notification_config, request, context
+        )
 
-    async def GetExtendedAgentCard(self, request: Any, context: Any) -> Any:
-        return await self._unary(_extended_card_not_offered, request, context)
+    async def GetExtendedAgentCard(
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, context: Any
+    ) -> Any:
+        return await self._unary(self.handler.get_extended_agent_card, request, context)
 
     # -- the two wrappers -----------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             await context.send_initial_metadata(
                 ((service_params.EXTENSIONS_KEY, ",".join(activated)),)
             )
-        return CallContext(principal="", extensions=requested)
+        return CallContext(principal=principal_var.get(), extensions=requested)
 
     def _check_version(self, version: str | None) -> None:
         if version is None or not version.strip():
@@ -157,18 +165,8 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             await context.abort(code, message, trailing_metadata=trailers)
         if isinstance(exc, StoreFullError | SubscriberOverflowError):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        if isinstance(exc, AuthenticationError):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
         log.exception("unexpected error while handling a request", exc_info=exc)
         code, message, trailers = status.encode(InternalError(INTERNAL_MESSAGE))
         await context.abort(code, message, trailing_metadata=trailers)
-
-
-async def _push_not_supported(request: Any, call: CallContext) -> empty_pb2.Empty:
-    raise PushNotificationNotSupportedError(
-        "this agent does not offer push notifications (capabilities.push_notifications is off)"
-    )
-
-
-async def _extended_card_not_offered(request: Any, call: CallContext) -> a2a_pb2.AgentCard:
-    raise UnsupportedOperationError(
-        "this agent does not offer an extended agent card (capabilities.extended_agent_card is off)"
-    )

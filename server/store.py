@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from google.protobuf import timestamp_pb2
 from sortedcontainers import SortedList
 
 from a2a_grpc.core.states import TERMINAL_STATES
@@ -113,20 +112,28 @@ class InMemoryTaskStore:
 
     def create(self, task: a2a_pb2.Task, scope: Scope) -> a2a_pb2.Task:
         """Stores a copy of a new task, stamping its status time; returns a copy as stored."""
+        stored = a2a_pb2.Task()
+        stored.CopyFrom(task)
+        self.adopt(stored, scope)
+        return self._copy(stored)
+
+    def adopt(self, task: a2a_pb2.Task, scope: Scope) -> None:
+        """Stores a new task without copying it: the store takes ownership of `task`.
+
+        For callers that built `task` themselves and never touch it again (the server's task
+        runs); everything else should use `create`. Stamps the status time like `create`.
+        """
         if task.id in self._records:
             raise ValueError(f"task {task.id!r} already exists")
         self.evict_expired()
         if len(self._records) >= self.max_tasks and not self._evict_oldest_terminal():
             raise StoreFullError(f"the server holds {self.max_tasks} unfinished tasks; retry later")
-        stored = a2a_pb2.Task()
-        stored.CopyFrom(task)
-        now = self._stamp(stored.status)
-        record = _Record(stored, scope, now)
+        now = self._stamp(task.status)
+        record = _Record(task, scope, now)
         self._records[task.id] = record
         self._index_add(record)
-        if stored.status.state in TERMINAL_STATES:
+        if task.status.state in TERMINAL_STATES:
             self._mark_terminal(record)
-        return self._copy(stored)
 
     def update(
         self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
@@ -136,18 +143,33 @@ class InMemoryTaskStore:
         With `status_changed`, the status is stamped with the server's clock and the task moves to
         the front of ListTasks. A terminal task never changes again: that raises ValueError.
         """
+        return self._copy(self.apply(task_id, mutate, status_changed=status_changed))
+
+    def apply(
+        self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
+    ) -> a2a_pb2.Task:
+        """`update` without the copy out: returns the stored task itself, to read and let go.
+
+        The caller must not keep or mutate the returned task (it is the store's own).
+        """
         record = self._records[task_id]
-        if record.task.status.state in TERMINAL_STATES:
+        task = record.task
+        if task.status.state in TERMINAL_STATES:
             raise ValueError(f"task {task_id!r} is terminal")
-        if status_changed:
-            self._index_remove(record)
-        mutate(record.task)
-        if status_changed:
-            record.updated_ns = self._stamp(record.task.status)
-            self._index_add(record)
-            if record.task.status.state in TERMINAL_STATES:
-                self._mark_terminal(record)
-        return self._copy(record.task)
+        if not status_changed:
+            mutate(task)
+            return task
+        old_key, old_context, old_state = (
+            (record.updated_ns, task_id),
+            task.context_id,
+            task.status.state,
+        )
+        mutate(task)
+        record.updated_ns = self._stamp(task.status)
+        self._reindex(record, old_key, old_context, old_state)
+        if task.status.state in TERMINAL_STATES:
+            self._mark_terminal(record)
+        return task
 
     def evict_expired(self) -> int:
         """Drops terminal tasks older than the TTL; returns how many went."""
@@ -211,11 +233,12 @@ class InMemoryTaskStore:
 
     def _stamp(self, status: a2a_pb2.TaskStatus) -> int:
         # Strictly increasing, so ListTasks order matches the order of changes on this server.
-        now = max(self._clock_ns(), self._last_ns + 1)
+        now = self._clock_ns()
+        if now <= self._last_ns:
+            now = self._last_ns + 1
         self._last_ns = now
-        status.timestamp.CopyFrom(
-            timestamp_pb2.Timestamp(seconds=now // 1_000_000_000, nanos=now % 1_000_000_000)
-        )
+        timestamp = status.timestamp
+        timestamp.seconds, timestamp.nanos = divmod(now, 1_000_000_000)
         return now
 
     def _copy(self, task: a2a_pb2.Task, *, history_length: int | None = None) -> a2a_pb2.Task:
@@ -224,25 +247,66 @@ class InMemoryTaskStore:
         _trim_history(copy, history_length)
         return copy
 
-    def _index_keys(self, record: _Record) -> Iterator[SortedList]:
-        index = self._indexes.setdefault(record.scope, _ScopeIndex())
-        yield index.all
-        if record.task.context_id:
-            yield index.by_context.setdefault(record.task.context_id, _new_index())
-        yield index.by_state.setdefault(record.task.status.state, _new_index())
-
+    # The indexes are updated inline (no helper generators, no throwaway SortedList per call):
+    # three of these run on every status change, so they are on the hot path of every message.
     def _index_add(self, record: _Record) -> None:
-        key = (record.updated_ns, record.task.id)
-        for entries in self._index_keys(record):
+        task = record.task
+        key = (record.updated_ns, task.id)
+        index = self._indexes.get(record.scope)
+        if index is None:
+            index = self._indexes[record.scope] = _ScopeIndex()
+        index.all.add(key)
+        if task.context_id:
+            entries = index.by_context.get(task.context_id)
+            if entries is None:
+                entries = index.by_context[task.context_id] = _new_index()
             entries.add(key)
+        state = task.status.state
+        entries = index.by_state.get(state)
+        if entries is None:
+            entries = index.by_state[state] = _new_index()
+        entries.add(key)
+
+    def _reindex(self, record: _Record, old_key: _Key, old_context: str, old_state: int) -> None:
+        """Moves a task whose status changed; its context's and state's lists are kept, not
+        dropped and rebuilt, when they would only be emptied and refilled."""
+        task = record.task
+        key = (record.updated_ns, task.id)
+        index = self._indexes[record.scope]
+        index.all.remove(old_key)
+        index.all.add(key)
+        if task.context_id != old_context:
+            if old_context:
+                _discard(index.by_context, old_context, old_key)
+            if task.context_id:
+                entries = index.by_context.get(task.context_id)
+                if entries is None:
+                    entries = index.by_context[task.context_id] = _new_index()
+                entries.add(key)
+        elif old_context:
+            entries = index.by_context[old_context]
+            entries.remove(old_key)
+            entries.add(key)
+        state = task.status.state
+        if state == old_state:
+            entries = index.by_state[state]
+            entries.remove(old_key)
+            entries.add(key)
+            return
+        _discard(index.by_state, old_state, old_key)
+        entries = index.by_state.get(state)
+        if entries is None:
+            entries = index.by_state[state] = _new_index()
+        entries.add(key)
 
     def _index_remove(self, record: _Record) -> None:
-        key = (record.updated_ns, record.task.id)
+        task = record.task
+        key = (record.updated_ns, task.id)
         index = self._indexes[record.scope]
         index.all.remove(key)
-        if record.task.context_id:
-            _discard(index.by_context, record.task.context_id, key)
-        _discard(index.by_state, record.task.status.state, key)
+        if task.context_id:
+            _discard(index.by_context, task.context_id, key)
+        _discard(index.by_state, task.status.state, key)
         if not index.all:
             del self._indexes[record.scope]
 

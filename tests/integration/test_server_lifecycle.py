@@ -78,11 +78,13 @@ def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:
     ) as process:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert "serving A2A 1.0 over gRPC on 127.0.0.1:" in first
+        assert "serving A2A 1.0 over gRPC (plaintext) on 127.0.0.1:" in first
         port = int(first.rsplit(":", 1)[1])
         assert port > 0
-        settings = process.stdout.readline() + process.stdout.readline()
-        assert "max_tasks=100000" in settings
+        rest = "".join(process.stdout.readline() for _ in range(4))
+        assert "agent card at http://127.0.0.1:" in rest
+        assert "max_tasks=100000" in rest
+        assert "no authentication configured" in rest
         process.send_signal(signal.SIGTERM)
         try:
             assert process.wait(timeout=20) == 0

@@ -163,7 +163,10 @@ async def test_other_rpcs_validate_ids(demo: Harness) -> None:
     assert error_reason(caught.value) == "INVALID_PARAMS"
 
 
-async def test_unoffered_capabilities(demo: Harness) -> None:
+async def test_unoffered_capabilities(make_server: Factory) -> None:
+    card = demo_card("127.0.0.1:0")
+    card.capabilities.push_notifications = False
+    demo = await make_server(card=card)
     config = a2a_pb2.TaskPushNotificationConfig(task_id="t", url="https://hook")
     calls = [
         demo.stub.CreateTaskPushNotificationConfig(config),

@@ -1,0 +1,192 @@
+"""Caller identity: pluggable authenticators and the interceptor that runs them on every A2A call.
+
+Authentication happens before any handler code, so a caller without valid credentials learns
+nothing about which tasks exist (UNAUTHENTICATED, checked before any lookup). The principal it
+yields scopes every task operation (with the request's tenant).
+
+Configured with neither tokens nor client certificates, the server installs no interceptor and
+serves every caller as the anonymous principal "".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from a2a_grpc.generated import a2a_pb2
+
+A2A_SERVICE_PREFIX = "/" + a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name + "/"
+TOKENS_ENV = "A2A_GRPC_TOKENS"
+
+principal_var: contextvars.ContextVar[str] = contextvars.ContextVar("a2a_principal", default="")
+"""The authenticated principal of the call being handled ("" when anonymous)."""
+
+
+class AuthenticationError(Exception):
+    """Missing or invalid credentials; the message says what the caller must send."""
+
+
+class Authenticator(Protocol):
+    """Turns a call's metadata and TLS peer into a principal, or raises AuthenticationError.
+
+    Returns None when this authenticator found no credentials of its kind (so another may try).
+    """
+
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
+    ) -> str | None: ...
+
+
+class BearerTokens:
+    """`authorization: Bearer <token>` → principal, from a fixed table of tokens."""
+
+    def __init__(self, tokens: Mapping[str, str]) -> None:
+        if not tokens:
+            raise ValueError("at least one token is needed")
+        # Keyed by digest so lookups do not compare secrets character by character.
+        self._principals = {_digest(token): principal for token, principal in tokens.items()}
+
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
+    ) -> str | None:
+        header = next((v for k, v in metadata if k == "authorization"), None)
+        if header is None:
+            return None
+        text = header.decode() if isinstance(header, bytes) else header
+        scheme, _, token = text.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthenticationError("authorization must be 'Bearer <token>'")
+        principal = self._principals.get(_digest(token.strip()))
+        if principal is None:
+            raise AuthenticationError("the bearer token is not valid")
+        return principal
+
+
+class ClientCertificates:
+    """mTLS: the principal is the verified client certificate's subject common name."""
+
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
+    ) -> str | None:
+        names = peer.get("x509_common_name") or peer.get("x509_subject_alternative_name")
+        if not names:
+            return None
+        return "cert:" + names[0].decode()
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Tries each authenticator in turn; the first that finds credentials decides."""
+
+    authenticators: tuple[Authenticator, ...]
+
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
+    ) -> str:
+        for authenticator in self.authenticators:
+            principal = authenticator.authenticate(metadata, peer)
+            if principal is not None:
+                return principal
+        raise AuthenticationError(
+            "this server needs credentials: send 'authorization: Bearer <token>'"
+            + (" or a client certificate" if self._takes_certificates else "")
+        )
+
+    @property
+    def _takes_certificates(self) -> bool:
+        return any(isinstance(a, ClientCertificates) for a in self.authenticators)
+
+
+def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Tokens from a JSON file `{"<token>": "<principal>", ...}` and/or `A2A_GRPC_TOKENS`.
+
+    The environment form is `token1=alice,token2=bob`. Entries from the file win on conflict.
+    """
+    tokens: dict[str, str] = {}
+    for entry in environ.get(TOKENS_ENV, "").split(","):
+        token, sep, principal = entry.strip().partition("=")
+        if entry.strip() and (not sep or not token or not principal):
+            raise ValueError(f"{TOKENS_ENV}: expected token=principal, got {entry.strip()!r}")
+        if sep:
+            tokens[token] = principal
+    if path:
+        try:
+            loaded = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--auth-tokens {path}: {exc}") from exc
+        if not isinstance(loaded, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v for k, v in loaded.items()
+        ):
+            raise ValueError(f'--auth-tokens {path}: expected {{"<token>": "<principal>"}}')
+        tokens.update(loaded)
+    return tokens
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Authenticates every A2A call; health and reflection stay open for probes and tools."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Any],
+        handler_call_details: Any,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None or not handler_call_details.method.startswith(A2A_SERVICE_PREFIX):
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # A2A has no client-streaming RPCs
+
+    def _unary(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        async def authenticated(request: Any, context: Any) -> Any:
+            principal = await self._authenticate(context)
+            principal_var.set(principal)
+            return await behaviour(request, context)
+
+        return authenticated
+
+    def _stream(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        async def authenticated(request: Any, context: Any) -> AsyncIterator[Any]:
+            principal = await self._authenticate(context)
+            principal_var.set(principal)
+            async for response in behaviour(request, context):
+                yield response
+
+        return authenticated
+
+    async def _authenticate(self, context: Any) -> str:
+        try:
+            principal = self.authenticator.authenticate(
+                tuple(context.invocation_metadata() or ()), context.auth_context() or {}
+            )
+        except AuthenticationError as exc:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            raise  # unreachable: abort raises
+        if principal is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "credentials are required")
+        return principal or ""
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()

@@ -1,0 +1,301 @@
+"""Push notifications: webhook registrations per task, and their at-least-once delivery.
+
+Delivery contract:
+- Every status and artifact update of a task is POSTed to each of its webhooks as a ProtoJSON
+  StreamResponse, `Content-Type: application/a2a+json`, with `Authorization: <scheme>
+  <credentials>` from the config and `X-A2A-Notification-Token` when a token is set.
+- In order per webhook: one worker per webhook sends one event at a time.
+- At least once: a failed POST (connection error, timeout, non-2xx) is retried with exponential
+  backoff; after `max_attempts` the webhook is given up (logged) and gets nothing more.
+- Never blocking: events are queued (bounded; overflow gives the webhook up) and sent by
+  background tasks, so a slow webhook never slows the task or its streams.
+- SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
+  multicast address are refused unless `allow_private_targets` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+from google.protobuf import json_format
+
+from a2a_grpc.core.states import TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/a2a+json"
+TOKEN_HEADER = "X-A2A-Notification-Token"
+
+
+class WebhookRefusedError(ValueError):
+    """The webhook URL is not acceptable (scheme, host, or an address the guard refuses)."""
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    timeout: float = 10.0
+    """Seconds for one POST, connection included."""
+    max_attempts: int = 6
+    """Tries per event before the webhook is given up."""
+    backoff: float = 0.5
+    """First retry delay in seconds; doubles each attempt, capped at `max_backoff`."""
+    max_backoff: float = 30.0
+    queue_size: int = 1000
+    """Undelivered events a webhook may accumulate before it is given up."""
+    allow_private_targets: bool = False
+    """Allow loopback / private / link-local targets (tests, trusted meshes)."""
+
+
+Resolver = Callable[[str], Awaitable[list[str]]]
+
+
+async def _resolve(host: str) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+class WebhookGuard:
+    """Decides whether a webhook URL may be called (the SSRF guard)."""
+
+    def __init__(self, *, allow_private_targets: bool, resolver: Resolver = _resolve) -> None:
+        self.allow_private_targets = allow_private_targets
+        self._resolver = resolver
+
+    async def check(self, url: str) -> None:
+        """Raises WebhookRefusedError with a reason the caller can act on."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
+        if self.allow_private_targets:
+            return
+        try:
+            addresses = (
+                [parts.hostname]
+                if _is_ip(parts.hostname)
+                else (await self._resolver(parts.hostname))
+            )
+        except OSError as exc:
+            raise WebhookRefusedError(f"webhook host {parts.hostname!r} does not resolve") from exc
+        for address in addresses:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+            if not ip.is_global or ip.is_multicast:
+                raise WebhookRefusedError(
+                    f"webhook url {url!r} points at a non-public address ({ip}); this server "
+                    "only calls public hosts"
+                )
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+class PushConfigStore:
+    """Webhook registrations by task id. Synchronous; runs on the event loop."""
+
+    def __init__(self) -> None:
+        self._configs: dict[str, dict[str, a2a_pb2.TaskPushNotificationConfig]] = {}
+
+    def put(self, config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
+        """Stores a copy (minting an id when it has none) and returns a copy as stored."""
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        if not stored.id:
+            stored.id = str(uuid.uuid4())
+        self._configs.setdefault(stored.task_id, {})[stored.id] = stored
+        return _copy(stored)
+
+    def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
+        config = self._configs.get(task_id, {}).get(config_id)
+        return None if config is None else _copy(config)
+
+    def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        """Copies of the task's configs, in creation order."""
+        return [_copy(c) for c in self._configs.get(task_id, {}).values()]
+
+    def delete(self, task_id: str, config_id: str) -> None:
+        configs = self._configs.get(task_id)
+        if configs is not None:
+            configs.pop(config_id, None)
+            if not configs:
+                del self._configs[task_id]
+
+    def drop_task(self, task_id: str) -> None:
+        self._configs.pop(task_id, None)
+
+    def has_configs(self, task_id: str) -> bool:
+        return task_id in self._configs
+
+    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        """The stored objects themselves (read-only use by the dispatcher)."""
+        return list(self._configs.get(task_id, {}).values())
+
+
+def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
+    copy = a2a_pb2.TaskPushNotificationConfig()
+    copy.CopyFrom(config)
+    return copy
+
+
+@dataclass
+class _Webhook:
+    config: a2a_pb2.TaskPushNotificationConfig
+    queue: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)
+    worker: asyncio.Task[None] | None = None
+    dead: bool = False
+    finished: bool = False  # the task reached a terminal state: forget this webhook when drained
+
+
+class WebhookDispatcher:
+    """Observes a task's events (see `Broker`) and delivers them to the task's webhooks."""
+
+    def __init__(
+        self,
+        configs: PushConfigStore,
+        policy: DeliveryPolicy,
+        *,
+        client: httpx.AsyncClient | None = None,
+        guard: WebhookGuard | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.configs = configs
+        self.policy = policy
+        self.guard = guard or WebhookGuard(allow_private_targets=policy.allow_private_targets)
+        self._client = client
+        self._sleep = sleep
+        self._webhooks: dict[tuple[str, str], _Webhook] = {}
+
+    def wants(self, task_id: str) -> bool:
+        return self.configs.has_configs(task_id)
+
+    def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
+        """Queues a status or artifact update for every webhook of the task. Never waits."""
+        kind = event.WhichOneof("payload")
+        if kind not in ("status_update", "artifact_update"):
+            return
+        terminal = kind == "status_update" and event.status_update.status.state in TERMINAL_STATES
+        body: bytes | None = None
+        for config in self.configs.stored_for(task_id):
+            webhook = self._webhooks.get((task_id, config.id))
+            if webhook is None:
+                webhook = self._webhooks[(task_id, config.id)] = _Webhook(config)
+            if webhook.dead:
+                continue
+            if body is None:
+                body = json_format.MessageToJson(event, indent=None).encode()
+            if webhook.queue.qsize() >= self.policy.queue_size:
+                self._give_up(webhook, f"more than {self.policy.queue_size} events undelivered")
+                continue
+            webhook.queue.put_nowait(body)
+            webhook.finished = webhook.finished or terminal
+            if webhook.worker is None or webhook.worker.done():
+                webhook.worker = asyncio.get_running_loop().create_task(self._work(webhook))
+
+    async def _work(self, webhook: _Webhook) -> None:
+        while not webhook.queue.empty() and not webhook.dead:
+            body = webhook.queue.get_nowait()
+            if not await self._deliver(webhook, body):
+                self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
+        # A dead webhook stays listed, so later events do not revive it, until its task goes.
+        key = (webhook.config.task_id, webhook.config.id)
+        if webhook.finished and not webhook.dead and self._webhooks.get(key) is webhook:
+            del self._webhooks[key]
+
+    async def _deliver(self, webhook: _Webhook, body: bytes) -> bool:
+        config = webhook.config
+        headers = {"Content-Type": CONTENT_TYPE}
+        if config.HasField("authentication") and config.authentication.scheme:
+            credentials = config.authentication.credentials
+            headers["Authorization"] = f"{config.authentication.scheme} {credentials}".strip()
+        if config.token:
+            headers[TOKEN_HEADER] = config.token
+        delay = self.policy.backoff
+        for attempt in range(1, self.policy.max_attempts + 1):
+            try:
+                await self.guard.check(config.url)  # DNS may change between attempts
+                response = await self._http().post(
+                    config.url, content=body, headers=headers, timeout=self.policy.timeout
+                )
+                if 200 <= response.status_code < 300:
+                    return True
+                problem = f"HTTP {response.status_code}"
+            except WebhookRefusedError as exc:
+                log.warning("webhook %s refused: %s", config.id, exc)
+                return False
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            log.info(
+                "webhook %s for task %s: attempt %d failed (%s)",
+                config.id,
+                config.task_id,
+                attempt,
+                problem,
+            )
+            if attempt < self.policy.max_attempts:
+                await self._sleep(delay)
+                delay = min(delay * 2, self.policy.max_backoff)
+        return False
+
+    def _give_up(self, webhook: _Webhook, why: str) -> None:
+        webhook.dead = True
+        while not webhook.queue.empty():
+            webhook.queue.get_nowait()
+        log.warning(
+            "giving up webhook %s (%s) for task %s: %s",
+            webhook.config.id,
+            webhook.config.url,
+            webhook.config.task_id,
+            why,
+        )
+
+    def forget_task(self, task_id: str) -> None:
+        """The task left the store: drop its registrations and delivery state."""
+        self.configs.drop_task(task_id)
+        for key in [key for key in self._webhooks if key[0] == task_id]:
+            self._webhooks.pop(key).dead = True
+
+    def forget(self, task_id: str, config_id: str) -> None:
+        """A deleted config: stop delivering to it (its worker ends after the current POST)."""
+        webhook = self._webhooks.pop((task_id, config_id), None)
+        if webhook is not None:
+            webhook.dead = True
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(follow_redirects=False)
+        return self._client
+
+    async def idle(self) -> None:
+        """Waits until every queued event has been delivered or given up (tests, shutdown)."""
+        while True:
+            workers = [
+                w.worker for w in self._webhooks.values() if w.worker and not w.worker.done()
+            ]
+            if not workers:
+                return
+            await asyncio.wait(workers)
+
+    async def close(self, grace: float = 0.0) -> None:
+        """Gives pending deliveries `grace` seconds, then stops them and closes the client."""
+        workers = [w.worker for w in self._webhooks.values() if w.worker and not w.worker.done()]
+        if workers:
+            _, pending = await asyncio.wait(workers, timeout=grace)
+            for worker in pending:
+                worker.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,127 @@
+"""The four push-notification-config RPCs, scoped like every task operation."""
+
+from __future__ import annotations
+
+from google.protobuf import empty_pb2
+
+from a2a_grpc.core.errors import (
+    FieldViolation,
+    InvalidParamsError,
+    TaskNotFoundError,
+)
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher, WebhookRefusedError
+from a2a_grpc.server.store import InMemoryTaskStore, Scope
+from a2a_grpc.server.validation import raise_violations
+
+DEFAULT_PAGE_SIZE = 100
+
+
+class PushConfigService:
+    """Create / Get / List / Delete of webhooks; tasks are looked up in the caller's scope.
+
+    A config lives until it is deleted or its task leaves the task store. Create keeps a
+    caller-chosen `id` (replacing a config with the same id) and mints one otherwise.
+    """
+
+    def __init__(self, store: InMemoryTaskStore, dispatcher: WebhookDispatcher) -> None:
+        self.store = store
+        self.dispatcher = dispatcher
+        self.configs: PushConfigStore = dispatcher.configs
+
+    async def validate(self, config: a2a_pb2.TaskPushNotificationConfig, path: str) -> None:
+        """The url is required and must pass the SSRF guard (InvalidParams otherwise)."""
+        if not config.url:
+            raise_violations([FieldViolation(f"{path}.url", "required: the webhook URL")])
+        if config.HasField("authentication") and not config.authentication.scheme:
+            raise_violations(
+                [FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")]
+            )
+        try:
+            await self.dispatcher.guard.check(config.url)
+        except WebhookRefusedError as exc:
+            raise InvalidParamsError(
+                str(exc), field_violations=[FieldViolation(f"{path}.url", str(exc))]
+            ) from None
+
+    def register(
+        self, config: a2a_pb2.TaskPushNotificationConfig, task_id: str, tenant: str
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """Stores an already validated config for `task_id` (also used for inline configs)."""
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        stored.task_id = task_id
+        stored.tenant = tenant
+        return self.configs.put(stored)
+
+    async def create(
+        self, request: a2a_pb2.TaskPushNotificationConfig, scope: Scope
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        _require_task_id(request.task_id, "task_id")
+        await self.validate(request, "config")
+        self._task(request.task_id, scope)
+        return self.register(request, request.task_id, scope.tenant)
+
+    async def get(
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, scope: Scope
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        _require_ids(request.task_id, request.id)
+        self._task(request.task_id, scope)
+        config = self.configs.get(request.task_id, request.id)
+        if config is None:
+            raise TaskNotFoundError(
+                f"task {request.task_id} has no push notification config {request.id!r}",
+                metadata={"taskId": request.task_id, "configId": request.id},
+            )
+        return config
+
+    async def list(
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, scope: Scope
+    ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+        _require_task_id(request.task_id, "task_id")
+        if request.page_size < 0:
+            raise_violations([FieldViolation("page_size", "must not be negative")])
+        self._task(request.task_id, scope)
+        configs = self.configs.for_task(request.task_id)
+        start = _offset(request.page_token, len(configs))
+        size = request.page_size or DEFAULT_PAGE_SIZE
+        page = configs[start : start + size]
+        more = start + size < len(configs)
+        return a2a_pb2.ListTaskPushNotificationConfigsResponse(
+            configs=page, next_page_token=str(start + size) if more else ""
+        )
+
+    async def delete(
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, scope: Scope
+    ) -> empty_pb2.Empty:
+        _require_ids(request.task_id, request.id)
+        self._task(request.task_id, scope)
+        self.configs.delete(request.task_id, request.id)
+        self.dispatcher.forget(request.task_id, request.id)
+        return empty_pb2.Empty()
+
+    def _task(self, task_id: str, scope: Scope) -> None:
+        if self.store.get(task_id, scope, history_length=0) is None:
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def _require_task_id(task_id: str, path: str) -> None:
+    if not task_id:
+        raise_violations([FieldViolation(path, "required: the task id")])
+
+
+def _require_ids(task_id: str, config_id: str) -> None:
+    violations = []
+    if not task_id:
+        violations.append(FieldViolation("task_id", "required: the task id"))
+    if not config_id:
+        violations.append(FieldViolation("id", "required: the config id"))
+    raise_violations(violations)
+
+
+def _offset(token: str, total: int) -> int:
+    if not token:
+        return 0
+    if not token.isdigit() or int(token) > total:
+        raise_violations([FieldViolation("page_token", "not a token this server issued")])
+    return int(token)
