@@ -39,10 +39,21 @@ async def make_server() -> AsyncIterator[Factory]:
     async def make(
         agent: AgentExecutor | None = None,
         card: a2a_pb2.AgentCard | None = None,
+        *,
+        extended_card: a2a_pb2.AgentCard | None = None,
+        tokens: dict[str, str] | None = None,
+        webhooks: Any = None,
         **config: Any,
     ) -> Harness:
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
-        running = await start_server(settings, agent or DemoAgent(), card)
+        running = await start_server(
+            settings,
+            agent or DemoAgent(),
+            card,
+            extended_card=extended_card,
+            tokens=tokens,
+            webhooks=webhooks,
+        )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))
         made.append(harness)
@@ -51,7 +62,7 @@ async def make_server() -> AsyncIterator[Factory]:
     yield make
     for harness in made:
         await harness.channel.close()
-        await harness.running.server.stop(None)
+        await harness.running.stop(0)
 
 
 @pytest.fixture

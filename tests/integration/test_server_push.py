@@ -1,0 +1,257 @@
+"""Push notification configs and webhook delivery, against a real HTTP receiver on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from google.protobuf import json_format
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.push import DeliveryPolicy, PushConfigStore, WebhookDispatcher
+from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.webhook_receiver import Receiver
+
+
+async def _no_sleep(_: float) -> None:
+    await asyncio.sleep(0)
+
+
+def dispatcher(**policy: object) -> WebhookDispatcher:
+    settings = {"allow_private_targets": True, "max_attempts": 4, "timeout": 5.0, **policy}
+    return WebhookDispatcher(PushConfigStore(), DeliveryPolicy(**settings), sleep=_no_sleep)  # type: ignore[arg-type]
+
+
+class Gated:
+    """WORKING, then waits for `go`, then three artifact chunks and COMPLETED."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        await events.working()
+        await self.go.wait()
+        artifact_id = None
+        for index in range(3):
+            artifact_id = await events.add_artifact(
+                [a2a_pb2.Part(text=str(index))], artifact_id=artifact_id, append=index > 0
+            )
+        await events.complete()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    running = await Receiver().start()
+    yield running
+    await running.stop()
+
+
+def events_of(received: list[object]) -> list[a2a_pb2.StreamResponse]:
+    return [
+        json_format.Parse(r.body, a2a_pb2.StreamResponse())  # type: ignore[attr-defined]
+        for r in received
+    ]
+
+
+async def _start_gated(harness: Harness) -> a2a_pb2.Task:
+    configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+    return (await harness.stub.SendMessage(send_request(configuration=configuration))).task
+
+
+async def test_deliveries_arrive_in_order_with_headers(
+    make_server: Factory, receiver: Receiver
+) -> None:
+    agent = Gated()
+    harness = await make_server(agent=agent, webhooks=dispatcher())
+    task = await _start_gated(harness)
+    created = await harness.stub.CreateTaskPushNotificationConfig(
+        a2a_pb2.TaskPushNotificationConfig(
+            task_id=task.id,
+            url=receiver.url,
+            token="tok-1",
+            authentication=a2a_pb2.AuthenticationInfo(scheme="Bearer", credentials="s3cret"),
+        )
+    )
+    assert created.id and created.task_id == task.id
+    agent.go.set()
+    received = await receiver.wait_for(4)
+    events = events_of(received)
+    assert [e.WhichOneof("payload") for e in events] == [
+        "artifact_update",
+        "artifact_update",
+        "artifact_update",
+        "status_update",
+    ]
+    assert [e.artifact_update.artifact.parts[0].text for e in events[:3]] == ["0", "1", "2"]
+    assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert all(e.status_update.task_id == task.id for e in events[3:])
+    headers = received[0].headers
+    assert headers["Content-Type"] == "application/a2a+json"
+    assert headers["Authorization"] == "Bearer s3cret"
+    assert headers["X-A2A-Notification-Token"] == "tok-1"
+    assert b'"artifactUpdate"' in received[0].body  # ProtoJSON, camelCase
+
+
+async def test_deliveries_survive_two_failures(make_server: Factory) -> None:
+    receiver = await Receiver(failures=2).start()
+    try:
+        agent = Gated()
+        harness = await make_server(agent=agent, webhooks=dispatcher())
+        task = await _start_gated(harness)
+        await harness.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url=receiver.url)
+        )
+        agent.go.set()
+        events = events_of(await receiver.wait_for(4))
+        assert [e.artifact_update.artifact.parts[0].text for e in events[:3]] == ["0", "1", "2"]
+        assert receiver.attempts == 6
+    finally:
+        await receiver.stop()
+
+
+async def test_a_dead_webhook_is_given_up_without_hurting_the_task(
+    make_server: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver = await Receiver(always_fail=True).start()
+    try:
+        webhooks = dispatcher(max_attempts=3)
+        harness = await make_server(webhooks=webhooks)
+        request = send_request("chunks 3")
+        request.configuration.task_push_notification_config.url = receiver.url
+        with caplog.at_level(logging.WARNING):
+            task = (await harness.stub.SendMessage(request)).task
+            assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+            await asyncio.wait_for(webhooks.idle(), 10)
+        assert receiver.attempts == 3  # one event tried three times, then nothing more
+        assert "giving up webhook" in caplog.text
+    finally:
+        await receiver.stop()
+
+
+async def test_a_slow_webhook_never_blocks_the_task(make_server: Factory) -> None:
+    receiver = await Receiver(gate=asyncio.Event()).start()
+    try:
+        harness = await make_server(webhooks=dispatcher())
+        request = send_request("chunks 3")
+        request.configuration.task_push_notification_config.url = receiver.url
+        # The receiver holds every request open, yet the blocking call completes.
+        task = (await harness.stub.SendMessage(request)).task
+        assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert receiver.received == []
+        assert receiver.gate is not None
+        receiver.gate.set()
+        events = events_of(await receiver.wait_for(5))
+        assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    finally:
+        await receiver.stop()
+
+
+async def test_inline_config_is_registered_for_the_new_task(
+    make_server: Factory, receiver: Receiver
+) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    request = send_request("hello")
+    request.configuration.task_push_notification_config.url = receiver.url
+    task = (await harness.stub.SendMessage(request)).task
+    events = events_of(await receiver.wait_for(3))
+    assert {e.status_update.task_id or e.artifact_update.task_id for e in events} == {task.id}
+    listed = await harness.stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    assert [c.url for c in listed.configs] == [receiver.url]
+
+
+async def test_config_crud(make_server: Factory) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    task = (await harness.stub.SendMessage(send_request("ask"))).task
+    stub = harness.stub
+    first = await stub.CreateTaskPushNotificationConfig(
+        a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url="https://hooks.example/a")
+    )
+    second = await stub.CreateTaskPushNotificationConfig(
+        a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id="mine", url="https://h.example/b")
+    )
+    assert second.id == "mine"
+    got = await stub.GetTaskPushNotificationConfig(
+        a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id=first.id)
+    )
+    assert got == first
+    page = await stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id, page_size=1)
+    )
+    assert [c.id for c in page.configs] == [first.id] and page.next_page_token
+    rest = await stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(
+            task_id=task.id, page_size=1, page_token=page.next_page_token
+        )
+    )
+    assert [c.id for c in rest.configs] == ["mine"] and rest.next_page_token == ""
+    delete = a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=first.id)
+    await stub.DeleteTaskPushNotificationConfig(delete)
+    await stub.DeleteTaskPushNotificationConfig(delete)  # idempotent
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetTaskPushNotificationConfig(
+            a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id=first.id)
+        )
+    assert error_reason(caught.value) == "TASK_NOT_FOUND"
+
+
+async def test_config_errors(make_server: Factory) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    stub = harness.stub
+    task = (await stub.SendMessage(send_request("ask", tenant="acme"))).task
+    cases = [
+        stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id="nope", url="https://h.example")
+        ),
+        stub.CreateTaskPushNotificationConfig(  # another tenant's task looks unknown
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url="https://h.example")
+        ),
+        stub.ListTaskPushNotificationConfigs(
+            a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id="nope")
+        ),
+        stub.DeleteTaskPushNotificationConfig(
+            a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id="nope", id="x")
+        ),
+    ]
+    for call in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert error_reason(caught.value) == "TASK_NOT_FOUND"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, tenant="acme")
+        )
+    assert error_reason(caught.value) == "INVALID_PARAMS"
+    assert "url" in (caught.value.details() or "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/hook",
+        "http://localhost/hook",
+        "http://10.1.2.3/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/hook",
+        "ftp://hooks.example/x",
+    ],
+)
+async def test_ssrf_guard_refuses_non_public_targets(demo: Harness, url: str) -> None:
+    task = (await demo.stub.SendMessage(send_request("ask"))).task
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await demo.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url=url)
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_reason(caught.value) == "INVALID_PARAMS"
+    inline = send_request("hello")
+    inline.configuration.task_push_notification_config.url = url
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await demo.stub.SendMessage(inline)
+    assert error_reason(caught.value) == "INVALID_PARAMS"
+    assert len(demo.store) == 1  # nothing was created for the refused message

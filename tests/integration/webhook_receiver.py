@@ -1,0 +1,64 @@
+"""A real HTTP webhook receiver on loopback that records what it is sent."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """Answers `failures` requests with HTTP 500 first, and can be held shut with `gate`."""
+
+    failures: int = 0
+    always_fail: bool = False
+    received: list[Received] = field(default_factory=list)
+    attempts: int = 0
+    gate: asyncio.Event | None = None
+    port: int = 0
+    _runner: web.AppRunner | None = None
+    arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        self.attempts += 1
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.always_fail or self.failures > 0:
+            self.failures -= 1
+            return web.Response(status=500)
+        self.received.append(Received(dict(request.headers), await request.read()))
+        async with self.arrived:
+            self.arrived.notify_all()
+        return web.Response(status=204)
+
+    async def start(self) -> Receiver:
+        app = web.Application()
+        app.router.add_post("/hook", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def wait_for(self, count: int) -> list[Received]:
+        """The first `count` deliveries, waiting up to 10 s for them."""
+        async with asyncio.timeout(10), self.arrived:
+            await self.arrived.wait_for(lambda: len(self.received) >= count)
+        return self.received
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
