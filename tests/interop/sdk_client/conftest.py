@@ -50,6 +50,11 @@ def strict_port() -> Iterator[int]:
     yield from _launch("--strict")
 
 
+@pytest.fixture(scope="module")
+def secure_port() -> Iterator[int]:
+    yield from _launch("--secure")
+
+
 def card_for(port: int, *, streaming: bool = True, extended: bool = False) -> sdk.AgentCard:
     return sdk.AgentCard(
         name="a2a-grpc under test",

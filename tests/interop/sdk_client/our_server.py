@@ -1,7 +1,9 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict]. Prints `PORT <n>` once serving and stops on SIGTERM.
-`--strict` serves a card that accepts only text/plain and requires the extension urn:x-required.
+Usage: python our_server.py [--strict | --secure]. Prints `PORT <n>` once serving and stops on
+SIGTERM. `--strict` serves a card that accepts only text/plain and requires the extension
+urn:x-required, without push notifications. `--secure` requires the bearer token `sdk-token`,
+offers an extended card and lets webhooks target loopback.
 """
 
 from __future__ import annotations
@@ -18,14 +20,22 @@ from a2a_grpc.server.demo_agent import DemoAgent
 REQUIRED_EXTENSION = "urn:x-required"
 
 
-async def main(strict: bool) -> None:
-    card = None
-    if strict:
+async def main(mode: str) -> None:
+    card = extended = tokens = None
+    if mode == "--strict":
         card = demo_card("127.0.0.1:0")
         del card.default_input_modes[:]
         card.default_input_modes.append("text/plain")
         card.capabilities.extensions.add(uri=REQUIRED_EXTENSION, required=True)
-    running = await start_server(ServerConfig(port=0, shutdown_grace=0.5), DemoAgent(), card)
+        card.capabilities.push_notifications = False
+    elif mode == "--secure":
+        card = demo_card("127.0.0.1:0")
+        card.capabilities.extended_agent_card = True
+        extended = demo_card("127.0.0.1:0")
+        extended.skills.add(id="members", name="Members", description="extra", tags=["x"])
+        tokens = {"sdk-token": "sdk-user"}
+    config = ServerConfig(port=0, shutdown_grace=0.5, allow_private_webhooks=mode == "--secure")
+    running = await start_server(config, DemoAgent(), card, extended_card=extended, tokens=tokens)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -35,4 +45,4 @@ async def main(strict: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main("--strict" in sys.argv))
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else ""))

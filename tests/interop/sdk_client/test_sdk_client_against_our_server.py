@@ -128,9 +128,9 @@ async def test_error_classes(blocking_client: Client, streaming_client: Client) 
         await blocking_client.list_tasks(sdk.ListTasksRequest(page_size=500))
     with pytest.raises(errors.InvalidParamsError):
         await blocking_client.get_task(sdk.GetTaskRequest(id=done.task.id, history_length=-1))
-    with pytest.raises(errors.PushNotificationNotSupportedError):
+    with pytest.raises(errors.InvalidParamsError, match="non-public address"):
         await blocking_client.create_task_push_notification_config(
-            sdk.TaskPushNotificationConfig(task_id=done.task.id, url="https://hook.example")
+            sdk.TaskPushNotificationConfig(task_id=done.task.id, url="http://127.0.0.1:9/hook")
         )
     old_version = ClientCallContext(service_parameters={"A2A-Version": "0.3"})
     with pytest.raises(errors.VersionNotSupportedError):
@@ -148,7 +148,7 @@ async def test_extended_card_not_offered(port: int) -> None:
         await client.close()
 
 
-async def test_content_type_and_required_extension(strict_port: int) -> None:
+async def test_content_type_required_extension_and_no_push(strict_port: int) -> None:
     client = await make_client(strict_port, streaming=False)
     try:
         with pytest.raises(errors.ExtensionSupportRequiredError):
@@ -160,6 +160,11 @@ async def test_content_type_and_required_extension(strict_port: int) -> None:
             _ = [e async for e in client.send_message(pdf, context=activated)]
         ok = [e async for e in client.send_message(request("hello"), context=activated)]
         assert ok[0].task.status.state == sdk.TASK_STATE_COMPLETED
+        with pytest.raises(errors.PushNotificationNotSupportedError):
+            await client.create_task_push_notification_config(
+                sdk.TaskPushNotificationConfig(task_id=ok[0].task.id, url="https://h.example"),
+                context=activated,
+            )
     finally:
         await client.close()
 
