@@ -150,6 +150,23 @@ async def test_a_slow_webhook_never_blocks_the_task(make_server: Factory) -> Non
         await receiver.stop()
 
 
+async def test_a_webhook_that_times_out_is_retried(make_server: Factory) -> None:
+    gate = asyncio.Event()
+    receiver = await Receiver(gate=gate).start()
+    try:
+        webhooks = dispatcher(timeout=0.2, max_attempts=3)
+        harness = await make_server(webhooks=webhooks)
+        request = send_request("reply-less echo")
+        request.configuration.task_push_notification_config.url = receiver.url
+        await harness.stub.SendMessage(request)
+        await asyncio.wait_for(webhooks.idle(), 10)
+        assert receiver.attempts == 3  # each POST timed out, so the first event was retried
+        assert receiver.received == []
+    finally:
+        gate.set()
+        await receiver.stop()
+
+
 async def test_inline_config_is_registered_for_the_new_task(
     make_server: Factory, receiver: Receiver
 ) -> None:

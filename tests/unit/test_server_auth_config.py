@@ -1,0 +1,45 @@
+"""Token tables from a file and the environment, and the bearer authenticator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from a2a_grpc.server.auth import AnyOf, AuthenticationError, BearerTokens, load_tokens
+
+
+def test_tokens_from_environment_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text('{"t-file": "carol", "t-both": "from-file"}')
+    tokens = load_tokens(str(path), {"A2A_GRPC_TOKENS": "t-env=alice, t-both=from-env"})
+    assert tokens == {"t-env": "alice", "t-both": "from-file", "t-file": "carol"}
+    assert load_tokens(None, {}) == {}
+
+
+@pytest.mark.parametrize(
+    ("content", "env", "message"),
+    [
+        ('["not", "a", "map"]', "", "expected"),
+        ('{"token": 5}', "", "expected"),
+        ("{broken", "", "--auth-tokens"),
+        (None, "no-equals-sign", "A2A_GRPC_TOKENS"),
+    ],
+)
+def test_bad_token_tables(tmp_path: Path, content: str | None, env: str, message: str) -> None:
+    path = None
+    if content is not None:
+        file = tmp_path / "tokens.json"
+        file.write_text(content)
+        path = str(file)
+    with pytest.raises(ValueError, match=message):
+        load_tokens(path, {"A2A_GRPC_TOKENS": env})
+
+
+def test_bearer_authentication() -> None:
+    auth = AnyOf((BearerTokens({"s3cret": "alice"}),))
+    assert auth.authenticate((("authorization", "Bearer s3cret"),), {}) == "alice"
+    assert auth.authenticate((("authorization", "bearer  s3cret "),), {}) == "alice"
+    for metadata in ((), (("authorization", "Bearer nope"),), (("authorization", "Basic x"),)):
+        with pytest.raises(AuthenticationError):
+            auth.authenticate(metadata, {})
