@@ -6,13 +6,16 @@ Two figures at N tasks (default 100,000):
   the server keeps per accepted message (the idempotency record and the run that settled).
 A small task: one text message in, its echo artifact out, COMPLETED.
 
-    .venv/bin/python -m tests.load.store_memory [N]
+    .venv/bin/python -m tests.load.store_memory [N] [--json]
+
+With `--json` it prints one JSON line (what tests.load.bench reads) instead of the two lines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import sys
 import uuid
@@ -84,9 +87,14 @@ async def measure_server(count: int) -> float:
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    numbers = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    count = int(numbers[0]) if numbers else 100_000
     store_figure = measure_store(count)
     server_figure = asyncio.run(measure_server(count))
+    if "--json" in sys.argv:
+        figures = {"tasks": count, "store_kib": store_figure / 1024}
+        print(json.dumps({**figures, "server_kib": server_figure / 1024}))
+        return
     print(f"tasks: {count}")
     print(f"store only:          {store_figure / 1024:.2f} KiB per small task")
     print(f"through the server:  {server_figure / 1024:.2f} KiB per small task")

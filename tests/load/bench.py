@@ -1,0 +1,464 @@
+"""`make bench`: ours against the bare gRPC limit and the official SDK, side by side, one table.
+
+    .venv/bin/python -m tests.load.bench [--quick] [--rounds N] [--duration S] [--python-load]
+
+Three servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
+servicer, the a2a-sdk 1.3.0 echo server; each imports only its own generated code), pinned to
+CPU 0; every load generator is pinned to CPU 1, so a server never competes with its load for a
+core. Rounds go A B C A B C ... at concurrency 1, 32 and 256 for blocking SendMessage and the
+four-event SendStreamingMessage; the table shows medians over rounds. Load comes from ghz when
+it is installed (`make ghz`), else from tests.load.closed_loop. Then: time to first event of a
+stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
+small task. The targets are checked and printed, never asserted: the exit status is 0 whenever
+the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+SERVER_CPU, LOAD_CPU = 0, 1
+SERVICE = "lf.a2a.v1.A2AService"
+METADATA = '{"a2a-version":"1.0"}'
+GHZ_DATA = '{"message":{"messageId":"{{.UUID}}","role":"ROLE_USER","parts":[{"text":"hello"}]}}'
+KINDS = ("ours", "limit", "sdk")
+RPCS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
+CONCURRENCY = (1, 32, 256)
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int
+    duration: float
+    warmup: float
+    fanout_subscribers: int
+    fanout_events: int
+    fanout_hold: float
+    list_sizes: tuple[int, int]
+    list_calls: int
+    memory_tasks: int
+    python_load: bool
+
+
+FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, False)
+QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, False)
+
+
+@dataclass
+class Cell:
+    """Every round's figures for one (rpc, concurrency, server)."""
+
+    rps: list[float] = field(default_factory=list)
+    p50: list[float] = field(default_factory=list)
+    p99: list[float] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+
+    def add(self, figures: dict[str, float]) -> None:
+        self.rps.append(figures["rps"])
+        self.p50.append(figures["p50_ms"])
+        self.p99.append(figures["p99_ms"])
+        self.errors.append(int(figures["errors"]))
+
+    def median(self, name: str) -> float:
+        values: list[float] = list(getattr(self, name))
+        return statistics.median(values) if values else 0.0
+
+
+# -- processes ------------------------------------------------------------------------------
+
+
+def pinned(command: Sequence[str], cpu: int) -> list[str]:
+    """`command` on one CPU when the machine has two or more and taskset exists."""
+    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
+        return ["taskset", "-c", str(cpu), *command]
+    return list(command)
+
+
+class ServerProcess:
+    """A benchmark server in its own process; `port` once it printed `PORT <n>`."""
+
+    def __init__(self, name: str, module_args: Sequence[str]) -> None:
+        self.name = name
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            pinned([PYTHON, "-m", *module_args], SERVER_CPU),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        if len(line) != 2 or line[0] != "PORT":
+            self.stop()
+            self._log.seek(0)
+            raise RuntimeError(f"{name} did not start:\n{self._log.read().decode()[-3000:]}")
+        self.port = int(line[1])
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log.close()
+
+
+SERVER_ARGS = {
+    "ours": ["tests.load.servers", "ours"],
+    "limit": ["tests.load.servers", "limit"],
+    "sdk": ["tests.load.sdk_echo_server"],
+}
+
+
+@contextlib.contextmanager
+def servers(kinds: dict[str, Sequence[str]]) -> Iterator[dict[str, ServerProcess]]:
+    started: dict[str, ServerProcess] = {}
+    try:
+        for name, module_args in kinds.items():
+            started[name] = ServerProcess(name, module_args)
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+def run_json(command: Sequence[str], timeout: float) -> dict[str, float]:
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- load generators ------------------------------------------------------------------------
+
+
+def find_ghz() -> str | None:
+    local = Path(PYTHON).parent / "ghz"
+    return str(local) if local.exists() else shutil.which("ghz")
+
+
+def build_protoset(directory: Path) -> Path:
+    """ghz cannot resolve RPCs through grpcio-reflection (see README-section.md), so it gets a
+    descriptor set compiled from proto/a2a.proto with the pinned grpcio-tools."""
+    import google.api
+    import grpc_tools
+
+    out = directory / "a2a.protoset"
+    well_known = Path(grpc_tools.__file__).parent / "_proto"
+    googleapis = Path(next(iter(google.api.__path__))).parent.parent
+    subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{ROOT / 'proto'}",
+            f"-I{well_known}",
+            f"-I{googleapis}",
+            "--include_imports",
+            f"--descriptor_set_out={out}",
+            str(ROOT / "proto" / "a2a.proto"),
+        ],
+        check=True,
+    )
+    return out
+
+
+class LoadGenerator:
+    """ghz when available, else the Python closed loop; both pinned to the load CPU."""
+
+    def __init__(self, ghz: str | None, protoset: Path | None) -> None:
+        self.ghz = ghz
+        self.protoset = protoset
+
+    @property
+    def name(self) -> str:
+        return "ghz" if self.ghz else "python closed loop (tests.load.closed_loop)"
+
+    def run(self, target: str, rpc: str, concurrency: int, duration: float) -> dict[str, float]:
+        if self.ghz is None or self.protoset is None:
+            command = [PYTHON, "-m", "tests.load.closed_loop", target, rpc]
+            command += ["-c", str(concurrency), "-d", str(duration)]
+            return run_json(pinned(command, LOAD_CPU), timeout=duration + 120)
+        return self._ghz(target, rpc, concurrency, duration)
+
+    def _ghz(self, target: str, rpc: str, concurrency: int, duration: float) -> dict[str, float]:
+        assert self.ghz is not None and self.protoset is not None
+        command = [
+            self.ghz,
+            "--insecure",
+            "--protoset",
+            str(self.protoset),
+            "--call",
+            f"{SERVICE}.{RPCS[rpc]}",
+            "-d",
+            GHZ_DATA,
+            "-m",
+            METADATA,
+            "-c",
+            str(concurrency),
+            "-z",
+            f"{int(duration * 1000)}ms",
+            "--duration-stop",
+            "ignore",
+            "--cpus",
+            "1",
+            "--format",
+            "json",
+            target,
+        ]
+        report = run_json(pinned(command, LOAD_CPU), timeout=duration + 120)
+        latencies = {
+            int(item["percentage"]): item["latency"] / 1e6
+            for item in report.get("latencyDistribution") or []  # type: ignore[attr-defined]
+        }
+        statuses: dict[str, int] = report.get("statusCodeDistribution") or {}  # type: ignore[assignment]
+        count = int(report["count"])
+        return {
+            "rps": report["rps"],
+            "p50_ms": latencies.get(50, 0.0),
+            "p99_ms": latencies.get(99, 0.0),
+            "errors": count - statuses.get("OK", 0),
+        }
+
+
+# -- the measurements -----------------------------------------------------------------------
+
+
+def throughput(
+    load: LoadGenerator, settings: Settings, targets: dict[str, str]
+) -> dict[tuple[str, int, str], Cell]:
+    cells: dict[tuple[str, int, str], Cell] = {}
+    for target in targets.values():  # warm every server up (imports, caches, allocators)
+        for rpc in RPCS:
+            load.run(target, rpc, 32, settings.warmup)
+    for round_number in range(settings.rounds):
+        for rpc in RPCS:
+            for concurrency in CONCURRENCY:
+                for name, target in targets.items():  # A B C, then again next round
+                    figures = load.run(target, rpc, concurrency, settings.duration)
+                    cells.setdefault((rpc, concurrency, name), Cell()).add(figures)
+                    print(
+                        f"  round {round_number + 1} {RPCS[rpc]} c={concurrency} {name}: "
+                        f"{figures['rps']:.0f} req/s, p99 {figures['p99_ms']:.2f} ms, "
+                        f"errors {int(figures['errors'])}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return cells
+
+
+def first_event(settings: Settings, targets: dict[str, str]) -> dict[str, float]:
+    """Time to first event of SendStreamingMessage at concurrency 1 (Python client)."""
+    figures: dict[str, float] = {}
+    for name, target in targets.items():
+        command = [PYTHON, "-m", "tests.load.closed_loop", target, "stream", "-c", "1"]
+        command += ["-d", str(max(1.0, settings.duration))]
+        figures[name] = run_json(pinned(command, LOAD_CPU), timeout=120)["ttfe_p50_ms"]
+    return figures
+
+
+def fanout(settings: Settings) -> dict[str, float]:
+    with servers({"burst": ["tests.load.servers", "ours", "--agent", "burst"]}) as started:
+        command = [PYTHON, "-m", "tests.load.scenarios", "fanout", started["burst"].target]
+        command += ["--subscribers", str(settings.fanout_subscribers)]
+        command += ["--events", str(settings.fanout_events), "--hold", str(settings.fanout_hold)]
+        return run_json(pinned(command, LOAD_CPU), timeout=300)
+
+
+def list_latency(settings: Settings) -> dict[int, dict[str, float]]:
+    figures: dict[int, dict[str, float]] = {}
+    for size in settings.list_sizes:
+        args = ["tests.load.servers", "ours", "--preload", str(size)]
+        with servers({"list": args}) as started:
+            command = [PYTHON, "-m", "tests.load.scenarios", "list", started["list"].target]
+            command += ["--calls", str(settings.list_calls)]
+            figures[size] = run_json(pinned(command, LOAD_CPU), timeout=300)
+    return figures
+
+
+def memory(settings: Settings) -> dict[str, float]:
+    command = [PYTHON, "-m", "tests.load.store_memory", str(settings.memory_tasks), "--json"]
+    return run_json(command, timeout=900)
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    return f"{numerator / denominator:.2f}" if denominator else "-"
+
+
+def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
+    lines = [
+        "| RPC | c | server | req/s | p50 ms | p99 ms | errors | ours/limit req/s "
+        "| ours/SDK req/s | ours/limit p99 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rpc in RPCS:
+        for concurrency in CONCURRENCY:
+            ours = cells[(rpc, concurrency, "ours")]
+            limit = cells[(rpc, concurrency, "limit")]
+            sdk = cells[(rpc, concurrency, "sdk")]
+            for name in KINDS:
+                cell = cells[(rpc, concurrency, name)]
+                ratios = ["", "", ""]
+                if name == "ours":
+                    ratios = [
+                        ratio(ours.median("rps"), limit.median("rps")),
+                        ratio(ours.median("rps"), sdk.median("rps")),
+                        ratio(ours.median("p99"), limit.median("p99")),
+                    ]
+                lines.append(
+                    f"| {RPCS[rpc]} | {concurrency} | {name} | {cell.median('rps'):.0f} "
+                    f"| {cell.median('p50'):.2f} | {cell.median('p99'):.2f} "
+                    f"| {sum(cell.errors)} | " + " | ".join(ratios) + " |"
+                )
+    return lines
+
+
+def verdicts(
+    cells: dict[tuple[str, int, str], Cell],
+    list_figures: dict[int, dict[str, float]],
+    memory_figures: dict[str, float],
+) -> list[str]:
+    def rps(rpc: str, name: str) -> float:
+        return cells[(rpc, 32, name)].median("rps")
+
+    send, stream, limit_send = rps("send", "ours"), rps("stream", "ours"), rps("send", "limit")
+    p99 = cells[("send", 32, "ours")].median("p99")
+    limit_p99 = cells[("send", 32, "limit")].median("p99")
+    small, large = sorted(list_figures)
+    list_change = list_figures[large]["p50_ms"] / list_figures[small]["p50_ms"] - 1
+    errors_256 = sum(sum(cells[(rpc, 256, "ours")].errors) for rpc in RPCS)
+    store_kib = memory_figures["store_kib"]
+    checks = [
+        ("SendMessage c=32 ours/limit >= 0.6 (aim 0.8)", send / limit_send,
+         send >= 0.6 * limit_send),
+        ("SendMessage c=32 ours/SDK >= 5", send / rps("send", "sdk"),
+         send >= 5 * rps("send", "sdk")),
+        ("SendStreamingMessage c=32 ours/limit >= 0.6", stream / rps("stream", "limit"),
+         stream >= 0.6 * rps("stream", "limit")),
+        ("SendMessage p99 c=32 ours/limit <= 2", p99 / limit_p99, p99 <= 2 * limit_p99),
+        ("KiB per stored small task <= 4 (store)", store_kib, store_kib <= 4),
+        (f"ListTasks page p50 change {small} -> {large} tasks within +-20 %", list_change,
+         abs(list_change) <= 0.2),
+        ("errors at c=256 (ours) == 0", errors_256, errors_256 == 0),
+    ]  # fmt: skip
+    return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        cpu = next((line.split(":", 1)[1].strip() for line in info if "model name" in line), cpu)
+    with contextlib.suppress(OSError), open("/proc/meminfo") as info:
+        total_kib = int(info.readline().split()[1])
+        return f"{os.cpu_count()} CPUs ({cpu}), {total_kib / 2**20:.0f} GiB, {platform.platform()}"
+    return f"{os.cpu_count()} CPUs ({cpu}), {platform.platform()}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke run")
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--duration", type=float, help="seconds per measured cell")
+    parser.add_argument("--python-load", action="store_true", help="never use ghz")
+    args = parser.parse_args(argv)
+    base = QUICK if args.quick else FULL
+    settings = Settings(
+        rounds=args.rounds or base.rounds,
+        duration=args.duration or base.duration,
+        warmup=base.warmup,
+        fanout_subscribers=base.fanout_subscribers,
+        fanout_events=base.fanout_events,
+        fanout_hold=base.fanout_hold,
+        list_sizes=base.list_sizes,
+        list_calls=base.list_calls,
+        memory_tasks=base.memory_tasks,
+        python_load=args.python_load,
+    )
+    started = time.time()
+    with tempfile.TemporaryDirectory() as scratch:
+        ghz = None if settings.python_load else find_ghz()
+        load = LoadGenerator(ghz, build_protoset(Path(scratch)) if ghz else None)
+        print(f"load generator: {load.name}", file=sys.stderr, flush=True)
+        with servers(SERVER_ARGS) as started_servers:
+            targets = {name: server.target for name, server in started_servers.items()}
+            cells = throughput(load, settings, targets)
+            ttfe = first_event(settings, targets)
+    fanout_figures = fanout(settings)
+    list_figures = list_latency(settings)
+    memory_figures = memory(settings)
+    pinning = (
+        f"servers on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
+        if pinned(["x"], 0)[0] == "taskset"
+        else "not pinned (fewer than 2 CPUs or no taskset)"
+    )
+    small, large = sorted(list_figures)
+    report = [
+        f"machine: {machine()}",
+        f"load: {load.name}; {pinning}; {settings.rounds} round(s) of "
+        f"{settings.duration:g} s per cell, medians over rounds",
+        "",
+        *throughput_table(cells),
+        "",
+        "| measurement | ours | limit | SDK |",
+        "|---|---:|---:|---:|",
+        "| time to first stream event, p50 ms (c=1, Python client) | "
+        + " | ".join(f"{ttfe[name]:.2f}" for name in KINDS)
+        + " |",
+        "",
+        "| ours only | figure |",
+        "|---|---:|",
+        f"| SubscribeToTask fan-out: 1 task, {int(fanout_figures['subscribers'])} subscribers, "
+        f"{int(fanout_figures['events_per_task'])} events each: events delivered/s "
+        f"| {fanout_figures['events_per_s']:.0f} |",
+        f"| fan-out: streams that missed events / errors "
+        f"| {int(fanout_figures['incomplete_streams'])} / {int(fanout_figures['errors'])} |",
+        f"| ListTasks first page (50 tasks) p50 ms at {small} tasks "
+        f"| {list_figures[small]['p50_ms']:.3f} |",
+        f"| ListTasks first page (50 tasks) p50 ms at {large} tasks "
+        f"| {list_figures[large]['p50_ms']:.3f} |",
+        f"| KiB per stored small task at {settings.memory_tasks} tasks, store "
+        f"| {memory_figures['store_kib']:.2f} |",
+        f"| KiB per small task at {settings.memory_tasks} tasks, through the server "
+        f"(with its idempotency record) | {memory_figures['server_kib']:.2f} |",
+        "",
+        "targets (checked, never asserted):",
+        *verdicts(cells, list_figures, memory_figures),
+        "",
+        f"took {time.time() - started:.0f} s",
+    ]
+    print("\n".join(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The benchmark's own servers, each run in a child process: ours, and the bare gRPC limit.
+
+    .venv/bin/python -m tests.load.servers ours  [--agent demo|burst] [--preload N]
+    .venv/bin/python -m tests.load.servers limit
+
+Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
+- `ours`: a2a_grpc.server.app.start_server with the DemoAgent (`--agent burst` adds the
+  fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks).
+- `limit`: a bare grpc.aio servicer on our generated stubs returning canned responses (a
+  completed Task; a four-event stream), with server reflection and no A2A logic at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from grpc_reflection.v1alpha import reflection
+
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.app import A2A_SERVICE, start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
+from a2a_grpc.server.store import Scope
+from tests.load.store_memory import small_task
+
+BURST_KEYWORD = "burst"
+BURST_HOLD_SECONDS = 1.0
+
+
+class BurstAgent:
+    """The demo agent, plus `burst N`: WORKING, a pause for subscribers, N chunks back to back."""
+
+    def __init__(self) -> None:
+        self._demo = DemoAgent()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        words = context.text().split()
+        if not words or words[0] != BURST_KEYWORD:
+            await self._demo.execute(context, events)
+            return
+        count = int(words[1]) if len(words) > 1 else 1000
+        hold = float(words[2]) if len(words) > 2 else BURST_HOLD_SECONDS
+        await events.working(f"bursting {count} chunks in {hold:g} s")
+        await asyncio.sleep(hold)  # SubscribeToTask callers attach meanwhile
+        artifact_id = None
+        for index in range(count):
+            artifact_id = await events.add_artifact(
+                [a2a_pb2.Part(text=f"chunk {index}")],
+                artifact_id=artifact_id,
+                name="burst",
+                append=index > 0,
+                last_chunk=index == count - 1,
+            )
+        await events.complete()
+
+
+def canned_task() -> a2a_pb2.Task:
+    """A finished small task shaped like our echo's answer (one message in, its echo out)."""
+    task = small_task()
+    task.status.timestamp.GetCurrentTime()
+    return task
+
+
+class LimitServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+    """Canned answers: what grpc.aio and protobuf cost with no protocol logic."""
+
+    def __init__(self) -> None:
+        task = canned_task()
+        self._response = a2a_pb2.SendMessageResponse(task=task)
+        submitted = a2a_pb2.Task()
+        submitted.CopyFrom(task)
+        submitted.status.state = a2a_pb2.TASK_STATE_SUBMITTED
+        del submitted.artifacts[:]
+        working = a2a_pb2.StreamResponse()
+        working.status_update.task_id = task.id
+        working.status_update.context_id = task.context_id
+        working.status_update.status.state = a2a_pb2.TASK_STATE_WORKING
+        artifact = a2a_pb2.StreamResponse()
+        artifact.artifact_update.task_id = task.id
+        artifact.artifact_update.context_id = task.context_id
+        artifact.artifact_update.artifact.CopyFrom(task.artifacts[0])
+        completed = a2a_pb2.StreamResponse()
+        completed.status_update.CopyFrom(working.status_update)
+        completed.status_update.status.state = a2a_pb2.TASK_STATE_COMPLETED
+        self._stream = (a2a_pb2.StreamResponse(task=submitted), working, artifact, completed)
+
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
+        return self._response
+
+    async def SendStreamingMessage(
+        self, request: a2a_pb2.SendMessageRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        for event in self._stream:
+            yield event
+
+
+def preload(store: Any, count: int) -> None:
+    """Stores `count` small finished tasks in the anonymous scope (what ListTasks then pages)."""
+    scope = Scope("", "")
+    template = small_task()
+    for _ in range(count):
+        template.id = str(uuid.uuid4())
+        template.context_id = str(uuid.uuid4())
+        store.create(template, scope)
+
+
+async def serve_ours(agent_name: str, preload_count: int) -> None:
+    agent = BurstAgent() if agent_name == "burst" else DemoAgent()
+    config = ServerConfig(port=0, shutdown_grace=0.5, max_tasks=max(100_000, preload_count + 1))
+    running = await start_server(config, agent)
+    preload(running.handler.store, preload_count)
+    await _until_signalled(running.port)
+    await running.stop()
+
+
+async def serve_limit() -> None:
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(LimitServicer(), server)
+    reflection.enable_server_reflection((A2A_SERVICE, reflection.SERVICE_NAME), server)
+    await server.start()
+    await _until_signalled(port)
+    await server.stop(0.5)
+
+
+async def _until_signalled(port: int) -> None:
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    print(f"PORT {port}", flush=True)
+    await stop.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=("ours", "limit"))
+    parser.add_argument("--agent", choices=("demo", "burst"), default="demo")
+    parser.add_argument("--preload", type=int, default=0)
+    args = parser.parse_args()
+    if args.kind == "ours":
+        asyncio.run(serve_ours(args.agent, args.preload))
+    else:
+        asyncio.run(serve_limit())
+
+
+if __name__ == "__main__":
+    main()
