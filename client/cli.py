@@ -45,7 +45,7 @@ from a2a_grpc.client.errors import (
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import RetryPolicy
-from a2a_grpc.core.errors import A2AError, InvalidAgentResponseError
+from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     except InvalidAgentResponseError as error:
         _fail(f"the agent's response broke the A2A protocol: {error.message}")
         return EXIT_INVALID_RESPONSE
-    except A2AError as error:
+    except StatusError as error:
         _fail(f"the agent returned {type(error).__name__}: {error.message}")
         return EXIT_AGENT_ERROR
     except A2ATransportError as error:

@@ -1,7 +1,8 @@
 """Client-side errors: the "could not talk" family, generic call failures, and gRPC error mapping.
 
 A failed call becomes exactly one of:
-- an `A2AError` subclass from `a2a_grpc.core.errors` when the peer said no with an A2A ErrorInfo;
+- a `StatusError` from `a2a_grpc.core.errors` when the peer said no with an ErrorInfo we know: an
+  `A2AError` subclass for the A2A errors, a `ServiceError` (e.g. ResourceExhaustedError) else;
 - an `A2ATransportError` (unavailable, deadline exceeded, cancelled) when we could not talk;
 - an `RpcFailedError` for any other non-OK status without A2A details.
 The original `grpc.aio.AioRpcError` is always the `__cause__`. A peer that breaks the protocol's
@@ -13,7 +14,7 @@ from __future__ import annotations
 import grpc
 
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import A2AError, InvalidAgentResponseError
+from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 
 __all__ = [
     "A2AClientError",
@@ -92,11 +93,11 @@ _TRANSPORT_ERRORS: dict[grpc.StatusCode, type[A2ATransportError]] = {
 }
 
 
-def from_rpc_error(error: grpc.aio.AioRpcError) -> A2AError | A2AClientError:
+def from_rpc_error(error: grpc.aio.AioRpcError) -> StatusError | A2AClientError:
     """The exception that stands for a failed call, with `error` as its `__cause__`."""
     code: grpc.StatusCode = error.code()
     details: str = error.details() or ""
-    mapped: A2AError | A2AClientError | None = status.decode(
+    mapped: StatusError | A2AClientError | None = status.decode(
         code, details, tuple(error.trailing_metadata() or ())
     )
     if mapped is None:

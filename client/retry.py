@@ -1,8 +1,10 @@
 """Client-side retry for calls gRPC cannot retry by itself: full-jitter backoff, one deadline.
 
-Only "could not talk" errors (`A2ATransportError`) are retried; an A2A error is the agent's
-answer and is raised at once. The caller makes every attempt identical (SendMessage keeps its
-message_id, so a server that deduplicates returns the original outcome, spec §3.3.1).
+Retried: "could not talk" errors (`A2ATransportError`), and errors the server marked retryable
+in their ErrorInfo (e.g. RESOURCE_EXHAUSTED), waiting at least the RetryInfo delay it gave. An
+A2A error is the agent's answer and is raised at once. The caller makes every attempt identical
+(SendMessage keeps its message_id, so a server that deduplicates returns the original outcome,
+spec §3.3.1).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from a2a_grpc.client.errors import A2ATransportError, DeadlineExceededError
+from a2a_grpc.core.errors import StatusError
 
 T = TypeVar("T")
 
@@ -51,6 +54,13 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1, deadline_s=None)
 
 
+def is_retryable(error: BaseException) -> bool:
+    """Could not talk, or the server said in ErrorInfo that trying again can help."""
+    if isinstance(error, A2ATransportError):
+        return True
+    return isinstance(error, StatusError) and error.retryable
+
+
 @dataclass(frozen=True)
 class Backoff:
     """The injectable time sources retry and stream resumption use (tests pass fakes)."""
@@ -82,10 +92,12 @@ async def call_with_retry(
             raise DeadlineExceededError("the overall deadline expired before the call was made")
         try:
             return await attempt(remaining)
-        except A2ATransportError:
-            if retry + 1 >= policy.max_attempts:
+        except (A2ATransportError, StatusError) as error:
+            if not is_retryable(error) or retry + 1 >= policy.max_attempts:
                 raise
             delay = policy.backoff(retry, backoff.rand)
+            if isinstance(error, StatusError) and error.retry_delay is not None:
+                delay = max(delay, error.retry_delay)
             if deadline is not None and backoff.clock() + delay >= deadline:
                 raise
             retry += 1

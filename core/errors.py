@@ -1,8 +1,11 @@
-"""The A2A error hierarchy: one class per spec error, with its ErrorInfo reason and gRPC code.
+"""The error table: one class per error the server sends, with its gRPC code, ErrorInfo reason
+and domain, and whether retrying can help.
 
-This is the project's one error table (A2A spec v1.0.1, §3.3.2 / §10.6). The server raises these,
-the codec in `a2a_grpc.core.status` turns them into rich gRPC statuses and back, and the client
-raises the same classes when a peer says no.
+`A2AError` subclasses are the A2A 1.0.1 errors (spec §3.3.2 / §10.6, domain a2a-protocol.org).
+`ServiceError` subclasses are the few failures the spec does not name (RESOURCE_EXHAUSTED,
+UNAUTHENTICATED) under this project's own domain, so A2A peers still see a plain gRPC status.
+The server raises these, `a2a_grpc.core.status` turns them into rich statuses and back, and the
+client raises the same classes when a peer says no.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from typing import ClassVar
 import grpc
 
 ERROR_DOMAIN = "a2a-protocol.org"
+SERVICE_DOMAIN = "a2a-grpc"
+RETRYABLE_KEY = "retryable"
+"""ErrorInfo metadata key: "true" when the same request may succeed later, else "false"."""
 
 
 @dataclass(frozen=True)
@@ -24,12 +30,19 @@ class FieldViolation:
     description: str
 
 
-class A2AError(Exception):
-    """An error the A2A protocol names. Subclasses set `reason`, `code` and `default_message`."""
+class StatusError(Exception):
+    """An error carried as a gRPC status with an ErrorInfo.
+
+    Subclasses set `reason`, `code`, `domain`, `default_message` and `transient` (whether retrying
+    the same request can help). An instance's `retryable` starts as `transient` and can be set,
+    e.g. by the decoder from what a peer said; `retry_delay` (seconds) travels as RetryInfo.
+    """
 
     reason: ClassVar[str] = "INTERNAL_ERROR"
     code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    domain: ClassVar[str] = ERROR_DOMAIN
     default_message: ClassVar[str] = "internal error"
+    transient: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -37,11 +50,19 @@ class A2AError(Exception):
         *,
         metadata: Mapping[str, str] | None = None,
         field_violations: Sequence[FieldViolation] = (),
+        retryable: bool | None = None,
+        retry_delay: float | None = None,
     ) -> None:
         self.message = message or self.default_message
         self.metadata: dict[str, str] = dict(metadata or {})
         self.field_violations: tuple[FieldViolation, ...] = tuple(field_violations)
+        self.retryable: bool = self.transient if retryable is None else retryable
+        self.retry_delay = retry_delay
         super().__init__(self.message)
+
+
+class A2AError(StatusError):
+    """An error the A2A protocol names (domain a2a-protocol.org); never worth retrying as is."""
 
 
 class TaskNotFoundError(A2AError):
@@ -122,6 +143,25 @@ class InternalError(A2AError):
     default_message = "internal error"
 
 
+class ServiceError(StatusError):
+    """A failure the A2A spec does not name, under this project's ErrorInfo domain."""
+
+    domain = SERVICE_DOMAIN
+
+
+class ResourceExhaustedError(ServiceError):
+    reason = "RESOURCE_EXHAUSTED"
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_message = "the server is at capacity; retry later"
+    transient = True
+
+
+class UnauthenticatedError(ServiceError):
+    reason = "UNAUTHENTICATED"
+    code = grpc.StatusCode.UNAUTHENTICATED
+    default_message = "credentials are required"
+
+
 ERROR_CLASSES: tuple[type[A2AError], ...] = (
     TaskNotFoundError,
     TaskNotCancelableError,
@@ -138,4 +178,12 @@ ERROR_CLASSES: tuple[type[A2AError], ...] = (
     InternalError,
 )
 
-ERROR_BY_REASON: Mapping[str, type[A2AError]] = {cls.reason: cls for cls in ERROR_CLASSES}
+SERVICE_ERROR_CLASSES: tuple[type[ServiceError], ...] = (
+    ResourceExhaustedError,
+    UnauthenticatedError,
+)
+
+ERROR_BY_KEY: Mapping[tuple[str, str], type[StatusError]] = {
+    (cls.domain, cls.reason): cls for cls in (*ERROR_CLASSES, *SERVICE_ERROR_CLASSES)
+}
+"""(ErrorInfo domain, reason) → error class."""

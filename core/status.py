@@ -1,7 +1,8 @@
-"""The one codec between A2A errors and rich gRPC statuses (google.rpc.Status in the trailer).
+"""The one codec between status errors and rich gRPC statuses (google.rpc.Status in the trailer).
 
-Encoding puts ErrorInfo (domain a2a-protocol.org) and, for invalid fields, BadRequest into the
-`grpc-status-details-bin` trailer; the Status code and message always equal the call's own.
+Encoding puts into the `grpc-status-details-bin` trailer: ErrorInfo (reason, domain, and the
+metadata with `retryable` = "true" / "false"), BadRequest for invalid fields, and RetryInfo when a
+delay is known. The Status code and message always equal the call's own.
 """
 
 from __future__ import annotations
@@ -9,20 +10,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from a2a_grpc.core.errors import ERROR_BY_REASON, ERROR_DOMAIN, A2AError, FieldViolation
+from a2a_grpc.core.errors import ERROR_BY_KEY, RETRYABLE_KEY, FieldViolation, StatusError
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
-def encode(error: A2AError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
+def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
     """The gRPC code, message and trailing metadata that carry `error` to a peer."""
-    info = error_details_pb2.ErrorInfo(
-        reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
-    )
+    metadata = {**error.metadata, RETRYABLE_KEY: "true" if error.retryable else "false"}
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=error.domain, metadata=metadata)
     details = [_pack(info)]
+    if error.retry_delay is not None:
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(error.retry_delay * 1e9))
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     if error.field_violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
@@ -39,10 +43,11 @@ def encode(error: A2AError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, byte
 
 def decode(
     code: grpc.StatusCode, message: str, trailing_metadata: Sequence[tuple[str, str | bytes]] | None
-) -> A2AError | None:
-    """The A2A error a failed call carries, or None when it carries no A2A ErrorInfo.
+) -> StatusError | None:
+    """The error a failed call carries, or None when it carries no ErrorInfo we know.
 
-    A status whose details disagree with the call's own code or message is not trusted.
+    A status whose details disagree with the call's own code or message is not trusted. The
+    peer's `retryable` claim and RetryInfo delay are kept on the returned error.
     """
     raw = next((value for key, value in trailing_metadata or () if key == STATUS_DETAILS_KEY), None)
     if not isinstance(raw, bytes):
@@ -53,16 +58,22 @@ def decode(
         return None
     if status.code != code.value[0] or status.message != message:
         return None
-    error_class: type[A2AError] | None = None
+    error_class: type[StatusError] | None = None
     metadata: dict[str, str] = {}
     violations: list[FieldViolation] = []
+    retry_delay: float | None = None
     for detail in status.details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
-            if info.domain == ERROR_DOMAIN:
-                error_class = ERROR_BY_REASON.get(info.reason)
+            known = ERROR_BY_KEY.get((info.domain, info.reason))
+            if known is not None:
+                error_class = known
                 metadata = dict(info.metadata)
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry_info = error_details_pb2.RetryInfo()
+            detail.Unpack(retry_info)
+            retry_delay = retry_info.retry_delay.ToNanoseconds() / 1e9
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad_request = error_details_pb2.BadRequest()
             detail.Unpack(bad_request)
@@ -71,10 +82,21 @@ def decode(
             ]
     if error_class is None:
         return None
-    return error_class(message, metadata=metadata, field_violations=violations)
+    claim = metadata.pop(RETRYABLE_KEY, None)
+    return error_class(
+        message,
+        metadata=metadata,
+        field_violations=violations,
+        retryable=None if claim is None else claim == "true",
+        retry_delay=retry_delay,
+    )
 
 
-def _pack(message: error_details_pb2.ErrorInfo | error_details_pb2.BadRequest) -> any_pb2.Any:
+def _pack(
+    message: error_details_pb2.ErrorInfo
+    | error_details_pb2.BadRequest
+    | error_details_pb2.RetryInfo,
+) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed

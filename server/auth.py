@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 import grpc
 
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import UnauthenticatedError
 from a2a_grpc.generated import a2a_pb2
 
 A2A_SERVICE_PREFIX = "/" + a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name + "/"
@@ -181,11 +183,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 tuple(context.invocation_metadata() or ()), context.auth_context() or {}
             )
         except AuthenticationError as exc:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+            await _refuse(context, str(exc))
             raise  # unreachable: abort raises
         if principal is None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "credentials are required")
+            await _refuse(context, "credentials are required")
         return principal or ""
+
+
+async def _refuse(context: Any, message: str) -> None:
+    code, details, trailers = status.encode(UnauthenticatedError(message))
+    await context.abort(code, details, trailing_metadata=trailers)
 
 
 def _digest(token: str) -> bytes:

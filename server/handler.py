@@ -181,6 +181,7 @@ class RequestHandler:
         if existing is not None:
             context_id = existing.context_id
         else:
+            self.store.reserve()  # StoreFullError now, rather than when the agent first speaks
             context_id = message.context_id or str(uuid.uuid4())
         context = RequestContext(
             message=message,

@@ -117,15 +117,23 @@ class TaskRun:
             await agent.execute(self.context, self)
         except asyncio.CancelledError:
             if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
-                self._settle_with(a2a_pb2.TASK_STATE_CANCELED, None)
+                self._settle_safely(a2a_pb2.TASK_STATE_CANCELED, None)
             raise
         except Exception:
             log.exception("agent raised while working on task %s", self.task_id)
             if not self.is_settled:
-                self._settle_with(a2a_pb2.TASK_STATE_FAILED, AGENT_FAILED_TEXT)
+                self._settle_safely(a2a_pb2.TASK_STATE_FAILED, AGENT_FAILED_TEXT)
         else:
             if not self.is_settled:
-                self._settle_with(a2a_pb2.TASK_STATE_COMPLETED, None)
+                self._settle_safely(a2a_pb2.TASK_STATE_COMPLETED, None)
+
+    def _settle_safely(self, state: int, text: str | None) -> None:
+        # Whatever goes wrong here, waiting callers must be answered rather than left hanging.
+        try:
+            self._settle_with(state, text)
+        except Exception:
+            log.exception("could not record the end of task %s", self.task_id)
+            self._mark_settled()
 
     # -- TaskEvents -----------------------------------------------------------------------
 
@@ -214,6 +222,7 @@ class TaskRun:
             )
         reply = agent_message(message, context_id=self.context_id)
         self.reply_message = reply
+        self.store.release()  # the room reserved for this run's task will not be used
         self.started.set()
         self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
         self._mark_settled()
@@ -244,7 +253,8 @@ class TaskRun:
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
-        self.store.adopt(task, self.scope)  # built here and never touched again: no copy in
+        # Built here and never touched again: no copy in. The handler reserved its room.
+        self.store.adopt(task, self.scope, reserved=True)
         self._task_exists = True
         if self.broker.has_subscribers(self.task_id):
             self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=task))

@@ -12,11 +12,15 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-import grpc
-
 from a2a_grpc.core import metadata as service_params
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import A2AError, InternalError, VersionNotSupportedError
+from a2a_grpc.core.errors import (
+    InternalError,
+    ResourceExhaustedError,
+    StatusError,
+    UnauthenticatedError,
+    VersionNotSupportedError,
+)
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import AuthenticationError, principal_var
 from a2a_grpc.server.broker import SubscriberOverflowError
@@ -29,6 +33,8 @@ Request = TypeVar("Request")
 Response = TypeVar("Response")
 
 INTERNAL_MESSAGE = "internal error: the server failed to handle this request"
+STORE_FULL_RETRY_DELAY = 1.0
+"""Seconds a caller refused for a full store is told to wait (finished tasks expire meanwhile)."""
 
 
 class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
@@ -160,13 +166,22 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
 
     @staticmethod
     async def _abort(context: Any, exc: Exception) -> None:
-        if isinstance(exc, A2AError):
-            code, message, trailers = status.encode(exc)
-            await context.abort(code, message, trailing_metadata=trailers)
-        if isinstance(exc, StoreFullError | SubscriberOverflowError):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        if isinstance(exc, AuthenticationError):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
-        log.exception("unexpected error while handling a request", exc_info=exc)
-        code, message, trailers = status.encode(InternalError(INTERNAL_MESSAGE))
+        error = _as_status_error(exc)
+        if error is None:
+            log.exception("unexpected error while handling a request", exc_info=exc)
+            error = InternalError(INTERNAL_MESSAGE)
+        code, message, trailers = status.encode(error)
         await context.abort(code, message, trailing_metadata=trailers)
+
+
+def _as_status_error(exc: Exception) -> StatusError | None:
+    """The status error an exception stands for; None for an unexpected one."""
+    if isinstance(exc, StatusError):
+        return exc
+    if isinstance(exc, StoreFullError):
+        return ResourceExhaustedError(str(exc), retry_delay=STORE_FULL_RETRY_DELAY)
+    if isinstance(exc, SubscriberOverflowError):
+        return ResourceExhaustedError(str(exc), retry_delay=0.0)
+    if isinstance(exc, AuthenticationError):
+        return UnauthenticatedError(str(exc))
+    return None

@@ -104,6 +104,25 @@ class InMemoryTaskStore:
         self._indexes: dict[Scope, _ScopeIndex] = {}
         # Terminal tasks in the order they settled (a dict keeps insertion order).
         self._terminal: dict[str, None] = {}
+        self._reserved = 0  # room promised to tasks that will be created later
+
+    def reserve(self) -> None:
+        """Promises room for one task that `adopt(..., reserved=True)` will store later.
+
+        Evicts the oldest finished tasks as needed; raises StoreFullError when every slot holds
+        (or is promised to) an unfinished task. Give unused room back with `release`.
+        """
+        self.evict_expired()
+        while len(self._records) + self._reserved >= self.max_tasks:
+            if not self._evict_oldest_terminal():
+                raise StoreFullError(
+                    f"the server holds {self.max_tasks} unfinished tasks; retry later"
+                )
+        self._reserved += 1
+
+    def release(self) -> None:
+        """Gives back room promised by `reserve` that no task will use."""
+        self._reserved = max(0, self._reserved - 1)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -117,17 +136,24 @@ class InMemoryTaskStore:
         self.adopt(stored, scope)
         return self._copy(stored)
 
-    def adopt(self, task: a2a_pb2.Task, scope: Scope) -> None:
+    def adopt(self, task: a2a_pb2.Task, scope: Scope, *, reserved: bool = False) -> None:
         """Stores a new task without copying it: the store takes ownership of `task`.
 
         For callers that built `task` themselves and never touch it again (the server's task
-        runs); everything else should use `create`. Stamps the status time like `create`.
+        runs); everything else should use `create`. Stamps the status time like `create`. With
+        `reserved`, the task takes room promised by `reserve` and never raises StoreFullError.
         """
         if task.id in self._records:
             raise ValueError(f"task {task.id!r} already exists")
-        self.evict_expired()
-        if len(self._records) >= self.max_tasks and not self._evict_oldest_terminal():
-            raise StoreFullError(f"the server holds {self.max_tasks} unfinished tasks; retry later")
+        if reserved:
+            self._reserved = max(0, self._reserved - 1)
+        else:
+            self.evict_expired()
+            if len(self._records) + self._reserved >= self.max_tasks:
+                if not self._evict_oldest_terminal():
+                    raise StoreFullError(
+                        f"the server holds {self.max_tasks} unfinished tasks; retry later"
+                    )
         now = self._stamp(task.status)
         record = _Record(task, scope, now)
         self._records[task.id] = record

@@ -237,3 +237,35 @@ async def test_unreachable_server_is_unavailable() -> None:
     async with A2AClient.connect("127.0.0.1:1") as client:
         with pytest.raises(UnavailableError):
             await client.get_task("t1", timeout=5)
+
+
+async def test_send_message_retries_what_the_server_marks_retryable(peer: Peer) -> None:
+    from a2a_grpc.core.errors import ResourceExhaustedError
+
+    failures = [1]
+
+    async def busy(request: Any, context: Any) -> Any:
+        if failures[0]:
+            failures[0] -= 1
+            await abort_with(context, ResourceExhaustedError("full", retry_delay=0.75))
+        return a2a_pb2.SendMessageResponse(task=task())
+
+    peer.agent.handlers["SendMessage"] = busy
+    result = await peer.client().send_message(user_message("x"))
+    assert isinstance(result, a2a_pb2.Task)
+    ids = {call.request.message.message_id for call in peer.agent.calls_to("SendMessage")}
+    assert len(ids) == 1
+    assert peer.sleeps and peer.sleeps[0] >= 0.75  # at least the RetryInfo delay
+
+
+async def test_send_message_honours_a_not_retryable_claim(peer: Peer) -> None:
+    from a2a_grpc.core.errors import ResourceExhaustedError
+
+    async def refuses(request: Any, context: Any) -> Any:
+        await abort_with(context, ResourceExhaustedError("quota spent", retryable=False))
+
+    peer.agent.handlers["SendMessage"] = refuses
+    with pytest.raises(ResourceExhaustedError) as caught:
+        await peer.client().send_message(user_message("x"))
+    assert caught.value.retryable is False
+    assert len(peer.agent.calls_to("SendMessage")) == 1

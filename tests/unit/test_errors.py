@@ -63,3 +63,28 @@ def test_mismatched_status_is_not_trusted() -> None:
     assert status.decode(code, "another message", trailers) is None
     assert status.decode(code, message, ()) is None
     assert status.decode(code, message, ((status.STATUS_DETAILS_KEY, b"\xff\xff"),)) is None
+
+
+def test_every_error_states_whether_retrying_can_help() -> None:
+    from google.rpc import error_details_pb2, status_pb2
+
+    for cls in (*errors.ERROR_CLASSES, *errors.SERVICE_ERROR_CLASSES):
+        _, _, trailers = status.encode(cls("x"))
+        rich = status_pb2.Status.FromString(trailers[0][1])
+        info = error_details_pb2.ErrorInfo()
+        rich.details[0].Unpack(info)
+        expected = "true" if cls is errors.ResourceExhaustedError else "false"
+        assert info.metadata["retryable"] == expected, cls.__name__
+        assert info.domain == (
+            "a2a-grpc" if issubclass(cls, errors.ServiceError) else "a2a-protocol.org"
+        )
+
+
+def test_retry_info_and_retryable_claims_round_trip() -> None:
+    error = errors.ResourceExhaustedError("busy", retry_delay=1.5)
+    decoded = status.decode(*status.encode(error))
+    assert isinstance(decoded, errors.ResourceExhaustedError)
+    assert decoded.retryable is True and decoded.retry_delay == 1.5
+    assert "retryable" not in decoded.metadata
+    claimed = status.decode(*status.encode(errors.ResourceExhaustedError("no", retryable=False)))
+    assert claimed is not None and claimed.retryable is False and claimed.retry_delay is None

@@ -166,3 +166,21 @@ def test_a_page_reads_the_same_number_of_records_however_many_are_stored(stored:
         CountingDict.reads = 0
         store.list(SCOPE, TaskQuery(page_size=20, page_token=page.next_page_token))
         assert CountingDict.reads <= 21
+
+
+def test_reserved_room_is_kept_for_the_task_that_claimed_it() -> None:
+    store = InMemoryTaskStore(max_tasks=2)
+    store.create(task("a"), SCOPE)
+    store.reserve()
+    with pytest.raises(StoreFullError):
+        store.reserve()  # one live task and one promise fill the store
+    with pytest.raises(StoreFullError):
+        store.create(task("b"), SCOPE)
+    store.adopt(task("c"), SCOPE, reserved=True)  # the promise is honoured
+    assert len(store) == 2
+    finish(store, "a")
+    store.reserve()  # evicts the finished task to make room
+    assert store.get("a", SCOPE) is None
+    store.release()
+    store.create(task("d"), SCOPE)
+    assert len(store) == 2
