@@ -149,11 +149,11 @@ class InMemoryTaskStore:
             self._reserved = max(0, self._reserved - 1)
         else:
             self.evict_expired()
-            if len(self._records) + self._reserved >= self.max_tasks:
-                if not self._evict_oldest_terminal():
-                    raise StoreFullError(
-                        f"the server holds {self.max_tasks} unfinished tasks; retry later"
-                    )
+            full = len(self._records) + self._reserved >= self.max_tasks
+            if full and not self._evict_oldest_terminal():
+                raise StoreFullError(
+                    f"the server holds {self.max_tasks} unfinished tasks; retry later"
+                )
         now = self._stamp(task.status)
         record = _Record(task, scope, now)
         self._records[task.id] = record
