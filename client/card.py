@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -14,7 +16,9 @@ from google.protobuf import json_format
 
 from a2a_grpc.client.errors import AgentCardError, DeadlineExceededError, UnavailableError
 from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION, major_minor
+from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
@@ -66,6 +70,25 @@ def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
     raise AgentCardError(f"agent {card.name!r} offers no GRPC interface")
 
 
+def verify_card_signature(
+    card: a2a_pb2.AgentCard,
+    keyset: KeySet,
+    *,
+    document: Mapping[str, Any] | None = None,
+    now: float | None = None,
+) -> str:
+    """The kid of a signature on `card` that verifies with `keyset` (A2A 1.0 §8.4); `document`
+    is the card's JSON as received, if at hand (see `a2a_grpc.core.signing.verify_card`).
+
+    Raises AgentCardError, saying why, for an unsigned card or one no signature verifies;
+    the core SignatureError is its `__cause__`.
+    """
+    try:
+        return verify_card(card, keyset, document=document, now=now)
+    except SignatureError as error:
+        raise AgentCardError(f"agent card signature check failed: {error}") from error
+
+
 def max_age(cache_control: str | None) -> float:
     """Seconds a response may be reused without revalidation; 0 for no-cache or no directive,
     -1 for no-store (not kept at all)."""
@@ -93,6 +116,8 @@ class CardResolver:
     The in-memory cache is per resolver and keyed by URL. Returned cards are copies. Failures:
     UnavailableError / DeadlineExceededError when the HTTP request could not be made,
     AgentCardError for an HTTP error status, InvalidAgentResponseError for a malformed card.
+    With a `keyset`, every fetched card must carry a signature that verifies with it (checked
+    before caching, so an unverified card is never served): AgentCardError otherwise.
     """
 
     def __init__(
@@ -101,7 +126,9 @@ class CardResolver:
         *,
         timeout_s: float = 10.0,
         clock: Callable[[], float] | None = None,
+        keyset: KeySet | None = None,
     ) -> None:
+        self._keyset = keyset
         self._owns_http = http is None
         self._http = http if http is not None else httpx.AsyncClient(timeout=timeout_s)
         self._clock = clock or time.monotonic
@@ -127,6 +154,11 @@ class CardResolver:
             card = cached.card
         elif response.status_code == 200:
             card = parse_card(response.content)
+            if self._keyset is not None:
+                try:
+                    verify_card(card, self._keyset, document=json.loads(response.content))
+                except SignatureError as error:
+                    raise AgentCardError(f"GET {url}: {error}") from error
         else:
             raise AgentCardError(f"GET {url}: HTTP {response.status_code}")
         age = max_age(response.headers.get("cache-control"))
