@@ -28,6 +28,7 @@ from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
 from a2a_grpc.core.states import TaskState
+from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
 MetadataEntries = Sequence[tuple[str, str | bytes]]
@@ -475,6 +476,7 @@ class A2AClient:
             entries += _lowercased(await self._credentials.metadata())
         entries += self._metadata
         entries += _lowercased(extra)
+        entries += outgoing_headers()  # the caller's trace continues on the agent's side
         return tuple(entries)
 
     def _effective_timeout(self, timeout: float | None) -> float | None:

@@ -19,6 +19,7 @@ from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
+from a2a_grpc.server.telemetry import configure_from_environment
 
 CARD_PORT_OFF = -1
 
@@ -156,6 +157,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
 
 
 async def _serve(setup: _Setup) -> int:
+    telemetry = configure_from_environment()
     try:
         running = await start_server(
             setup.config,
@@ -178,6 +180,8 @@ async def _serve(setup: _Setup) -> int:
     say(f"serving A2A 1.0 over gRPC ({scheme}) on {config.host}:{running.port}")
     say(f"agent card at {running.card_url or '(not served over HTTP)'}")
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
+    if telemetry:
+        say(telemetry)
     say(
         "settings "
         + ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))

@@ -7,6 +7,7 @@ Delivery contract:
 - In order per webhook: one worker per webhook sends one event at a time.
 - At least once: a failed POST (connection error, timeout, non-2xx) is retried with exponential
   backoff; after `max_attempts` the webhook is given up (logged) and gets nothing more.
+- Traced: each POST carries the W3C trace context the event was published in.
 - Never blocking: events are queued (bounded; overflow gives the webhook up) and sent by
   background tasks, so a slow webhook never slows the task or its streams.
 - SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
@@ -28,6 +29,7 @@ import httpx
 from google.protobuf import json_format
 
 from a2a_grpc.core.states import TERMINAL_STATES
+from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,8 @@ def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotific
 @dataclass
 class _Webhook:
     config: a2a_pb2.TaskPushNotificationConfig
-    queue: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)
+    # Each event with the trace context it was published in (W3C headers to send along).
+    queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]]]] = field(default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
     dead: bool = False
     finished: bool = False  # the task reached a terminal state: forget this webhook when drained
@@ -187,6 +190,7 @@ class WebhookDispatcher:
             return
         terminal = kind == "status_update" and event.status_update.status.state in TERMINAL_STATES
         body: bytes | None = None
+        trace_headers: list[tuple[str, str]] = []
         for config in self.configs.stored_for(task_id):
             webhook = self._webhooks.get((task_id, config.id))
             if webhook is None:
@@ -195,27 +199,30 @@ class WebhookDispatcher:
                 continue
             if body is None:
                 body = json_format.MessageToJson(event, indent=None).encode()
+                trace_headers = outgoing_headers()
             if webhook.queue.qsize() >= self.policy.queue_size:
                 self._give_up(webhook, f"more than {self.policy.queue_size} events undelivered")
                 continue
-            webhook.queue.put_nowait(body)
+            webhook.queue.put_nowait((body, trace_headers))
             webhook.finished = webhook.finished or terminal
             if webhook.worker is None or webhook.worker.done():
                 webhook.worker = asyncio.get_running_loop().create_task(self._work(webhook))
 
     async def _work(self, webhook: _Webhook) -> None:
         while not webhook.queue.empty() and not webhook.dead:
-            body = webhook.queue.get_nowait()
-            if not await self._deliver(webhook, body):
+            body, trace_headers = webhook.queue.get_nowait()
+            if not await self._deliver(webhook, body, trace_headers):
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
         # A dead webhook stays listed, so later events do not revive it, until its task goes.
         key = (webhook.config.task_id, webhook.config.id)
         if webhook.finished and not webhook.dead and self._webhooks.get(key) is webhook:
             del self._webhooks[key]
 
-    async def _deliver(self, webhook: _Webhook, body: bytes) -> bool:
+    async def _deliver(
+        self, webhook: _Webhook, body: bytes, trace_headers: list[tuple[str, str]]
+    ) -> bool:
         config = webhook.config
-        headers = {"Content-Type": CONTENT_TYPE}
+        headers = {"Content-Type": CONTENT_TYPE, **dict(trace_headers)}
         if config.HasField("authentication") and config.authentication.scheme:
             credentials = config.authentication.credentials
             headers["Authorization"] = f"{config.authentication.scheme} {credentials}".strip()

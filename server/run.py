@@ -8,12 +8,16 @@ state, or when the agent answers with a direct message; settling wakes blocking 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from opentelemetry import trace
+
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
     AgentContractError,
@@ -25,6 +29,7 @@ from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("a2a_grpc.server")
 
 AGENT_FAILED_TEXT = "the agent failed while working on this task"
 
@@ -113,6 +118,20 @@ class TaskRun:
             self._runner.cancel()
 
     async def _drive(self, agent: AgentExecutor) -> None:
+        # The agent runs in the server span's context (asyncio copies it into this task); with
+        # an SDK configured it also gets a span of its own.
+        span = (
+            tracer.start_as_current_span(
+                "a2a.agent.execute",
+                attributes={"a2a.task_id": self.task_id, "a2a.context_id": self.context_id},
+            )
+            if tracing_configured()
+            else contextlib.nullcontext()
+        )
+        with span:
+            await self._execute(agent)
+
+    async def _execute(self, agent: AgentExecutor) -> None:
         try:
             await agent.execute(self.context, self)
         except asyncio.CancelledError:

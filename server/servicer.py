@@ -1,16 +1,20 @@
 """The grpc.aio servicer: service parameters in, errors out, and nothing else.
 
-Every RPC goes through one unary wrapper or one stream wrapper, which read `a2a-version` and
-`a2a-extensions`, call the handler, echo the activated extensions, and turn exceptions into the
-spec's rich statuses. An unexpected exception becomes INTERNAL / INTERNAL_ERROR with a generic
-message (the details go to the log), and the server keeps serving.
+Every RPC goes through one unary wrapper or one stream wrapper, which read `a2a-version`,
+`a2a-extensions` and the trace context, open the call's server span, call the handler, echo the
+activated extensions, and turn exceptions into the spec's rich statuses. An unexpected exception
+becomes INTERNAL / INTERNAL_ERROR with a generic message (the details go to the log), and the
+server keeps serving.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+from opentelemetry.trace import Span
 
 from a2a_grpc.core import metadata as service_params
 from a2a_grpc.core import status
@@ -21,11 +25,13 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     VersionNotSupportedError,
 )
+from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import AuthenticationError, principal_var
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
 from a2a_grpc.server.store import StoreFullError
+from a2a_grpc.server.telemetry import RpcTracing, annotate, failed
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     def __init__(self, handler: RequestHandler, *, strict_version: bool = False) -> None:
         self.handler = handler
         self.strict_version = strict_version
+        self.tracing = RpcTracing()
         self._declared_extensions = frozenset(
             ext.uri for ext in handler.card.capabilities.extensions
         )
@@ -50,97 +57,123 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     # -- RPCs -----------------------------------------------------------------------------
 
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
-        return await self._unary(self.handler.send_message, request, context)
+        return await self._unary("SendMessage", self.handler.send_message, request, context)
 
     # grpc.aio recognises streaming handlers by being async generator functions.
     async def SendStreamingMessage(
         self, request: a2a_pb2.SendMessageRequest, context: Any
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        async for event in self._stream(self.handler.send_streaming_message, request, context):
+        async for event in self._stream(
+            "SendStreamingMessage", self.handler.send_streaming_message, request, context
+        ):
             yield event
 
     async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> Any:
-        return await self._unary(self.handler.get_task, request, context)
+        return await self._unary("GetTask", self.handler.get_task, request, context)
 
     async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Any) -> Any:
-        return await self._unary(self.handler.list_tasks, request, context)
+        return await self._unary("ListTasks", self.handler.list_tasks, request, context)
 
     async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Any) -> Any:
-        return await self._unary(self.handler.cancel_task, request, context)
+        return await self._unary("CancelTask", self.handler.cancel_task, request, context)
 
     async def SubscribeToTask(
         self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        async for event in self._stream(self.handler.subscribe_to_task, request, context):
+        async for event in self._stream(
+            "SubscribeToTask", self.handler.subscribe_to_task, request, context
+        ):
             yield event
 
     async def CreateTaskPushNotificationConfig(
         self, request: a2a_pb2.TaskPushNotificationConfig, context: Any
     ) -> Any:
         return await self._unary(
-            self.handler.create_task_push_notification_config, request, context
+            "CreateTaskPushNotificationConfig",
+            self.handler.create_task_push_notification_config,
+            request,
+            context,
         )
 
     async def GetTaskPushNotificationConfig(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, context: Any
     ) -> Any:
-        return await self._unary(self.handler.get_task_push_notification_config, request, context)
+        return await self._unary(
+            "GetTaskPushNotificationConfig",
+            self.handler.get_task_push_notification_config,
+            request,
+            context,
+        )
 
     async def ListTaskPushNotificationConfigs(
         self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: Any
     ) -> Any:
-        return await self._unary(self.handler.list_task_push_notification_configs, request, context)
+        return await self._unary(
+            "ListTaskPushNotificationConfigs",
+            self.handler.list_task_push_notification_configs,
+            request,
+            context,
+        )
 
     async def DeleteTaskPushNotificationConfig(
         self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: Any
     ) -> Any:
         return await self._unary(
-            self.handler.delete_task_push_notification_config, request, context
+            "DeleteTaskPushNotificationConfig",
+            self.handler.delete_task_push_notification_config,
+            request,
+            context,
         )
 
     async def GetExtendedAgentCard(
         self, request: a2a_pb2.GetExtendedAgentCardRequest, context: Any
     ) -> Any:
-        return await self._unary(self.handler.get_extended_agent_card, request, context)
+        return await self._unary(
+            "GetExtendedAgentCard", self.handler.get_extended_agent_card, request, context
+        )
 
     # -- the two wrappers -----------------------------------------------------------------
 
     async def _unary(
         self,
+        rpc: str,
         method: Callable[[Request, CallContext], Awaitable[Response]],
         request: Request,
         context: Any,
     ) -> Response:
-        try:
-            call = await self._call_context(context)
-            return await method(request, call)
-        except Exception as exc:
-            await self._abort(context, exc)
-            raise  # unreachable: abort raises
+        params = _ServiceParams.read(context)
+        with self.tracing.span(rpc, params.trace_headers) as span:
+            try:
+                call = await self._call_context(context, params)
+                result = await method(request, call)
+            except Exception as exc:
+                await self._abort(context, exc, span, request)
+            annotate(span, request, result)
+            return result
 
     async def _stream(
         self,
+        rpc: str,
         method: Callable[[Request, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
         request: Request,
         context: Any,
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        try:
-            call = await self._call_context(context)
-            async for event in method(request, call):
-                yield event
-        except Exception as exc:
-            await self._abort(context, exc)
+        params = _ServiceParams.read(context)
+        with self.tracing.span(rpc, params.trace_headers) as span:
+            try:
+                call = await self._call_context(context, params)
+                first = True
+                async for event in method(request, call):
+                    if first:
+                        annotate(span, request, event)
+                        first = False
+                    yield event
+            except Exception as exc:
+                await self._abort(context, exc, span, request)
 
-    async def _call_context(self, context: Any) -> CallContext:
-        version: str | None = None
-        extension_values: list[str] = []
-        for key, value in context.invocation_metadata() or ():
-            if key == service_params.VERSION_KEY:
-                version = value
-            elif key == service_params.EXTENSIONS_KEY:
-                extension_values.append(value)
-        self._check_version(version)
-        requested = service_params.parse_extensions(extension_values)
+    async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
+        self._check_version(params.version)
+        requested = service_params.parse_extensions(params.extension_values)
         activated = [uri for uri in requested if uri in self._declared_extensions]
         if activated:
             await context.send_initial_metadata(
@@ -165,13 +198,37 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             )
 
     @staticmethod
-    async def _abort(context: Any, exc: Exception) -> None:
+    async def _abort(context: Any, exc: Exception, span: Span | None, request: Any) -> NoReturn:
         error = _as_status_error(exc)
         if error is None:
             log.exception("unexpected error while handling a request", exc_info=exc)
             error = InternalError(INTERNAL_MESSAGE)
+        failed(span, error.code.name)
+        annotate(span, request, None)
         code, message, trailers = status.encode(error)
         await context.abort(code, message, trailing_metadata=trailers)
+        raise AssertionError("context.abort returned")  # it always raises
+
+
+@dataclass(slots=True)
+class _ServiceParams:
+    """The metadata entries the server acts on, read in one pass (no validation yet)."""
+
+    version: str | None = None
+    extension_values: list[str] = field(default_factory=list)
+    trace_headers: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, context: Any) -> _ServiceParams:
+        params = cls()
+        for key, value in context.invocation_metadata() or ():
+            if key == service_params.VERSION_KEY:
+                params.version = value
+            elif key == service_params.EXTENSIONS_KEY:
+                params.extension_values.append(value)
+            elif key in TRACE_HEADERS:
+                params.trace_headers.append((key, value))
+        return params
 
 
 def _as_status_error(exc: Exception) -> StatusError | None:

@@ -1,0 +1,116 @@
+"""Server spans per RPC, and exporting them as the standard OTEL_* environment variables say.
+
+A server span per A2A call continues the caller's trace (W3C `traceparent` / `tracestate` in
+the request metadata) and carries `a2a.task_id` / `a2a.context_id`. The agent runs inside it, so
+its own spans, the webhooks it triggers and the calls it makes with our client share the trace.
+With no SDK configured and no trace context sent, nothing is done at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, StatusCode
+
+from a2a_grpc.core.tracing import incoming_context, tracing_configured
+from a2a_grpc.generated import a2a_pb2
+
+tracer = trace.get_tracer("a2a_grpc.server")
+SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+
+
+class RpcTracing:
+    """Opens the server span of one call. Decides once, at construction, whether spans record."""
+
+    def __init__(self) -> None:
+        self.recording = tracing_configured()
+
+    @contextlib.contextmanager
+    def span(self, rpc: str, trace_headers: Sequence[tuple[str, str]]) -> Iterator[Span | None]:
+        if not trace_headers and not self.recording:
+            yield None
+            return
+        with tracer.start_as_current_span(
+            f"{SERVICE}/{rpc}",
+            context=incoming_context(trace_headers),
+            kind=SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": rpc},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            yield span
+
+
+def annotate(span: Span | None, request: Any, result: Any) -> None:
+    """Puts the task and context ids the call concerned on its span."""
+    if span is None or not span.is_recording():
+        return
+    task_id, context_id = _ids(result) or _ids(request) or ("", "")
+    if task_id:
+        span.set_attribute("a2a.task_id", task_id)
+    if context_id:
+        span.set_attribute("a2a.context_id", context_id)
+
+
+def failed(span: Span | None, code_name: str) -> None:
+    if span is not None and span.is_recording():
+        span.set_attribute("rpc.grpc.status_code", code_name)
+        span.set_status(StatusCode.ERROR, code_name)
+
+
+def _ids(message: Any) -> tuple[str, str] | None:
+    if isinstance(message, a2a_pb2.Task):
+        return message.id, message.context_id
+    if isinstance(message, a2a_pb2.SendMessageResponse | a2a_pb2.StreamResponse):
+        kind = message.WhichOneof("payload")
+        if kind is None:
+            return None
+        inner = getattr(message, kind)
+        if kind == "task":
+            return inner.id, inner.context_id
+        return inner.task_id, inner.context_id
+    if isinstance(message, a2a_pb2.SendMessageRequest):
+        return message.message.task_id, message.message.context_id
+    task_id = getattr(message, "task_id", "") or getattr(message, "id", "")
+    return (task_id, "") if isinstance(task_id, str) and task_id else None
+
+
+def configure_from_environment() -> str | None:
+    """Installs an SDK exporter when OTEL_TRACES_EXPORTER asks for one; says what it did.
+
+    `console` prints spans; `otlp` sends them to OTEL_EXPORTER_OTLP_ENDPOINT (needs the
+    `telemetry` extra). Unset or `none`: nothing is installed and tracing stays a no-op.
+    """
+    wanted = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if wanted in ("", "none"):
+        return None
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+            SpanExporter,
+        )
+    except ImportError:
+        return f"OTEL_TRACES_EXPORTER={wanted} ignored: install a2a-grpc[telemetry]"
+    exporter: SpanExporter
+    if wanted == "console":
+        exporter = ConsoleSpanExporter()
+    elif wanted == "otlp":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            return "OTEL_TRACES_EXPORTER=otlp ignored: install a2a-grpc[telemetry]"
+        exporter = OTLPSpanExporter()
+    else:
+        return f"OTEL_TRACES_EXPORTER={wanted} is not supported (console, otlp, none)"
+    service = os.environ.get("OTEL_SERVICE_NAME", "a2a-grpc")
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return f"exporting traces ({wanted}) as service {service}"
