@@ -6,10 +6,11 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import AgentExecutor
@@ -118,8 +119,9 @@ async def start_server(
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        _MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+        server,
     )
     card_server = None
     if config.card_port is not None:
@@ -136,6 +138,20 @@ async def start_server(
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, port, handler, health_servicer, card_server)
+
+
+class _MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
+    """Server reflection that also resolves a method's full name (`pkg.Service.Method`).
+
+    grpcio-reflection only knows services and messages, while ghz and some grpcurl versions ask
+    for the method's symbol; answering with the service's file lets them run without a proto.
+    """
+
+    def _file_containing_symbol(self, request: Any, name: str) -> Any:
+        response = super()._file_containing_symbol(request, name)
+        if response.HasField("error_response") and "." in name:
+            response = super()._file_containing_symbol(request, name.rpartition(".")[0])
+        return response
 
 
 def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -> int:

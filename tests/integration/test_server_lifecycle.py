@@ -34,10 +34,15 @@ async def test_reflection_lists_and_describes_the_service(demo: Harness) -> None
         requests = [
             reflection_pb2.ServerReflectionRequest(list_services=""),
             reflection_pb2.ServerReflectionRequest(file_containing_symbol="lf.a2a.v1.A2AService"),
+            # ghz asks for the method's own symbol
+            reflection_pb2.ServerReflectionRequest(
+                file_containing_symbol="lf.a2a.v1.A2AService.SendMessage"
+            ),
         ]
         return [r async for r in stub.ServerReflectionInfo(iter(requests))]
 
-    listed, described = await ask()
+    listed, described, method = await ask()
+    assert method.file_descriptor_response.file_descriptor_proto
     names = {s.name for s in listed.list_services_response.service}
     assert {"lf.a2a.v1.A2AService", "grpc.health.v1.Health"} <= names
     assert described.file_descriptor_response.file_descriptor_proto
