@@ -16,6 +16,7 @@ from a2a_grpc.client.errors import (
 )
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Backoff, RetryPolicy
+from a2a_grpc.client.signing import MessageSigner
 
 __all__ = [
     "A2AClient",
@@ -30,6 +31,7 @@ __all__ = [
     "ChannelOptions",
     "Credentials",
     "DeadlineExceededError",
+    "MessageSigner",
     "RetryPolicy",
     "RpcFailedError",
     "StreamResumeError",

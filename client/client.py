@@ -25,6 +25,7 @@ from a2a_grpc.client.errors import (
 from a2a_grpc.client.events import decode_send_message_response, decode_stream_response
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
+from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
 from a2a_grpc.core.states import TaskState
@@ -73,10 +74,14 @@ class A2AClient:
         resume: RetryPolicy | None = DEFAULT_RESUME,
         backoff: Backoff = _DEFAULT_BACKOFF,
         owns_channel: bool = False,
+        signer: MessageSigner | None = None,
     ) -> None:
         self._channel = channel
         self._owns_channel = owns_channel
         self.tenant = tenant
+        self._signer = signer
+        if signer is not None and SIGNED_MESSAGE_EXTENSION not in extensions:
+            extensions = (*extensions, SIGNED_MESSAGE_EXTENSION)
         self._extensions = tuple(extensions)
         self._credentials = credentials
         self._metadata = _lowercased(metadata)
@@ -448,7 +453,7 @@ class A2AClient:
     def _prepare_send(
         self, request: a2a_pb2.SendMessageRequest | a2a_pb2.Message
     ) -> a2a_pb2.SendMessageRequest:
-        """A copy with the tenant filled in and a message_id minted when empty."""
+        """A copy with the tenant filled in, a message_id minted when empty, and signed last."""
         send = a2a_pb2.SendMessageRequest()
         if isinstance(request, a2a_pb2.Message):
             send.message.CopyFrom(request)
@@ -458,6 +463,8 @@ class A2AClient:
             send.message.message_id = str(uuid.uuid4())
         if not send.tenant:
             send.tenant = self.tenant
+        if self._signer is not None:
+            send.message.CopyFrom(self._signer.sign(send.message, tenant=send.tenant))
         return send
 
     def _with_tenant(self, request: Any) -> Any:

@@ -23,6 +23,8 @@ Contract:
 - An exception escaping `execute` marks the task FAILED with a generic message; the caller sees
   no exception text. The server logs it and keeps serving.
 - `events` methods never block on slow readers: the server fans events out without waiting.
+- The caller's OpenTelemetry trace context is current while `execute` runs: its spans, and the
+  calls it makes with `a2a_grpc.client`, continue the caller's trace.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class RequestContext:
     requested_extensions: tuple[str, ...] = ()
     caller: str = ""
     """The authenticated principal; empty when the server runs without authentication."""
+    signed_by: str = ""
+    """The key id whose signature on the message verified (signed-messages extension), or ""."""
     tenant: str = ""
     metadata: dict[str, object] = field(default_factory=dict)
     """The request's metadata Struct as plain Python values."""

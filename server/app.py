@@ -12,6 +12,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
+from a2a_grpc.core.jws import KeySet, PrivateKey
+from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
@@ -82,12 +84,16 @@ async def start_server(
     tokens: Mapping[str, str] | None = None,
     tls: TlsFiles | None = None,
     webhooks: WebhookDispatcher | None = None,
+    signature_keys: KeySet | None = None,
+    card_signer: tuple[PrivateKey, str] | None = None,
 ) -> RunningServer:
     """Binds `config.host:config.port` exclusively and starts serving.
 
     With `tokens` (token → principal) or a `tls.client_ca`, every A2A call must authenticate;
     with neither, every caller is the anonymous principal. The card is finalized to state the
-    interface, capabilities and security schemes actually in force.
+    interface, capabilities and security schemes actually in force. With `signature_keys` the
+    card offers the signed-messages extension (required with `config.require_signed_messages`);
+    with `card_signer` (private key, key id) the card is served signed.
     """
     authenticators: list[BearerTokens | ClientCertificates] = []
     if tokens:
@@ -110,9 +116,17 @@ async def start_server(
         address,
         bearer_tokens=bool(tokens),
         client_certificates=tls is not None and tls.client_ca is not None,
+        signed_messages=None if signature_keys is None else config.require_signed_messages,
     )
+    if card_signer is not None:
+        final_card = sign_card(final_card, *card_signer)
     handler = RequestHandler(
-        agent, final_card, config, extended_card=extended_card, webhooks=webhooks
+        agent,
+        final_card,
+        config,
+        extended_card=extended_card,
+        webhooks=webhooks,
+        signature_keys=signature_keys,
     )
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(
         A2AServicer(handler, strict_version=config.strict_version), server

@@ -7,6 +7,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
+from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION
 from a2a_grpc.generated import a2a_pb2
 
 
@@ -77,6 +78,7 @@ def finalize_card(
     *,
     bearer_tokens: bool,
     client_certificates: bool,
+    signed_messages: bool | None = None,
 ) -> a2a_pb2.AgentCard:
     """A copy of `card` that states what this server really does.
 
@@ -94,6 +96,14 @@ def finalize_card(
         final.capabilities.push_notifications = False
     if not final.capabilities.HasField("extended_agent_card"):
         final.capabilities.extended_agent_card = False
+    if signed_messages is not None and not any(
+        ext.uri == SIGNED_MESSAGE_EXTENSION for ext in final.capabilities.extensions
+    ):
+        final.capabilities.extensions.add(
+            uri=SIGNED_MESSAGE_EXTENSION,
+            description="Messages carry a JWS (EdDSA or ES256) over their canonical form.",
+            required=signed_messages,
+        )
     schemes: list[str] = []
     if bearer_tokens:
         final.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.app import PortInUseError, TlsFiles, start_server
@@ -57,6 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     add("--tls-cert", metavar="PEM", help="server certificate chain (enables TLS)")
     add("--tls-key", metavar="PEM", help="server private key")
     add("--client-ca", metavar="PEM", help="CA for client certificates (enables mTLS auth)")
+    add(
+        "--signature-keys",
+        metavar="JWKS",
+        help="public keys (JWKS file) for the signed-messages extension; offers the extension",
+    )
+    add(
+        "--require-signed-messages",
+        action="store_true",
+        help="with --signature-keys: refuse messages without a valid signature",
+    )
+    add("--card-signing-key", metavar="PEM", help="private key that signs the served card")
+    add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key")
     add("--max-tasks", type=int, default=d.max_tasks)
     add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
     add(
@@ -127,6 +140,8 @@ class _Setup:
     extended_card: a2a_pb2.AgentCard | None
     tokens: dict[str, str]
     tls: TlsFiles | None
+    signature_keys: KeySet | None
+    card_signer: tuple[PrivateKey, str] | None
 
 
 def _setup(args: argparse.Namespace) -> _Setup:
@@ -147,13 +162,39 @@ def _setup(args: argparse.Namespace) -> _Setup:
             webhook_timeout=args.webhook_timeout,
             webhook_max_attempts=args.webhook_max_attempts,
             allow_private_webhooks=args.allow_private_webhooks,
+            require_signed_messages=args.require_signed_messages,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,
         extended_card=load_card(args.extended_card) if args.extended_card else None,
         tokens=load_tokens(args.auth_tokens),
         tls=_tls(args),
+        signature_keys=_signature_keys(args),
+        card_signer=_card_signer(args),
     )
+
+
+def _signature_keys(args: argparse.Namespace) -> KeySet | None:
+    if args.require_signed_messages and not args.signature_keys:
+        raise ValueError("--require-signed-messages needs --signature-keys")
+    if not args.signature_keys:
+        return None
+    try:
+        return load_jwks(args.signature_keys)
+    except (KeyFormatError, OSError) as exc:
+        raise ValueError(f"--signature-keys {args.signature_keys}: {exc}") from exc
+
+
+def _card_signer(args: argparse.Namespace) -> tuple[PrivateKey, str] | None:
+    if not args.card_signing_key and not args.card_signing_kid:
+        return None
+    if not (args.card_signing_key and args.card_signing_kid):
+        raise ValueError("--card-signing-key and --card-signing-kid go together")
+    pem = _read(args.card_signing_key, "--card-signing-key")
+    try:
+        return load_private_key(pem), args.card_signing_kid
+    except KeyFormatError as exc:
+        raise ValueError(f"--card-signing-key {args.card_signing_key}: {exc}") from exc
 
 
 async def _serve(setup: _Setup) -> int:
@@ -166,6 +207,8 @@ async def _serve(setup: _Setup) -> int:
             extended_card=setup.extended_card,
             tokens=setup.tokens,
             tls=setup.tls,
+            signature_keys=setup.signature_keys,
+            card_signer=setup.card_signer,
         )
     except PortInUseError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)

@@ -37,6 +37,8 @@ class ServerConfig:
     """Tries per event before a webhook is given up."""
     allow_private_webhooks: bool = False
     """Let webhooks target loopback / private / link-local addresses (off: SSRF guard)."""
+    require_signed_messages: bool = False
+    """With signature keys: refuse messages without a valid signature (the extension required)."""
 
     def __post_init__(self) -> None:
         checks = [

@@ -26,6 +26,8 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, verify_message
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
@@ -97,12 +99,14 @@ class RequestHandler:
         *,
         extended_card: a2a_pb2.AgentCard | None = None,
         webhooks: WebhookDispatcher | None = None,
+        signature_keys: KeySet | None = None,
     ) -> None:
         """`webhooks` delivers push notifications; one is made from `config` when not given."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card
         self.config = config
+        self.signature_keys = signature_keys
         self.store = InMemoryTaskStore(max_tasks=config.max_tasks, terminal_ttl=config.task_ttl)
         self.push: PushConfigService | None = None
         if card.capabilities.push_notifications:
@@ -177,6 +181,7 @@ class RequestHandler:
             message, self.card.default_input_modes, self.config.max_inline_bytes
         )
         validation.check_extensions(self.card, call.extensions)
+        signed_by = self._check_signature(message, request.tenant)
         existing = self._existing_task(message, scope)
         if existing is not None:
             context_id = existing.context_id
@@ -191,6 +196,7 @@ class RequestHandler:
             reference_task_ids=tuple(message.reference_task_ids),
             requested_extensions=call.extensions,
             caller=call.principal,
+            signed_by=signed_by,
             tenant=request.tenant,
             metadata=(
                 json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
@@ -234,6 +240,27 @@ class RequestHandler:
                 ],
             )
         return delivery.outcome
+
+    def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
+        """The verified signer's key id; "" for an unsigned message this agent accepts."""
+        if self.signature_keys is None:
+            return ""  # the extension is not offered: a signature is ignored, as spec'd
+        field = f"message.metadata[{SIGNED_MESSAGE_EXTENSION!r}]"
+        try:
+            return verify_message(message, self.signature_keys, tenant=tenant).kid
+        except MissingSignatureError:
+            if not self.config.require_signed_messages:
+                return ""
+            raise InvalidParamsError(
+                f"this agent only accepts signed messages: sign the message with the "
+                f"{SIGNED_MESSAGE_EXTENSION} extension",
+                field_violations=[FieldViolation(field, "required: a JWS over the message")],
+            ) from None
+        except SignatureError as exc:
+            raise InvalidParamsError(
+                f"the message signature was refused: {exc}",
+                field_violations=[FieldViolation(field, str(exc))],
+            ) from None
 
     async def _check_inline_webhook(self, request: a2a_pb2.SendMessageRequest) -> None:
         """A webhook given inline must be acceptable before anything else happens."""

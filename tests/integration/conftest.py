@@ -43,6 +43,8 @@ async def make_server() -> AsyncIterator[Factory]:
         extended_card: a2a_pb2.AgentCard | None = None,
         tokens: dict[str, str] | None = None,
         webhooks: Any = None,
+        signature_keys: Any = None,
+        card_signer: Any = None,
         **config: Any,
     ) -> Harness:
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
@@ -53,6 +55,8 @@ async def make_server() -> AsyncIterator[Factory]:
             extended_card=extended_card,
             tokens=tokens,
             webhooks=webhooks,
+            signature_keys=signature_keys,
+            card_signer=card_signer,
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))

@@ -1,0 +1,31 @@
+"""Signing outgoing messages with the signed-messages extension (see `a2a_grpc.core.signing`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from a2a_grpc.core.jws import PrivateKey, load_private_key
+from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, sign_message
+from a2a_grpc.generated import a2a_pb2
+
+__all__ = ["SIGNED_MESSAGE_EXTENSION", "MessageSigner"]
+
+
+@dataclass(frozen=True)
+class MessageSigner:
+    """Signs each message a client sends, as its last step (after ids and tenant are set).
+
+    A client given a signer also activates the extension (`a2a-extensions`) on every call.
+    """
+
+    private_key: PrivateKey
+    kid: str
+    ttl: float = 300.0
+    """Seconds the signature stays valid (its `exp`)."""
+
+    @classmethod
+    def from_pem(cls, pem: bytes, kid: str, *, ttl: float = 300.0) -> MessageSigner:
+        return cls(load_private_key(pem), kid, ttl)
+
+    def sign(self, message: a2a_pb2.Message, *, tenant: str) -> a2a_pb2.Message:
+        return sign_message(message, self.private_key, self.kid, tenant=tenant, ttl=self.ttl)
