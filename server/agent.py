@@ -32,13 +32,19 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
+from a2a_grpc.core.budget import Money
 from a2a_grpc.generated import a2a_pb2
 
 
 class AgentContractError(RuntimeError):
     """The agent emitted an event its contract does not allow (e.g. after the task settled)."""
+
+
+class BudgetExceededError(Exception):
+    """Raised by `quote` / `charge` once the task has ended over budget; let it propagate."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class RequestContext:
     """The authenticated principal; empty when the server runs without authentication."""
     signed_by: str = ""
     """The key id whose signature on the message verified (signed-messages extension), or ""."""
+    budget: Money | None = None
+    """What the caller allows this task to cost (budget extension); None: no limit stated."""
     tenant: str = ""
     metadata: dict[str, object] = field(default_factory=dict)
     """The request's metadata Struct as plain Python values."""
@@ -101,6 +109,23 @@ class TaskEvents(Protocol):
     async def require_input(self, message: a2a_pb2.Message | str) -> None: ...
 
     async def require_auth(self, message: a2a_pb2.Message | str) -> None: ...
+
+    async def quote(self, amount: Decimal | str) -> None:
+        """States what the work will cost before doing it (budget extension).
+
+        Over the budget (with what was already spent), the task ends REJECTED with a data part
+        saying why, and BudgetExceededError is raised.
+        """
+        ...
+
+    async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
+        """Records spent cost (in the budget's currency unless given).
+
+        If it would take the task over its budget, nothing is recorded, the task ends FAILED with
+        a data part saying why, and BudgetExceededError is raised. The running cost is kept in
+        the task's metadata and reported in the status update that ends the run.
+        """
+        ...
 
 
 class AgentExecutor(Protocol):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from google.protobuf import json_format
 
+from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION
 from a2a_grpc.generated import a2a_pb2
@@ -103,6 +104,11 @@ def finalize_card(
             uri=SIGNED_MESSAGE_EXTENSION,
             description="Messages carry a JWS (EdDSA or ES256) over their canonical form.",
             required=signed_messages,
+        )
+    if not any(ext.uri == BUDGET_EXTENSION for ext in final.capabilities.extensions):
+        final.capabilities.extensions.add(
+            uri=BUDGET_EXTENSION,
+            description="Requests may state a budget; tasks report their cost.",
         )
     schemes: list[str] = []
     if bearer_tokens:

@@ -9,16 +9,21 @@ The first word of the message's text picks the behaviour:
 - `fail`           the task ends FAILED with a reason.
 - `slow [S]`       WORKING for S seconds (default 30) with progress, then COMPLETED; cancelable.
 - `crash`          the agent raises; the task becomes FAILED and the caller sees a generic error.
+- `spend X`        quotes X (budget extension): over the request's budget the task is REJECTED;
+                   otherwise it charges X in two halves and completes.
+Every echo is charged 0.01 per part when the request states a budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 
 CHUNK_DELAY = 0.01
+ECHO_PRICE = Decimal("0.01")
 
 
 def _count(words: list[str], default: float) -> float:
@@ -51,8 +56,17 @@ class DemoAgent:
             await self._slow(events, _count(words, 30.0))
         elif keyword == "crash":
             raise RuntimeError("the demo agent crashed on purpose")
+        elif keyword == "spend":
+            amount = Decimal(str(_count(words, 1.0)))
+            await events.quote(amount)
+            await events.working(f"spending {amount}")
+            await events.charge(amount / 2)
+            await events.charge(amount / 2)
+            await events.complete()
         else:
             await events.working()
+            if context.budget is not None:
+                await events.charge(ECHO_PRICE * len(context.message.parts))
             await events.add_artifact(list(context.message.parts), name="echo")
             await events.complete()
 

@@ -17,6 +17,13 @@ from typing import Protocol
 
 from google.protobuf import empty_pb2, json_format
 
+from a2a_grpc.core.budget import (
+    BUDGET_EXTENSION,
+    BudgetFormatError,
+    Money,
+    budget_of,
+    requested_budget,
+)
 from a2a_grpc.core.errors import (
     ExtendedAgentCardNotConfiguredError,
     FieldViolation,
@@ -82,6 +89,16 @@ class _Delivery:
     fingerprint: bytes
     outcome: Outcome
     accepted_at: float
+
+
+def _budget(message: a2a_pb2.Message) -> Money | None:
+    try:
+        return requested_budget(message)
+    except BudgetFormatError as exc:
+        field = f"message.metadata[{BUDGET_EXTENSION!r}].budget"
+        raise InvalidParamsError(
+            f"invalid budget: {exc}", field_violations=[FieldViolation(field, str(exc))]
+        ) from None
 
 
 def _fingerprint(message: a2a_pb2.Message) -> bytes:
@@ -182,6 +199,7 @@ class RequestHandler:
         )
         validation.check_extensions(self.card, call.extensions)
         signed_by = self._check_signature(message, request.tenant)
+        budget = _budget(message)
         existing = self._existing_task(message, scope)
         if existing is not None:
             context_id = existing.context_id
@@ -197,6 +215,7 @@ class RequestHandler:
             requested_extensions=call.extensions,
             caller=call.principal,
             signed_by=signed_by,
+            budget=budget if budget is not None or existing is None else budget_of(existing),
             tenant=request.tenant,
             metadata=(
                 json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}

@@ -12,16 +12,19 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from opentelemetry import trace
 
+from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, cost_of
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
     AgentContractError,
     AgentExecutor,
+    BudgetExceededError,
     RequestContext,
     agent_message,
 )
@@ -45,11 +48,13 @@ def record_status(
     context_id: str,
     state: int,
     message: a2a_pb2.Message | None = None,
+    event_metadata: dict[str, Any] | None = None,
 ) -> None:
     """Sets a task's status, keeps its message in the history, and tells the task's streams.
 
     Streams close after a terminal or interrupted state. Without subscribers nothing is copied
-    and no event is built (the common case of a blocking SendMessage).
+    and no event is built (the common case of a blocking SendMessage). `event_metadata` goes
+    into the status update event (not the task).
     """
 
     def mutate(task: a2a_pb2.Task) -> None:
@@ -67,6 +72,8 @@ def record_status(
         update.task_id = task_id
         update.context_id = context_id
         update.status.CopyFrom(task.status)
+        if event_metadata:
+            update.metadata.update(event_metadata)
         broker.publish(task_id, event, last=state in SETTLED_STATES)
 
 
@@ -97,6 +104,8 @@ class TaskRun:
         self.started = asyncio.Event()
         self.settled = asyncio.Event()
         self._task_exists = context.task is not None
+        self._budget = context.budget
+        self._cost = None if context.task is None else cost_of(context.task)
         self._on_settled = on_settled
         self._runner: asyncio.Task[None] | None = None
         if self._task_exists:
@@ -134,6 +143,8 @@ class TaskRun:
     async def _execute(self, agent: AgentExecutor) -> None:
         try:
             await agent.execute(self.context, self)
+        except BudgetExceededError:
+            pass  # the task has already ended REJECTED / FAILED with the reason
         except asyncio.CancelledError:
             if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
                 self._settle_safely(a2a_pb2.TASK_STATE_CANCELED, None)
@@ -162,10 +173,86 @@ class TaskRun:
         self._check_open()
         self._ensure_task()
         status_message = None if message is None else self._agent_message(message)
-        record_status(self.store, self.broker, self.task_id, self.context_id, state, status_message)
+        self._record(state, status_message)
         if state in SETTLED_STATES:
             self._mark_settled()
         await self._let_readers_run()
+
+    def _record(self, state: int, message: a2a_pb2.Message | None) -> None:
+        # The status update that ends a run carries the spend (budget extension).
+        spend = self._spend() if state in SETTLED_STATES else None
+        record_status(self.store, self.broker, self.task_id, self.context_id, state, message, spend)
+
+    # -- budget and cost (the budget extension) --------------------------------------------
+
+    async def quote(self, amount: Decimal | str) -> None:
+        price = self._money(amount, None)
+        total = price.amount + (self._cost.amount if self._cost else Decimal(0))
+        if self._budget is not None and total > self._budget.amount:
+            self._check_open()
+            self._ensure_task()
+            self._record(
+                a2a_pb2.TASK_STATE_REJECTED,
+                self._over_budget("over_budget", price, "the quoted work would exceed the budget"),
+            )
+            self._mark_settled()
+            raise BudgetExceededError(f"quote {price} exceeds the budget {self._budget}")
+
+    async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
+        self._check_open()
+        self._ensure_task()
+        price = self._money(amount, currency)
+        total = Money(
+            price.amount + (self._cost.amount if self._cost else Decimal(0)), price.currency
+        )
+        if self._budget is not None and total.amount > self._budget.amount:
+            self._record(
+                a2a_pb2.TASK_STATE_FAILED,
+                self._over_budget("budget_exceeded", price, "the work ran over its budget"),
+            )
+            self._mark_settled()
+            raise BudgetExceededError(f"charge {price} would exceed the budget {self._budget}")
+        self._cost = total
+        spend = self._spend() or {}
+        self.store.apply(
+            self.task_id, lambda task: task.metadata.update(spend), status_changed=False
+        )
+
+    def _money(self, amount: Decimal | str, currency: str | None) -> Money:
+        known = self._budget or self._cost
+        code = currency or (known.currency if known else "")
+        if not code:
+            raise AgentContractError("charge(): give a currency when the request has no budget")
+        if known is not None and code != known.currency:
+            raise AgentContractError(
+                f"charge() in {code}, but this task counts in {known.currency}"
+            )
+        try:
+            value = Decimal(str(amount))
+        except InvalidOperation:
+            raise AgentContractError(f"not an amount: {amount!r}") from None
+        if not value.is_finite() or value < 0:
+            raise AgentContractError(f"amounts must be finite and non-negative: {amount!r}")
+        return Money(value, code)
+
+    def _spend(self) -> dict[str, Any] | None:
+        entry: dict[str, Any] = {}
+        if self._budget is not None:
+            entry["budget"] = self._budget.to_json()
+        if self._cost is not None:
+            entry["cost"] = self._cost.to_json()
+        return {BUDGET_EXTENSION: entry} if entry else None
+
+    def _over_budget(self, reason: str, requested: Money, text: str) -> a2a_pb2.Message:
+        details = {
+            "reason": reason,
+            "budget": self._budget.to_json() if self._budget else None,
+            "cost": self._cost.to_json() if self._cost else None,
+            "requested": requested.to_json(),
+        }
+        message = self._agent_message(text)
+        message.parts.add().data.struct_value.update(details)
+        return message
 
     async def working(self, message: MessageLike = None) -> None:
         await self.update_status(a2a_pb2.TASK_STATE_WORKING, message)
@@ -272,6 +359,9 @@ class TaskRun:
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
+        spend = self._spend()
+        if spend:
+            task.metadata.update(spend)
         # Built here and never touched again: no copy in. The handler reserved its room.
         self.store.adopt(task, self.scope, reserved=True)
         self._task_exists = True
@@ -284,7 +374,7 @@ class TaskRun:
         current = self.store.get(self.task_id, self.scope, history_length=0)
         if current is not None and current.status.state not in TERMINAL_STATES:
             message = None if text is None else self._agent_message(text)
-            record_status(self.store, self.broker, self.task_id, self.context_id, state, message)
+            self._record(state, message)
         self._mark_settled()
 
     def _mark_settled(self) -> None:

@@ -46,6 +46,12 @@ async def test_card_is_served_with_cache_validators(make_server: Factory) -> Non
             "streaming": True,
             "pushNotifications": True,
             "extendedAgentCard": False,
+            "extensions": [
+                {
+                    "uri": "urn:a2a-grpc:budget:v1",
+                    "description": "Requests may state a budget; tasks report their cost.",
+                }
+            ],
         }
         assert "defaultInputModes" in card
         again = await http.get(url, headers={"If-None-Match": etag})
