@@ -16,6 +16,7 @@ from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
 from a2a_grpc.server.card import demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
@@ -73,6 +74,8 @@ class RunningServer:
             await self.handler.webhooks.close(grace)
         if self.card_server is not None:
             await self.card_server.stop()
+        if self.handler.audit is not None:
+            await asyncio.to_thread(self.handler.audit.close)
 
 
 async def start_server(
@@ -128,6 +131,8 @@ async def start_server(
         webhooks=webhooks,
         signature_keys=signature_keys,
     )
+    if config.audit_log:
+        handler.audit = AuditLog(config.audit_log)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(
         A2AServicer(handler, strict_version=config.strict_version), server
     )

@@ -1,7 +1,8 @@
 """Caller identity: pluggable authenticators and the interceptor that runs them on every A2A call.
 
-Authentication happens before any handler code, so a caller without valid credentials learns
-nothing about which tasks exist (UNAUTHENTICATED, checked before any lookup). The principal it
+The interceptor authenticates every A2A call before the service sees it; the servicer's first
+step asks for the principal, so a caller without valid credentials gets UNAUTHENTICATED before
+any lookup and learns nothing about which tasks exist. The principal it
 yields scopes every task operation (with the request's tenant).
 
 Configured with neither tokens nor client certificates, the server installs no interceptor and
@@ -21,19 +22,31 @@ from typing import Any, Protocol
 
 import grpc
 
-from a2a_grpc.core import status
-from a2a_grpc.core.errors import UnauthenticatedError
 from a2a_grpc.generated import a2a_pb2
 
 A2A_SERVICE_PREFIX = "/" + a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name + "/"
 TOKENS_ENV = "A2A_GRPC_TOKENS"
 
-principal_var: contextvars.ContextVar[str] = contextvars.ContextVar("a2a_principal", default="")
-"""The authenticated principal of the call being handled ("" when anonymous)."""
-
 
 class AuthenticationError(Exception):
     """Missing or invalid credentials; the message says what the caller must send."""
+
+
+_caller: contextvars.ContextVar[str | AuthenticationError] = contextvars.ContextVar(
+    "a2a_caller", default=""
+)
+
+
+def current_principal() -> str:
+    """The principal of the call being handled ("" when anonymous).
+
+    Raises the call's AuthenticationError when its credentials were refused, so the servicer
+    answers UNAUTHENTICATED before it looks anything up (and audits and traces the refusal).
+    """
+    caller = _caller.get()
+    if isinstance(caller, AuthenticationError):
+        raise caller
+    return caller
 
 
 class Authenticator(Protocol):
@@ -162,37 +175,30 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _unary(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         async def authenticated(request: Any, context: Any) -> Any:
-            principal = await self._authenticate(context)
-            principal_var.set(principal)
+            _caller.set(self._authenticate(context))
             return await behaviour(request, context)
 
         return authenticated
 
     def _stream(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         async def authenticated(request: Any, context: Any) -> AsyncIterator[Any]:
-            principal = await self._authenticate(context)
-            principal_var.set(principal)
+            _caller.set(self._authenticate(context))
             async for response in behaviour(request, context):
                 yield response
 
         return authenticated
 
-    async def _authenticate(self, context: Any) -> str:
+    def _authenticate(self, context: Any) -> str | AuthenticationError:
+        """The caller's principal, or the refusal the servicer turns into UNAUTHENTICATED."""
         try:
             principal = self.authenticator.authenticate(
                 tuple(context.invocation_metadata() or ()), context.auth_context() or {}
             )
         except AuthenticationError as exc:
-            await _refuse(context, str(exc))
-            raise  # unreachable: abort raises
-        if principal is None:
-            await _refuse(context, "credentials are required")
-        return principal or ""
-
-
-async def _refuse(context: Any, message: str) -> None:
-    code, details, trailers = status.encode(UnauthenticatedError(message))
-    await context.abort(code, details, trailing_metadata=trailers)
+            return exc
+        return (
+            principal if principal is not None else AuthenticationError("credentials are required")
+        )
 
 
 def _digest(token: str) -> bytes:

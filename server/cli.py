@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--card-signing-key", metavar="PEM", help="private key that signs the served card")
     add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key")
+    add("--audit-log", metavar="FILE", help="append a hash-chained JSON Lines audit trail here")
     add("--max-tasks", type=int, default=d.max_tasks)
     add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
     add(
@@ -163,6 +164,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
             webhook_max_attempts=args.webhook_max_attempts,
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
+            audit_log=args.audit_log,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,

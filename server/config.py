@@ -37,6 +37,8 @@ class ServerConfig:
     """Tries per event before a webhook is given up."""
     allow_private_webhooks: bool = False
     """Let webhooks target loopback / private / link-local addresses (off: SSRF guard)."""
+    audit_log: str | None = None
+    """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
     """With signature keys: refuse messages without a valid signature (the extension required)."""
 

@@ -39,6 +39,7 @@ from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext
+from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import AuthenticationError
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.config import ServerConfig
@@ -132,6 +133,7 @@ class RequestHandler:
             self.store.on_evict = webhooks.forget_task
         self.webhooks = webhooks
         self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
+        self.audit: AuditLog | None = None
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         # Insertion-ordered, so the first entry is the oldest.
@@ -356,6 +358,23 @@ class RequestHandler:
             delivery.outcome = _Settled(run.task_id, run.scope, run.reply_message)
         if run.reply_message is not None and self.push is not None:
             self.push.configs.drop_task(run.task_id)  # a direct reply made no task to watch
+        if self.audit is not None:
+            self._audit_outcome(self.audit, run)
+
+    def _audit_outcome(self, audit: AuditLog, run: TaskRun) -> None:
+        if run.reply_message is not None:
+            state = "DIRECT_REPLY"
+        else:
+            task = self.store.get(run.task_id, run.scope, history_length=0)
+            state = a2a_pb2.TaskState.Name(task.status.state) if task is not None else "UNKNOWN"
+        audit.outcome(
+            task_id="" if run.reply_message is not None else run.task_id,
+            state=state,
+            principal=run.scope.owner,
+            tenant=run.scope.tenant,
+            message_id=run.context.message.message_id,
+            cost=run.cost.to_json() if run.cost is not None else None,
+        )
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask -------------------------------
 

@@ -115,6 +115,11 @@ class TaskRun:
     def is_settled(self) -> bool:
         return self.settled.is_set()
 
+    @property
+    def cost(self) -> Money | None:
+        """What the task has spent so far (budget extension), None when nothing was charged."""
+        return self._cost
+
     def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
         self._runner = asyncio.get_running_loop().create_task(self._drive(agent))
         return self._runner

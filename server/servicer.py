@@ -27,11 +27,11 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.server.auth import AuthenticationError, principal_var
+from a2a_grpc.server.auth import AuthenticationError, current_principal
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
 from a2a_grpc.server.store import StoreFullError
-from a2a_grpc.server.telemetry import RpcTracing, annotate, failed
+from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +147,9 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
                 call = await self._call_context(context, params)
                 result = await method(request, call)
             except Exception as exc:
-                await self._abort(context, exc, span, request)
+                await self._abort(context, exc, span, rpc, request)
             annotate(span, request, result)
+            self._audit(rpc, request, "OK", result)
             return result
 
     async def _stream(
@@ -160,18 +161,23 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
+            first: a2a_pb2.StreamResponse | None = None
             try:
                 call = await self._call_context(context, params)
-                first = True
                 async for event in method(request, call):
-                    if first:
+                    if first is None:
+                        first = event
                         annotate(span, request, event)
-                        first = False
                     yield event
             except Exception as exc:
-                await self._abort(context, exc, span, request)
+                await self._abort(context, exc, span, rpc, request)
+            except BaseException:  # the caller went away (cancelled) or the server is stopping
+                self._audit(rpc, request, "CANCELLED", first)
+                raise
+            self._audit(rpc, request, "OK", first)
 
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
+        principal = current_principal()  # UNAUTHENTICATED first, before anything else
         self._check_version(params.version)
         requested = service_params.parse_extensions(params.extension_values)
         activated = [uri for uri in requested if uri in self._declared_extensions]
@@ -179,7 +185,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             await context.send_initial_metadata(
                 ((service_params.EXTENSIONS_KEY, ",".join(activated)),)
             )
-        return CallContext(principal=principal_var.get(), extensions=requested)
+        return CallContext(principal=principal, extensions=requested)
 
     def _check_version(self, version: str | None) -> None:
         if version is None or not version.strip():
@@ -197,17 +203,40 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
                 metadata={"supportedVersions": service_params.PROTOCOL_VERSION},
             )
 
-    @staticmethod
-    async def _abort(context: Any, exc: Exception, span: Span | None, request: Any) -> NoReturn:
+    async def _abort(
+        self, context: Any, exc: Exception, span: Span | None, rpc: str, request: Any
+    ) -> NoReturn:
         error = _as_status_error(exc)
         if error is None:
             log.exception("unexpected error while handling a request", exc_info=exc)
             error = InternalError(INTERNAL_MESSAGE)
         failed(span, error.code.name)
         annotate(span, request, None)
+        self._audit(rpc, request, error.code.name, None)
         code, message, trailers = status.encode(error)
         await context.abort(code, message, trailing_metadata=trailers)
         raise AssertionError("context.abort returned")  # it always raises
+
+    def _audit(self, rpc: str, request: Any, outcome: str, result: Any) -> None:
+        audit = self.handler.audit
+        if audit is None:
+            return
+        message = request.message if isinstance(request, a2a_pb2.SendMessageRequest) else None
+        audit.request(
+            method=rpc,
+            principal=_principal_or_none(),
+            tenant=getattr(request, "tenant", ""),
+            outcome=outcome,
+            task_id=task_id_of(request, result),
+            message=message,
+        )
+
+
+def _principal_or_none() -> str:
+    try:
+        return current_principal()
+    except AuthenticationError:
+        return ""  # refused: audited as anonymous
 
 
 @dataclass(slots=True)

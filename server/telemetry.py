@@ -56,6 +56,12 @@ def annotate(span: Span | None, request: Any, result: Any) -> None:
         span.set_attribute("a2a.context_id", context_id)
 
 
+def task_id_of(request: Any, result: Any) -> str:
+    """The task a call concerned, from its result or else its request ("" when none)."""
+    ids = _ids(result) or _ids(request)
+    return ids[0] if ids else ""
+
+
 def failed(span: Span | None, code_name: str) -> None:
     if span is not None and span.is_recording():
         span.set_attribute("rpc.grpc.status_code", code_name)
