@@ -4,46 +4,51 @@ Record fields: `time` (RFC 3339 UTC), `kind` ("request" or "outcome"), `method`,
 `message_sha256` (SHA-256 of the message's canonical bytes, see `a2a_grpc.core.canonical`),
 `principal`, `tenant`, `task_id`, `outcome` (a gRPC status code name for requests, a task state
 for outcomes), `cost` (budget extension) and `prev`: the SHA-256 (hex) of the previous line's
-bytes, or 64 zeros for the first line. Each line is the JCS form of its record.
+bytes, or 64 zeros for the first line. Each line is the JCS (RFC 8785) form of its record.
 
 Changing, inserting or deleting any line breaks the chain at the next line, which
 `a2a-grpc audit verify FILE` reports. The last line has no successor: anchor the head hash the
 verifier prints somewhere else to protect it too. The chain continues across restarts.
 
-Writing never blocks the event loop: records go into a queue and a writer thread hashes the
-message, serializes, chains and appends them, flushing once per batch.
+Writing never blocks the event loop on I/O: records are batched, and once per event-loop turn the
+batch is hashed, chained and serialized (a few microseconds each, on the loop, so no thread
+fights the loop for the GIL) and handed to a writer thread that appends and flushes the bytes.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+import asyncio
 import hashlib
 import json
 import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from a2a_grpc.core.canonical import canonical_message_bytes, canonicalize
+from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
 
 log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
+WRITE_INTERVAL = 0.05
+"""Seconds the writer gathers records before one write and flush."""
 
 
 class AuditLog:
-    """Appends audit records to `path` from a background thread. Call `close` to flush."""
+    """Appends audit records to `path`. Call `close` to write everything and stop."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._prev = _last_hash(self.path)
         self._file = self.path.open("ab")
-        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._pending: list[dict[str, Any]] = []
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_forever, name="a2a-audit", daemon=True)
         self._writer.start()
 
@@ -57,8 +62,8 @@ class AuditLog:
         task_id: str = "",
         message: a2a_pb2.Message | None = None,
     ) -> None:
-        """Records one handled RPC. Cheap: the message is hashed on the writer thread."""
-        self._queue.put(
+        """Records one handled RPC."""
+        self._add(
             {
                 "time": _now(),
                 "kind": "request",
@@ -68,7 +73,12 @@ class AuditLog:
                 "task_id": task_id,
                 "outcome": outcome,
                 "message_id": message.message_id if message is not None else "",
-                "_message": message.SerializeToString() if message is not None else None,
+                "message_sha256": (
+                    hashlib.sha256(canonical_message_bytes(message)).hexdigest()
+                    if message is not None
+                    else ""
+                ),
+                "cost": None,
             }
         )
 
@@ -83,7 +93,7 @@ class AuditLog:
         cost: dict[str, str] | None,
     ) -> None:
         """Records how a task's run ended (a terminal or interrupted state, or a direct reply)."""
-        self._queue.put(
+        self._add(
             {
                 "time": _now(),
                 "kind": "outcome",
@@ -93,57 +103,77 @@ class AuditLog:
                 "task_id": task_id,
                 "outcome": state,
                 "message_id": message_id,
+                "message_sha256": "",
                 "cost": cost,
             }
         )
 
     def close(self) -> None:
-        """Writes everything queued so far, then stops the writer."""
+        """Writes everything recorded so far, then stops the writer."""
+        self._drain()
         self._queue.put(None)
         self._writer.join()
         self._file.close()
 
+    def _add(self, record: dict[str, Any]) -> None:
+        self._pending.append(record)
+        if len(self._pending) > 1:
+            return  # a drain is already scheduled
+        try:
+            asyncio.get_running_loop().call_soon(self._drain)
+        except RuntimeError:  # no event loop (a tool or a test): write at once
+            self._drain()
+
+    def _drain(self) -> None:
+        if not self._pending:
+            return
+        lines = []
+        for record in self._pending:
+            record["prev"] = self._prev
+            line = _canonical_line(record)
+            self._prev = hashlib.sha256(line).hexdigest()
+            lines.append(line)
+        self._pending.clear()
+        self._queue.put(b"\n".join(lines) + b"\n")
+
     def _write_forever(self) -> None:
         while True:
-            batch = [self._queue.get()]
+            chunks = [self._queue.get()]
+            # Waking up for every event-loop turn would make this thread contend with the loop
+            # for the GIL; gathering for a moment first keeps it to a few writes a second.
+            time.sleep(WRITE_INTERVAL)
             while True:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    chunks.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = None in batch
-            for record in batch:
-                if record is not None:
-                    self._append(record)
+            data = b"".join(chunk for chunk in chunks if chunk is not None)
             try:
+                self._file.write(data)
                 self._file.flush()
             except OSError:
-                log.exception("cannot flush the audit log %s", self.path)
-            if stop:
+                log.exception("cannot write the audit log %s", self.path)
+            if None in chunks:
                 return
 
-    def _append(self, record: dict[str, Any]) -> None:
-        raw = record.pop("_message", None)
-        if record["kind"] == "request":
-            record["message_sha256"] = (
-                hashlib.sha256(canonical_message_bytes(a2a_pb2.Message.FromString(raw))).hexdigest()
-                if raw is not None
-                else ""
-            )
-        record.setdefault("cost", None)
-        record["prev"] = self._prev
-        line = canonicalize(record)
-        try:
-            self._file.write(line + b"\n")
-        except OSError:
-            log.exception("cannot write the audit log %s", self.path)
-            return
-        self._prev = hashlib.sha256(line).hexdigest()
+
+def _canonical_line(record: dict[str, Any]) -> bytes:
+    # Records hold only ASCII keys, strings, null and objects of strings, for which sorted
+    # compact json.dumps is byte-identical to JCS (RFC 8785), at a third of the cost.
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_second: tuple[int, str] = (-1, "")
 
 
 def _now() -> str:
-    now = datetime.datetime.now(datetime.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    """RFC 3339 UTC with milliseconds; the date-time part is formatted once per second."""
+    global _second
+    now = time.time()
+    whole = int(now)
+    if _second[0] != whole:
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:

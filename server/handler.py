@@ -365,8 +365,7 @@ class RequestHandler:
         if run.reply_message is not None:
             state = "DIRECT_REPLY"
         else:
-            task = self.store.get(run.task_id, run.scope, history_length=0)
-            state = a2a_pb2.TaskState.Name(task.status.state) if task is not None else "UNKNOWN"
+            state = a2a_pb2.TaskState.Name(run.last_state)
         audit.outcome(
             task_id="" if run.reply_message is not None else run.task_id,
             state=state,
@@ -424,6 +423,15 @@ class RequestHandler:
             record_status(
                 self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_CANCELED
             )
+            if self.audit is not None:
+                self.audit.outcome(
+                    task_id=task.id,
+                    state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
+                    principal=scope.owner,
+                    tenant=scope.tenant,
+                    message_id="",
+                    cost=None,
+                )
         return self._lookup(task.id, scope, None)
 
     async def subscribe_to_task(

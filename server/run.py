@@ -105,6 +105,8 @@ class TaskRun:
         self.settled = asyncio.Event()
         self._task_exists = context.task is not None
         self._budget = context.budget
+        self.last_state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
+        """The last state this run recorded (UNSPECIFIED before any)."""
         self._cost = None if context.task is None else cost_of(context.task)
         self._on_settled = on_settled
         self._runner: asyncio.Task[None] | None = None
@@ -184,6 +186,7 @@ class TaskRun:
         await self._let_readers_run()
 
     def _record(self, state: int, message: a2a_pb2.Message | None) -> None:
+        self.last_state = state
         # The status update that ends a run carries the spend (budget extension).
         spend = self._spend() if state in SETTLED_STATES else None
         record_status(self.store, self.broker, self.task_id, self.context_id, state, message, spend)

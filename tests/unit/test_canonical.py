@@ -269,3 +269,17 @@ def test_card_form_walks_maps_and_leaves_struct_values_alone() -> None:
         in (text)
     )
     assert '"extensions":[{"params":{"empty":"","list":[]},"uri":"urn:e"}]' in text
+
+
+def test_audit_lines_are_jcs() -> None:
+    from a2a_grpc.server.audit import _canonical_line
+
+    record = {
+        "time": "2026-11-29T17:00:00.000Z",
+        "kind": "request",
+        "tenant": 'ünïcode\u2028\t"quoted"\\',
+        "cost": {"currency": "EUR", "amount": "1.50"},
+        "task_id": "",
+        "message_sha256": None,
+    }
+    assert _canonical_line(record) == canonicalize(record)
