@@ -3,7 +3,8 @@
 Usage: python our_server.py [--strict | --secure]. Prints `PORT <n>` once serving and stops on
 SIGTERM. `--strict` serves a card that accepts only text/plain and requires the extension
 urn:x-required, without push notifications. `--secure` requires the bearer token `sdk-token`,
-offers an extended card and lets webhooks target loopback.
+offers an extended card, lets webhooks target loopback, and turns on this project's own features
+(signed messages offered but optional, the budget extension, the audit trail, tracing context).
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from a2a_grpc.core.jws import KeySet
 from a2a_grpc.server.app import start_server
 from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
@@ -21,7 +27,8 @@ REQUIRED_EXTENSION = "urn:x-required"
 
 
 async def main(mode: str) -> None:
-    card = extended = tokens = None
+    card = extended = tokens = keys = None
+    audit = None
     if mode == "--strict":
         card = demo_card("127.0.0.1:0")
         del card.default_input_modes[:]
@@ -34,8 +41,17 @@ async def main(mode: str) -> None:
         extended = demo_card("127.0.0.1:0")
         extended.skills.add(id="members", name="Members", description="extra", tags=["x"])
         tokens = {"sdk-token": "sdk-user"}
-    config = ServerConfig(port=0, shutdown_grace=0.5, allow_private_webhooks=mode == "--secure")
-    running = await start_server(config, DemoAgent(), card, extended_card=extended, tokens=tokens)
+        keys = KeySet.of_private_keys({"k1": ed25519.Ed25519PrivateKey.generate()})
+        audit = str(Path(tempfile.mkdtemp()) / "audit.jsonl")
+    config = ServerConfig(
+        port=0,
+        shutdown_grace=0.5,
+        allow_private_webhooks=mode == "--secure",
+        audit_log=audit,
+    )
+    running = await start_server(
+        config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys
+    )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)

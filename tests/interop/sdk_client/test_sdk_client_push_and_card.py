@@ -84,3 +84,24 @@ async def test_missing_credentials_are_unauthenticated(secure_port: int) -> None
         assert cause.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         await client.close()
+
+
+async def test_an_sdk_client_that_knows_none_of_our_extensions_is_served(
+    secure_port: int,
+) -> None:
+    """Signed messages (optional), budgets, audit and tracing are all on; the SDK sends none."""
+    client = await make_client(secure_port, streaming=True)
+    try:
+        message = sdk.Message(message_id=str(uuid.uuid4()), role=sdk.ROLE_USER)
+        message.parts.add(text="hello")
+        events = [
+            e
+            async for e in client.send_message(
+                sdk.SendMessageRequest(message=message), context=AUTH
+            )
+        ]
+        assert events[-1].status_update.status.state == sdk.TASK_STATE_COMPLETED
+        card = await client.get_extended_agent_card(sdk.GetExtendedAgentCardRequest(), context=AUTH)
+        assert card.name
+    finally:
+        await client.close()
