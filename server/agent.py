@@ -29,13 +29,13 @@ Contract:
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
 from a2a_grpc.core.budget import Money
+from a2a_grpc.core.ids import new_id
 from a2a_grpc.generated import a2a_pb2
 
 
@@ -139,7 +139,7 @@ def agent_message(
 ) -> a2a_pb2.Message:
     """An agent-role message with a fresh id, carrying text, parts, or a copy of `content`."""
     message = a2a_pb2.Message(
-        message_id=str(uuid.uuid4()),
+        message_id=new_id(),
         role=a2a_pb2.ROLE_AGENT,
         context_id=context_id,
         task_id=task_id,
@@ -150,7 +150,7 @@ def agent_message(
         message.context_id = context_id
         message.task_id = task_id
         if not message.message_id:
-            message.message_id = str(uuid.uuid4())
+            message.message_id = new_id()
     elif isinstance(content, str):
         message.parts.add(text=content)
     else:

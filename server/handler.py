@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,9 +32,11 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, verify_message
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext
@@ -134,6 +135,7 @@ class RequestHandler:
         self.webhooks = webhooks
         self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
         self.audit: AuditLog | None = None
+        self._traced = tracing_configured()  # give each agent run a span of its own
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         # Insertion-ordered, so the first entry is the oldest.
@@ -154,10 +156,10 @@ class RequestHandler:
             await run.settled.wait()
         if run.reply_message is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply_message)
-        task = self.store.get(run.task_id, run.scope, history_length=history)
-        if task is None:  # evicted between settling and now
-            raise TaskNotFoundError(f"task {run.task_id} is no longer stored")
-        return a2a_pb2.SendMessageResponse(task=task)
+        response = a2a_pb2.SendMessageResponse()
+        if not self.store.copy_into(run.task_id, run.scope, response.task, history_length=history):
+            raise TaskNotFoundError(f"task {run.task_id} is no longer stored")  # evicted since
+        return response
 
     async def send_streaming_message(
         self, request: a2a_pb2.SendMessageRequest, call: CallContext
@@ -207,10 +209,10 @@ class RequestHandler:
             context_id = existing.context_id
         else:
             self.store.reserve()  # StoreFullError now, rather than when the agent first speaks
-            context_id = message.context_id or str(uuid.uuid4())
+            context_id = message.context_id or new_id()
         context = RequestContext(
             message=message,
-            task_id=existing.id if existing is not None else str(uuid.uuid4()),
+            task_id=existing.id if existing is not None else new_id(),
             context_id=context_id,
             task=existing,
             reference_task_ids=tuple(message.reference_task_ids),
@@ -229,6 +231,7 @@ class RequestHandler:
             scope=scope,
             context=context,
             on_settled=self._settled,
+            traced=self._traced,
         )
         if existing is not None:
             self._continue(existing, message)

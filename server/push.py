@@ -20,7 +20,6 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 from google.protobuf import json_format
 
+from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import TERMINAL_STATES
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2
@@ -115,7 +115,7 @@ class PushConfigStore:
         stored = a2a_pb2.TaskPushNotificationConfig()
         stored.CopyFrom(config)
         if not stored.id:
-            stored.id = str(uuid.uuid4())
+            stored.id = new_id()
         self._configs.setdefault(stored.task_id, {})[stored.id] = stored
         return _copy(stored)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 from opentelemetry import trace
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, cost_of
+from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
-from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
     AgentContractError,
@@ -93,6 +92,7 @@ class TaskRun:
         scope: Scope,
         context: RequestContext,
         on_settled: Callable[[TaskRun], None],
+        traced: bool = False,
     ) -> None:
         self.store = store
         self.broker = broker
@@ -109,6 +109,7 @@ class TaskRun:
         """The last state this run recorded (UNSPECIFIED before any)."""
         self._cost = None if context.task is None else cost_of(context.task)
         self._on_settled = on_settled
+        self._traced = traced
         self._runner: asyncio.Task[None] | None = None
         if self._task_exists:
             self.started.set()
@@ -141,7 +142,7 @@ class TaskRun:
                 "a2a.agent.execute",
                 attributes={"a2a.task_id": self.task_id, "a2a.context_id": self.context_id},
             )
-            if tracing_configured()
+            if self._traced
             else contextlib.nullcontext()
         )
         with span:
@@ -296,7 +297,7 @@ class TaskRun:
         self._check_open()
         self._ensure_task()
         artifact = a2a_pb2.Artifact(
-            artifact_id=artifact_id or str(uuid.uuid4()), name=name, description=description
+            artifact_id=artifact_id or new_id(), name=name, description=description
         )
         artifact.parts.extend(parts)
         if metadata:

@@ -220,6 +220,25 @@ class InMemoryTaskStore:
             return None
         return self._copy(record.task, history_length=history_length)
 
+    def copy_into(
+        self,
+        task_id: str,
+        scope: Scope,
+        target: a2a_pb2.Task,
+        *,
+        history_length: int | None = None,
+    ) -> bool:
+        """`get` into a message the caller owns (e.g. a response's task field): no extra copy.
+
+        False, leaving `target` untouched, when the task is unknown or in another scope.
+        """
+        record = self._records.get(task_id)
+        if record is None or record.scope != scope:
+            return False
+        target.CopyFrom(record.task)
+        _trim_history(target, history_length)
+        return True
+
     def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
         """One page of the scope's tasks, most recently updated first.
 
