@@ -12,7 +12,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from google.protobuf import empty_pb2, json_format
 
@@ -61,11 +61,20 @@ class CallContext:
 class Outcome(Protocol):
     """What a message led to: a run in progress, or the settled result of one."""
 
-    task_id: str
-    scope: Scope
-    reply_message: a2a_pb2.Message | None
-    started: asyncio.Event
-    settled: asyncio.Event
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def reply_message(self) -> a2a_pb2.Message | None: ...
+
+    @property
+    def started(self) -> asyncio.Event: ...
+
+    @property
+    def settled(self) -> asyncio.Event: ...
 
 
 # asyncio.Event.wait() on a set event returns before binding to a loop, so one can be shared.
@@ -73,24 +82,40 @@ _ALREADY = asyncio.Event()
 _ALREADY.set()
 
 
-@dataclass(slots=True)
-class _Settled:
-    """The compact outcome kept once a run has settled (the run itself is let go)."""
+class _Settled(NamedTuple):
+    """What a message id led to once its run settled (the run itself is let go).
 
+    A tuple of plain values: the cyclic garbage collector stops tracking it, which matters with
+    one of these per message for the whole dedup window.
+    """
+
+    fingerprint: bytes
+    accepted_at: float
     task_id: str
-    scope: Scope
+    tenant: str
+    owner: str
     reply_message: a2a_pb2.Message | None
-    started: asyncio.Event = _ALREADY
-    settled: asyncio.Event = _ALREADY
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.tenant, self.owner)
+
+    @property
+    def started(self) -> asyncio.Event:
+        return _ALREADY
+
+    @property
+    def settled(self) -> asyncio.Event:
+        return _ALREADY
 
 
 @dataclass(slots=True)
 class _Delivery:
-    """What an accepted message id led to, kept for the dedup window."""
+    """What an accepted message id led to while its run is still going."""
 
     fingerprint: bytes
-    outcome: Outcome
     accepted_at: float
+    run: TaskRun
 
 
 def _budget(message: a2a_pb2.Message) -> Money | None:
@@ -139,7 +164,7 @@ class RequestHandler:
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         # Insertion-ordered, so the first entry is the oldest.
-        self._deliveries: dict[tuple[str, str, str], _Delivery] = {}
+        self._deliveries: dict[tuple[str, str, str], _Delivery | _Settled] = {}
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 
@@ -263,7 +288,7 @@ class RequestHandler:
                     FieldViolation("message.message_id", "already used for different content")
                 ],
             )
-        return delivery.outcome
+        return delivery.run if isinstance(delivery, _Delivery) else delivery
 
     def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
         """The verified signer's key id; "" for an unsigned message this agent accepts."""
@@ -344,7 +369,7 @@ class RequestHandler:
 
     def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
         now = time.monotonic()
-        self._deliveries[key] = _Delivery(_fingerprint(message), run, now)
+        self._deliveries[key] = _Delivery(_fingerprint(message), now, run)
         horizon = now - self.config.dedup_window
         while self._deliveries:
             oldest_key, oldest = next(iter(self._deliveries.items()))
@@ -357,8 +382,15 @@ class RequestHandler:
             del self._active[run.task_id]
         key = (run.scope.tenant, run.scope.owner, run.context.message.message_id)
         delivery = self._deliveries.get(key)
-        if delivery is not None and delivery.outcome is run:
-            delivery.outcome = _Settled(run.task_id, run.scope, run.reply_message)
+        if isinstance(delivery, _Delivery) and delivery.run is run:
+            self._deliveries[key] = _Settled(
+                delivery.fingerprint,
+                delivery.accepted_at,
+                run.task_id,
+                run.scope.tenant,
+                run.scope.owner,
+                run.reply_message,
+            )
         if run.reply_message is not None and self.push is not None:
             self.push.configs.drop_task(run.task_id)  # a direct reply made no task to watch
         if self.audit is not None:

@@ -233,12 +233,8 @@ def _streaming_rpc(
     return stream
 
 
-A2AServicer.SendStreamingMessage = _streaming_rpc(
-    "SendStreamingMessage", "send_streaming_message"
-)
-A2AServicer.SubscribeToTask = _streaming_rpc(
-    "SubscribeToTask", "subscribe_to_task"
-)
+A2AServicer.SendStreamingMessage = _streaming_rpc("SendStreamingMessage", "send_streaming_message")
+A2AServicer.SubscribeToTask = _streaming_rpc("SubscribeToTask", "subscribe_to_task")
 
 
 def _principal_or_none() -> str:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sortedcontainers import SortedList
 
@@ -72,10 +73,56 @@ def _new_index() -> SortedList:
     return SortedList()
 
 
+class _SmallIndex(list[_Key]):
+    """A sorted plain list with the few SortedList methods the store uses.
+
+    Most contexts hold a handful of tasks; one of these costs one object where a SortedList
+    costs five, which keeps cyclic garbage collection over a full store short. A context that
+    outgrows `_SMALL_INDEX_LIMIT` entries is moved to a SortedList.
+    """
+
+    __slots__ = ()
+
+    def add(self, key: _Key) -> None:
+        bisect.insort(self, key)
+
+    def remove(self, key: _Key) -> None:
+        position = bisect.bisect_left(self, key)
+        if position == len(self) or self[position] != key:
+            raise ValueError(f"{key!r} not in index")
+        del self[position]
+
+    def discard(self, key: _Key) -> None:
+        position = bisect.bisect_left(self, key)
+        if position < len(self) and self[position] == key:
+            del self[position]
+
+    def bisect_left(self, key: _Key) -> int:
+        return bisect.bisect_left(self, key)
+
+    def irange(
+        self,
+        minimum: _Key,
+        maximum: _Key | None = None,
+        inclusive: tuple[bool, bool] = (True, True),
+        reverse: bool = False,
+    ) -> Iterator[_Key]:
+        low = (bisect.bisect_left if inclusive[0] else bisect.bisect_right)(self, minimum)
+        if maximum is None:
+            high = len(self)
+        else:
+            high = (bisect.bisect_right if inclusive[1] else bisect.bisect_left)(self, maximum)
+        keys = self[low:high]
+        return reversed(keys) if reverse else iter(keys)
+
+
+_SMALL_INDEX_LIMIT = 1024
+
+
 @dataclass(slots=True)
 class _ScopeIndex:
     all: SortedList = field(default_factory=_new_index)
-    by_context: dict[str, SortedList] = field(default_factory=dict)
+    by_context: dict[str, SortedList | _SmallIndex] = field(default_factory=dict)
     by_state: dict[int, SortedList] = field(default_factory=dict)
 
 
@@ -105,6 +152,7 @@ class InMemoryTaskStore:
         # Terminal tasks in the order they settled (a dict keeps insertion order).
         self._terminal: dict[str, None] = {}
         self._reserved = 0  # room promised to tasks that will be created later
+        self._scopes: dict[Scope, Scope] = {}
 
     def reserve(self) -> None:
         """Promises room for one task that `adopt(..., reserved=True)` will store later.
@@ -155,7 +203,8 @@ class InMemoryTaskStore:
                     f"the server holds {self.max_tasks} unfinished tasks; retry later"
                 )
         now = self._stamp(task.status)
-        record = _Record(task, scope, now)
+        # One Scope object per tenant and owner, shared by their records (fewer objects to track).
+        record = _Record(task, self._scopes.setdefault(scope, scope), now)
         self._records[task.id] = record
         self._index_add(record)
         if task.status.state in TERMINAL_STATES:
@@ -302,10 +351,7 @@ class InMemoryTaskStore:
             index = self._indexes[record.scope] = _ScopeIndex()
         index.all.add(key)
         if task.context_id:
-            entries = index.by_context.get(task.context_id)
-            if entries is None:
-                entries = index.by_context[task.context_id] = _new_index()
-            entries.add(key)
+            self._context_add(index, task.context_id, key)
         state = task.status.state
         entries = index.by_state.get(state)
         if entries is None:
@@ -324,10 +370,7 @@ class InMemoryTaskStore:
             if old_context:
                 _discard(index.by_context, old_context, old_key)
             if task.context_id:
-                entries = index.by_context.get(task.context_id)
-                if entries is None:
-                    entries = index.by_context[task.context_id] = _new_index()
-                entries.add(key)
+                self._context_add(index, task.context_id, key)
         elif old_context:
             entries = index.by_context[old_context]
             entries.remove(old_key)
@@ -344,6 +387,15 @@ class InMemoryTaskStore:
             entries = index.by_state[state] = _new_index()
         entries.add(key)
 
+    @staticmethod
+    def _context_add(index: _ScopeIndex, context_id: str, key: _Key) -> None:
+        entries = index.by_context.get(context_id)
+        if entries is None:
+            entries = index.by_context[context_id] = _SmallIndex()
+        entries.add(key)
+        if type(entries) is _SmallIndex and len(entries) > _SMALL_INDEX_LIMIT:
+            index.by_context[context_id] = SortedList(entries)
+
     def _index_remove(self, record: _Record) -> None:
         task = record.task
         key = (record.updated_ns, task.id)
@@ -354,6 +406,7 @@ class InMemoryTaskStore:
         _discard(index.by_state, task.status.state, key)
         if not index.all:
             del self._indexes[record.scope]
+            self._scopes.pop(record.scope, None)
 
     def _mark_terminal(self, record: _Record) -> None:
         record.settled_at = self._monotonic()
@@ -375,7 +428,7 @@ class InMemoryTaskStore:
 
     def _choose_index(
         self, index: _ScopeIndex, query: TaskQuery
-    ) -> tuple[SortedList | None, Callable[[_Record], bool] | None]:
+    ) -> tuple[SortedList | _SmallIndex | None, Callable[[_Record], bool] | None]:
         if query.context_id:
             entries = index.by_context.get(query.context_id)
             if query.state:
@@ -387,7 +440,7 @@ class InMemoryTaskStore:
         return index.all, None
 
     @staticmethod
-    def _walk(entries: SortedList, floor: _Key, start: _Key | None) -> Iterator[_Key]:
+    def _walk(entries: SortedList | _SmallIndex, floor: _Key, start: _Key | None) -> Iterator[_Key]:
         """Keys newest first, at or above `floor`, strictly older than `start` when given."""
         if start is None:
             return iter(entries.irange(minimum=floor, reverse=True))
@@ -397,7 +450,7 @@ class InMemoryTaskStore:
 
     def _count(
         self,
-        entries: SortedList,
+        entries: SortedList | _SmallIndex,
         floor: _Key,
         predicate: Callable[[_Record], bool] | None,
     ) -> int:
@@ -422,7 +475,7 @@ class InMemoryTaskStore:
             raise InvalidPageTokenError(token) from exc
 
 
-def _discard(indexes: dict[_Name, SortedList], name: _Name, key: _Key) -> None:
+def _discard(indexes: dict[_Name, Any], name: _Name, key: _Key) -> None:
     entries = indexes.get(name)
     if entries is None:
         return
