@@ -62,6 +62,8 @@ class _Record:
     scope: Scope
     updated_ns: int
     settled_at: float = 0.0  # time.monotonic() when it became terminal
+    # (key, context id, state) as the ListTasks indexes hold it; None until first indexed.
+    indexed: tuple[tuple[int, str], str, int] | None = None
 
 
 # An index entry orders tasks by last status change; the id breaks ties.
@@ -117,6 +119,8 @@ class _SmallIndex(list[_Key]):
 
 
 _SMALL_INDEX_LIMIT = 1024
+_MAX_DIRTY = 256
+"""Status changes that may wait before the indexes catch up (bounds a ListTasks call's work)."""
 
 
 @dataclass(slots=True)
@@ -153,6 +157,7 @@ class InMemoryTaskStore:
         self._terminal: dict[str, None] = {}
         self._reserved = 0  # room promised to tasks that will be created later
         self._scopes: dict[Scope, Scope] = {}
+        self._dirty: dict[str, None] = {}  # tasks whose index entries are out of date
 
     def reserve(self) -> None:
         """Promises room for one task that `adopt(..., reserved=True)` will store later.
@@ -206,7 +211,7 @@ class InMemoryTaskStore:
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
         record = _Record(task, self._scopes.setdefault(scope, scope), now)
         self._records[task.id] = record
-        self._index_add(record)
+        self._mark_dirty(task.id)
         if task.status.state in TERMINAL_STATES:
             self._mark_terminal(record)
 
@@ -231,19 +236,12 @@ class InMemoryTaskStore:
         task = record.task
         if task.status.state in TERMINAL_STATES:
             raise ValueError(f"task {task_id!r} is terminal")
-        if not status_changed:
-            mutate(task)
-            return task
-        old_key, old_context, old_state = (
-            (record.updated_ns, task_id),
-            task.context_id,
-            task.status.state,
-        )
         mutate(task)
-        record.updated_ns = self._stamp(task.status)
-        self._reindex(record, old_key, old_context, old_state)
-        if task.status.state in TERMINAL_STATES:
-            self._mark_terminal(record)
+        if status_changed:
+            record.updated_ns = self._stamp(task.status)
+            self._mark_dirty(task_id)
+            if task.status.state in TERMINAL_STATES:
+                self._mark_terminal(record)
         return task
 
     def evict_expired(self) -> int:
@@ -296,6 +294,7 @@ class InMemoryTaskStore:
         """
         response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
         start = self._decode_token(query.page_token) if query.page_token else None
+        self._flush()
         index = self._indexes.get(scope)
         if index is None:
             return response
@@ -346,46 +345,33 @@ class InMemoryTaskStore:
     def _index_add(self, record: _Record) -> None:
         task = record.task
         key = (record.updated_ns, task.id)
+        context_id, state = task.context_id, task.status.state
         index = self._indexes.get(record.scope)
         if index is None:
             index = self._indexes[record.scope] = _ScopeIndex()
         index.all.add(key)
-        if task.context_id:
-            self._context_add(index, task.context_id, key)
-        state = task.status.state
+        if context_id:
+            self._context_add(index, context_id, key)
         entries = index.by_state.get(state)
         if entries is None:
             entries = index.by_state[state] = _new_index()
         entries.add(key)
+        record.indexed = (key, context_id, state)
 
-    def _reindex(self, record: _Record, old_key: _Key, old_context: str, old_state: int) -> None:
-        """Moves a task whose status changed; its context's and state's lists are kept, not
-        dropped and rebuilt, when they would only be emptied and refilled."""
-        task = record.task
-        key = (record.updated_ns, task.id)
-        index = self._indexes[record.scope]
-        index.all.remove(old_key)
-        index.all.add(key)
-        if task.context_id != old_context:
-            if old_context:
-                _discard(index.by_context, old_context, old_key)
-            if task.context_id:
-                self._context_add(index, task.context_id, key)
-        elif old_context:
-            entries = index.by_context[old_context]
-            entries.remove(old_key)
-            entries.add(key)
-        state = task.status.state
-        if state == old_state:
-            entries = index.by_state[state]
-            entries.remove(old_key)
-            entries.add(key)
-            return
-        _discard(index.by_state, old_state, old_key)
-        entries = index.by_state.get(state)
-        if entries is None:
-            entries = index.by_state[state] = _new_index()
-        entries.add(key)
+    # Status changes do not touch the indexes at once: the task is marked dirty, and dirty
+    # tasks are re-indexed together before a ListTasks page is read (or when too many wait).
+    # A task created and finished in between is indexed once instead of three times.
+    def _mark_dirty(self, task_id: str) -> None:
+        self._dirty[task_id] = None
+        if len(self._dirty) >= _MAX_DIRTY:
+            self._flush()
+
+    def _flush(self) -> None:
+        for task_id in self._dirty:
+            record = self._records[task_id]
+            self._index_remove(record)
+            self._index_add(record)
+        self._dirty.clear()
 
     @staticmethod
     def _context_add(index: _ScopeIndex, context_id: str, key: _Key) -> None:
@@ -397,13 +383,15 @@ class InMemoryTaskStore:
             index.by_context[context_id] = SortedList(entries)
 
     def _index_remove(self, record: _Record) -> None:
-        task = record.task
-        key = (record.updated_ns, task.id)
+        if record.indexed is None:
+            return
+        key, context_id, state = record.indexed
+        record.indexed = None
         index = self._indexes[record.scope]
         index.all.remove(key)
-        if task.context_id:
-            _discard(index.by_context, task.context_id, key)
-        _discard(index.by_state, task.status.state, key)
+        if context_id:
+            _discard(index.by_context, context_id, key)
+        _discard(index.by_state, state, key)
         if not index.all:
             del self._indexes[record.scope]
             self._scopes.pop(record.scope, None)
@@ -421,6 +409,7 @@ class InMemoryTaskStore:
 
     def _delete(self, task_id: str) -> None:
         record = self._records.pop(task_id)
+        self._dirty.pop(task_id, None)
         self._terminal.pop(task_id, None)
         self._index_remove(record)
         if self.on_evict is not None:

@@ -152,6 +152,7 @@ def test_a_page_reads_the_same_number_of_records_however_many_are_stored(stored:
     store = InMemoryTaskStore(max_tasks=stored + 1)
     for index in range(stored):
         store.create(task(f"t{index}", context=f"c{index % 10}"), SCOPE)
+    store.list(SCOPE, TaskQuery(page_size=1))  # lets the indexes catch up with recent changes
     store._records = CountingDict(store._records)
     queries = [
         TaskQuery(page_size=20),
@@ -184,3 +185,19 @@ def test_reserved_room_is_kept_for_the_task_that_claimed_it() -> None:
     store.release()
     store.create(task("d"), SCOPE)
     assert len(store) == 2
+
+
+def test_index_catch_up_is_bounded() -> None:
+    """Status changes reach the indexes lazily; a page never pays for more than a bounded few."""
+    from a2a_grpc.server.store import _MAX_DIRTY
+
+    store = InMemoryTaskStore()
+    for index in range(5000):
+        store.create(task(f"t{index}"), SCOPE)
+        finish(store, f"t{index}")
+    store._records = CountingDict(store._records)
+    CountingDict.reads = 0
+    page = store.list(SCOPE, TaskQuery(page_size=20))
+    assert [t.id for t in page.tasks[:2]] == ["t4999", "t4998"]  # newest changes first
+    assert page.total_size == 5000
+    assert CountingDict.reads <= _MAX_DIRTY + 21

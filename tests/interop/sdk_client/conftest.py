@@ -55,6 +55,11 @@ def secure_port() -> Iterator[int]:
     yield from _launch("--secure")
 
 
+@pytest.fixture(scope="module")
+def unconfigured_port() -> Iterator[int]:
+    yield from _launch("--unconfigured")
+
+
 def card_for(port: int, *, streaming: bool = True, extended: bool = False) -> sdk.AgentCard:
     return sdk.AgentCard(
         name="a2a-grpc under test",

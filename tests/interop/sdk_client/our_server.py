@@ -1,7 +1,8 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict | --secure]. Prints `PORT <n>` once serving and stops on
-SIGTERM. `--strict` serves a card that accepts only text/plain and requires the extension
+Usage: python our_server.py [--strict | --secure | --unconfigured]. Prints `PORT <n>` once
+serving and stops on SIGTERM. `--unconfigured` offers an extended card without having one (bearer token
+`sdk-token`). `--strict` serves a card that accepts only text/plain and requires the extension
 urn:x-required, without push notifications. `--secure` requires the bearer token `sdk-token`,
 offers an extended card, lets webhooks target loopback, and turns on this project's own features
 (signed messages offered but optional, the budget extension, the audit trail, tracing context).
@@ -35,6 +36,10 @@ async def main(mode: str) -> None:
         card.default_input_modes.append("text/plain")
         card.capabilities.extensions.add(uri=REQUIRED_EXTENSION, required=True)
         card.capabilities.push_notifications = False
+    elif mode == "--unconfigured":
+        card = demo_card("127.0.0.1:0")
+        card.capabilities.extended_agent_card = True  # offered, but no extended card given
+        tokens = {"sdk-token": "sdk-user"}
     elif mode == "--secure":
         card = demo_card("127.0.0.1:0")
         card.capabilities.extended_agent_card = True

@@ -74,6 +74,17 @@ async def test_extended_card_for_an_authenticated_sdk_client(secure_port: int) -
         await client.close()
 
 
+async def test_extended_card_offered_but_not_configured(unconfigured_port: int) -> None:
+    client = await make_client(unconfigured_port, streaming=False, extended=True)
+    try:
+        with pytest.raises(errors.ExtendedAgentCardNotConfiguredError):
+            await client.get_extended_agent_card(
+                sdk.GetExtendedAgentCardRequest(), context=AUTH
+            )
+    finally:
+        await client.close()
+
+
 async def test_missing_credentials_are_unauthenticated(secure_port: int) -> None:
     client = await make_client(secure_port, streaming=False)
     try:
