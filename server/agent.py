@@ -47,7 +47,7 @@ class BudgetExceededError(Exception):
     """Raised by `quote` / `charge` once the task has ended over budget; let it propagate."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestContext:
     """What the agent gets to know about one accepted message."""
 
