@@ -304,6 +304,22 @@ def list_latency(settings: Settings) -> dict[int, dict[str, float]]:
     return figures
 
 
+def audit_cost(load: LoadGenerator, settings: Settings, scratch: Path) -> dict[str, float]:
+    """SendMessage at c=32 on our server with the audit trail off and on, alternating rounds."""
+    kinds = {
+        "off": ["tests.load.servers", "ours"],
+        "on": ["tests.load.servers", "ours", "--audit-log", str(scratch / "audit.jsonl")],
+    }
+    rps: dict[str, list[float]] = {"off": [], "on": []}
+    with servers(kinds) as started:
+        for server in started.values():
+            load.run(server.target, "send", 32, settings.warmup)
+        for _ in range(settings.rounds):
+            for name, server in started.items():
+                rps[name].append(load.run(server.target, "send", 32, settings.duration)["rps"])
+    return {name: statistics.median(values) for name, values in rps.items()}
+
+
 def memory(settings: Settings) -> dict[str, float]:
     command = [PYTHON, "-m", "tests.load.store_memory", str(settings.memory_tasks), "--json"]
     return run_json(command, timeout=900)
@@ -414,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             targets = {name: server.target for name, server in started_servers.items()}
             cells = throughput(load, settings, targets)
             ttfe = first_event(settings, targets)
+        audit_figures = audit_cost(load, settings, Path(scratch))
     fanout_figures = fanout(settings)
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
@@ -447,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"| {list_figures[small]['p50_ms']:.3f} |",
         f"| ListTasks first page (50 tasks) p50 ms at {large} tasks "
         f"| {list_figures[large]['p50_ms']:.3f} |",
+        f"| SendMessage c=32 req/s, audit trail off / on "
+        f"| {audit_figures['off']:.0f} / {audit_figures['on']:.0f} |",
         f"| KiB per stored small task at {settings.memory_tasks} tasks, store "
         f"| {memory_figures['store_kib']:.2f} |",
         f"| KiB per small task at {settings.memory_tasks} tasks, through the server "

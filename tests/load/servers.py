@@ -1,6 +1,6 @@
 """The benchmark's own servers, each run in a child process: ours, and the bare gRPC limit.
 
-    .venv/bin/python -m tests.load.servers ours  [--agent demo|burst] [--preload N]
+    .venv/bin/python -m tests.load.servers ours  [--agent demo|burst] [--preload N] [--audit-log F]
     .venv/bin/python -m tests.load.servers limit
 
 Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
@@ -111,9 +111,14 @@ def preload(store: Any, count: int) -> None:
         store.create(template, scope)
 
 
-async def serve_ours(agent_name: str, preload_count: int) -> None:
+async def serve_ours(agent_name: str, preload_count: int, audit_log: str | None = None) -> None:
     agent = BurstAgent() if agent_name == "burst" else DemoAgent()
-    config = ServerConfig(port=0, shutdown_grace=0.5, max_tasks=max(100_000, preload_count + 1))
+    config = ServerConfig(
+        port=0,
+        shutdown_grace=0.5,
+        max_tasks=max(100_000, preload_count + 1),
+        audit_log=audit_log,
+    )
     running = await start_server(config, agent)
     preload(running.handler.store, preload_count)
     await _until_signalled(running.port)
@@ -143,9 +148,10 @@ def main() -> None:
     parser.add_argument("kind", choices=("ours", "limit"))
     parser.add_argument("--agent", choices=("demo", "burst"), default="demo")
     parser.add_argument("--preload", type=int, default=0)
+    parser.add_argument("--audit-log", help="ours: write the audit trail to this file")
     args = parser.parse_args()
     if args.kind == "ours":
-        asyncio.run(serve_ours(args.agent, args.preload))
+        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log))
     else:
         asyncio.run(serve_limit())
 
