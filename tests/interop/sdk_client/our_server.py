@@ -1,11 +1,13 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
 Usage: python our_server.py [--strict | --secure | --unconfigured]. Prints `PORT <n>` once
-serving and stops on SIGTERM. `--unconfigured` offers an extended card without having one (bearer token
-`sdk-token`). `--strict` serves a card that accepts only text/plain and requires the extension
-urn:x-required, without push notifications. `--secure` requires the bearer token `sdk-token`,
-offers an extended card, lets webhooks target loopback, and turns on this project's own features
-(signed messages offered but optional, the budget extension, the audit trail, tracing context).
+serving and stops on SIGTERM.
+- `--strict`: a card that accepts only text/plain, requires the extension urn:x-required and
+  offers no push notifications.
+- `--secure`: requires the bearer token `sdk-token`, offers an extended card, lets webhooks
+  target loopback, and turns on this project's own features (signed messages offered but
+  optional, the budget extension, the audit trail, tracing context).
+- `--unconfigured`: offers an extended card without having one (bearer token `sdk-token`).
 """
 
 from __future__ import annotations
