@@ -78,9 +78,7 @@ async def test_extended_card_offered_but_not_configured(unconfigured_port: int) 
     client = await make_client(unconfigured_port, streaming=False, extended=True)
     try:
         with pytest.raises(errors.ExtendedAgentCardNotConfiguredError):
-            await client.get_extended_agent_card(
-                sdk.GetExtendedAgentCardRequest(), context=AUTH
-            )
+            await client.get_extended_agent_card(sdk.GetExtendedAgentCardRequest(), context=AUTH)
     finally:
         await client.close()
 
