@@ -18,24 +18,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from tests.interop.sdk_server.peer_server import EchoExecutor
-
-
-def card(port: int) -> a2a_pb2.AgentCard:
-    return a2a_pb2.AgentCard(
-        name="sdk-echo",
-        description="The official SDK's gRPC server with an echo agent",
-        version="1.0.0",
-        supported_interfaces=[
-            a2a_pb2.AgentInterface(
-                url=f"127.0.0.1:{port}", protocol_binding="GRPC", protocol_version="1.0"
-            )
-        ],
-        capabilities=a2a_pb2.AgentCapabilities(streaming=True, push_notifications=False),
-        default_input_modes=["text/plain"],
-        default_output_modes=["text/plain"],
-        skills=[a2a_pb2.AgentSkill(id="echo", name="Echo", description="echoes", tags=["echo"])],
-    )
+from tests.interop.sdk_server.peer_server import EchoExecutor, card
 
 
 async def serve() -> None:

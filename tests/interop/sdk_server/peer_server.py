@@ -87,10 +87,9 @@ class EchoExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-async def serve() -> None:
-    server = grpc.aio.server()
-    port = server.add_insecure_port("127.0.0.1:0")
-    card = a2a_pb2.AgentCard(
+def card(port: int) -> a2a_pb2.AgentCard:
+    """The echo agent's card, for the gRPC interface on 127.0.0.1:`port`."""
+    return a2a_pb2.AgentCard(
         name="sdk-echo",
         description="The official SDK's gRPC server with an echo agent",
         version="1.0.0",
@@ -104,8 +103,13 @@ async def serve() -> None:
         default_output_modes=["text/plain"],
         skills=[a2a_pb2.AgentSkill(id="echo", name="Echo", description="echoes", tags=["echo"])],
     )
+
+
+async def serve() -> None:
+    server = grpc.aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card(port)
     )
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
     await server.start()
