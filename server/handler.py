@@ -119,6 +119,8 @@ class _Delivery:
 
 
 def _budget(message: a2a_pb2.Message) -> Money | None:
+    if not message.HasField("metadata"):
+        return None
     try:
         return requested_budget(message)
     except BudgetFormatError as exc:
@@ -161,6 +163,8 @@ class RequestHandler:
         self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
         self.audit: AuditLog | None = None
         self._traced = tracing_configured()  # give each agent run a span of its own
+        self._input_modes = validation.accepted_input_modes(card)
+        self._required_extensions = validation.required_extensions(card)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         # Insertion-ordered, so the first entry is the oldest.
@@ -223,10 +227,8 @@ class RequestHandler:
         """
         message = request.message
         scope = Scope(request.tenant, call.principal)
-        validation.check_content(
-            message, self.card.default_input_modes, self.config.max_inline_bytes
-        )
-        validation.check_extensions(self.card, call.extensions)
+        validation.check_content(message, self._input_modes, self.config.max_inline_bytes)
+        validation.check_extensions(self._required_extensions, call.extensions)
         signed_by = self._check_signature(message, request.tenant)
         budget = _budget(message)
         existing = self._existing_task(message, scope)

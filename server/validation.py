@@ -76,10 +76,21 @@ def _matches(media_type: str, accepted: Iterable[str]) -> bool:
     return False
 
 
+def accepted_input_modes(card: a2a_pb2.AgentCard) -> tuple[str, ...]:
+    """The card's input modes to check parts against; empty when it accepts anything (`*/*`)."""
+    modes = tuple(card.default_input_modes)
+    return () if any(mode.strip() in ("*", "*/*") for mode in modes) else modes
+
+
+def required_extensions(card: a2a_pb2.AgentCard) -> tuple[str, ...]:
+    """The extension URIs the card marks required."""
+    return tuple(ext.uri for ext in card.capabilities.extensions if ext.required)
+
+
 def check_content(
     message: a2a_pb2.Message, input_modes: Sequence[str], max_inline_bytes: int
 ) -> None:
-    """Part media types against the card's input modes, then the inline `raw` size cap."""
+    """Part media types against `accepted_input_modes` (empty: any), then the inline size cap."""
     if input_modes:
         for index, part in enumerate(message.parts):
             kind = part.WhichOneof("content") or ""
@@ -104,11 +115,9 @@ def check_content(
             )
 
 
-def check_extensions(card: a2a_pb2.AgentCard, requested: Sequence[str]) -> None:
-    """Every extension the card marks required must be among those the caller activated."""
-    missing = [
-        ext.uri for ext in card.capabilities.extensions if ext.required and ext.uri not in requested
-    ]
+def check_extensions(required: Sequence[str], requested: Sequence[str]) -> None:
+    """Every extension in `required_extensions` must be among those the caller activated."""
+    missing = [uri for uri in required if uri not in requested]
     if missing:
         raise ExtensionSupportRequiredError(
             f"this agent requires the extension(s) {', '.join(missing)}: list them in the "
