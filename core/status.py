@@ -18,9 +18,21 @@ from a2a_grpc.core.errors import ERROR_BY_KEY, RETRYABLE_KEY, FieldViolation, St
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
+MAX_MESSAGE_CHARS = 1024
+MAX_DETAIL_CHARS = 256
+"""Caps on what an error echoes back (e.g. an id the caller sent): trailers are limited to 16 KiB
+by gRPC, and a status that does not fit would reach the caller as RESOURCE_EXHAUSTED instead."""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
     """The gRPC code, message and trailing metadata that carry `error` to a peer."""
-    metadata = {**error.metadata, RETRYABLE_KEY: "true" if error.retryable else "false"}
+    message = _clip(error.message, MAX_MESSAGE_CHARS)
+    metadata = {key: _clip(value, MAX_DETAIL_CHARS) for key, value in error.metadata.items()}
+    metadata[RETRYABLE_KEY] = "true" if error.retryable else "false"
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=error.domain, metadata=metadata)
     details = [_pack(info)]
     if error.retry_delay is not None:
@@ -31,14 +43,15 @@ def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, b
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(
-                    field=violation.field, description=violation.description
+                    field=_clip(violation.field, MAX_DETAIL_CHARS),
+                    description=_clip(violation.description, MAX_DETAIL_CHARS),
                 )
                 for violation in error.field_violations
             ]
         )
         details.append(_pack(bad_request))
-    status = status_pb2.Status(code=error.code.value[0], message=error.message, details=details)
-    return error.code, error.message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+    status = status_pb2.Status(code=error.code.value[0], message=message, details=details)
+    return error.code, message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
 def decode(

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.signing import sign_card
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
@@ -23,7 +23,7 @@ from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.push import WebhookDispatcher
-from a2a_grpc.server.servicer import A2AServicer
+from a2a_grpc.server.servicer import A2AServicer, add_to_server
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +133,7 @@ async def start_server(
     )
     if config.audit_log:
         handler.audit = AuditLog(config.audit_log)
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(
-        A2AServicer(handler, strict_version=config.strict_version), server
-    )
+    add_to_server(A2AServicer(handler, strict_version=config.strict_version), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(

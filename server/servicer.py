@@ -14,12 +14,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
 from opentelemetry.trace import Span
 
 from a2a_grpc.core import metadata as service_params
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import (
     InternalError,
+    InvalidRequestError,
     ResourceExhaustedError,
     StatusError,
     UnauthenticatedError,
@@ -132,6 +136,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         with self.tracing.span(rpc, params.trace_headers) as span:
             try:
                 call = await self._call_context(context, params)
+                _check_parsed(request)
                 result = await method(request, call)
             except Exception as exc:
                 await self._abort(context, exc, span, rpc, request)
@@ -217,6 +222,7 @@ def _streaming_rpc(
             first: a2a_pb2.StreamResponse | None = None
             try:
                 call = await self._call_context(context, params)
+                _check_parsed(request)
                 async for event in getattr(self.handler, handler_method)(request, call):
                     if first is None:
                         first = event
@@ -235,6 +241,59 @@ def _streaming_rpc(
 
 A2AServicer.SendStreamingMessage = _streaming_rpc("SendStreamingMessage", "send_streaming_message")
 A2AServicer.SubscribeToTask = _streaming_rpc("SubscribeToTask", "subscribe_to_task")
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedRequest:
+    """What a request that is not valid protobuf for its RPC deserializes to.
+
+    grpc would answer such bytes with UNKNOWN and the parser's exception text; the wrappers turn
+    this into INVALID_ARGUMENT / INVALID_REQUEST with a message that says what was expected.
+    """
+
+    expected: str
+    problem: str
+
+
+def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError as exc:
+            return MalformedRequest(message_class.DESCRIPTOR.full_name, str(exc))
+
+    return parse
+
+
+def add_to_server(servicer: A2AServicer, server: Any) -> None:
+    """Registers the servicer like the generated `add_A2AServiceServicer_to_server`, with request
+    parsers that hand malformed bytes to the servicer instead of failing inside grpc."""
+    service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    handlers = {}
+    for method in service.methods:
+        request_class = message_factory.GetMessageClass(method.input_type)
+        response_class = message_factory.GetMessageClass(method.output_type)
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            getattr(servicer, method.name),
+            request_deserializer=_lenient_parser(request_class),
+            response_serializer=response_class.SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
+def _check_parsed(request: Any) -> None:
+    if type(request) is MalformedRequest:
+        raise InvalidRequestError(
+            f"the request is not a valid {request.expected} ({request.problem}): send a "
+            "protobuf-encoded message of that type"
+        )
 
 
 def _principal_or_none() -> str:

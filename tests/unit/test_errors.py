@@ -88,3 +88,16 @@ def test_retry_info_and_retryable_claims_round_trip() -> None:
     assert "retryable" not in decoded.metadata
     claimed = status.decode(*status.encode(errors.ResourceExhaustedError("no", retryable=False)))
     assert claimed is not None and claimed.retryable is False and claimed.retry_delay is None
+
+
+def test_echoed_text_is_clipped_to_fit_the_trailers() -> None:
+    error = errors.TaskNotFoundError(
+        "task " + "x" * 20_000 + " not found",
+        metadata={"taskId": "x" * 20_000},
+        field_violations=[errors.FieldViolation("id", "y" * 5000)],
+    )
+    code, message, trailers = status.encode(error)
+    assert len(message) == status.MAX_MESSAGE_CHARS and message.endswith("…")
+    assert sum(len(value) for _, value in trailers) < 4096
+    decoded = status.decode(code, message, trailers)
+    assert decoded is not None and len(decoded.metadata["taskId"]) == status.MAX_DETAIL_CHARS
