@@ -25,9 +25,5 @@ SETTLED_STATES: frozenset[int] = TERMINAL_STATES | INTERRUPTED_STATES
 """Terminal or interrupted: where a blocking SendMessage returns and a stream closes."""
 
 
-def is_terminal(state: int) -> bool:
-    return state in TERMINAL_STATES
-
-
 def is_settled(state: int) -> bool:
     return state in SETTLED_STATES

@@ -364,7 +364,7 @@ class RequestHandler:
         stored.task_id = task.id
         stored.context_id = task.context_id
 
-        self.store.update(task.id, lambda t: t.history.append(stored), status_changed=False)
+        self.store.apply(task.id, lambda t: t.history.append(stored), status_changed=False)
         record_status(
             self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED
         )
