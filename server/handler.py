@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -167,8 +168,9 @@ class RequestHandler:
         self._required_extensions = validation.required_extensions(card)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
-        # Insertion-ordered, so the first entry is the oldest.
-        self._deliveries: dict[tuple[str, str, str], _Delivery | _Settled] = {}
+        # Oldest first. An OrderedDict because entries leave from the front (see the store's
+        # `_terminal`: a plain dict's first key gets slower with every entry deleted before it).
+        self._deliveries: OrderedDict[tuple[str, str, str], _Delivery | _Settled] = OrderedDict()
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 

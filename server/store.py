@@ -17,6 +17,7 @@ import base64
 import binascii
 import bisect
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -153,8 +154,10 @@ class InMemoryTaskStore:
         self._last_ns = 0
         self._records: dict[str, _Record] = {}
         self._indexes: dict[Scope, _ScopeIndex] = {}
-        # Terminal tasks in the order they settled (a dict keeps insertion order).
-        self._terminal: dict[str, None] = {}
+        # Terminal tasks in the order they settled. An OrderedDict, not a dict: tasks leave from
+        # the front, and a plain dict must skip every slot freed at its front to find its first
+        # key (up to ~100k skipped per eviction with a full store, measured).
+        self._terminal: OrderedDict[str, None] = OrderedDict()
         self._reserved = 0  # room promised to tasks that will be created later
         self._scopes: dict[Scope, Scope] = {}
         self._dirty: dict[str, None] = {}  # tasks whose index entries are out of date
