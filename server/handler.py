@@ -182,9 +182,8 @@ class RequestHandler:
         run = self._repeat_of(request, call) or self._accept(request, call, subscribe=False)[0]
         configuration = request.configuration
         history = configuration.history_length if configuration.HasField("history_length") else None
-        await run.started.wait()
-        if run.reply_message is None and not configuration.return_immediately:
-            await run.settled.wait()
+        # `settled` implies `started`: a blocking call waits on it alone.
+        await (run.started if configuration.return_immediately else run.settled).wait()
         if run.reply_message is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply_message)
         response = a2a_pb2.SendMessageResponse()

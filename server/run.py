@@ -55,16 +55,7 @@ def record_status(
     and no event is built (the common case of a blocking SendMessage). `event_metadata` goes
     into the status update event (not the task).
     """
-
-    def mutate(task: a2a_pb2.Task) -> None:
-        task.status.state = state  # type: ignore[assignment]
-        if message is None:
-            task.status.ClearField("message")
-        else:
-            task.status.message.CopyFrom(message)
-            task.history.append(message)
-
-    task = store.apply(task_id, mutate, status_changed=True)
+    task = store.set_status(task_id, state, message)
     if broker.has_subscribers(task_id):
         event = a2a_pb2.StreamResponse()
         update = event.status_update
@@ -111,12 +102,13 @@ class TaskRun:
         self._on_settled = on_settled
         self._traced = traced
         self._runner: asyncio.Task[None] | None = None
+        self._open = True  # until settled (a plain flag: it is read on every event)
         if self._task_exists:
             self.started.set()
 
     @property
     def is_settled(self) -> bool:
-        return self.settled.is_set()
+        return not self._open
 
     @property
     def cost(self) -> Money | None:
@@ -178,13 +170,16 @@ class TaskRun:
     async def update_status(self, state: int, message: MessageLike = None) -> None:
         if state == a2a_pb2.TASK_STATE_UNSPECIFIED or state not in _KNOWN_STATES:
             raise AgentContractError(f"not a task state: {state}")
-        self._check_open()
-        self._ensure_task()
+        if not self._open:
+            self._refuse_closed()
+        if not self._task_exists:
+            self._create_task()
         status_message = None if message is None else self._agent_message(message)
         self._record(state, status_message)
         if state in SETTLED_STATES:
             self._mark_settled()
-        await self._let_readers_run()
+        if self.broker.has_subscribers(self.task_id):
+            await asyncio.sleep(0)  # the readers' turn, see below
 
     def _record(self, state: int, message: a2a_pb2.Message | None) -> None:
         self.last_state = state
@@ -294,27 +289,36 @@ class TaskRun:
     ) -> str:
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
-        self._check_open()
-        self._ensure_task()
-        artifact = a2a_pb2.Artifact(
-            artifact_id=artifact_id or new_id(), name=name, description=description
-        )
-        artifact.parts.extend(parts)
-        if metadata:
-            artifact.metadata.update(metadata)
+        if not self._open:
+            self._refuse_closed()
+        if not self._task_exists:
+            self._create_task()
+        fresh = artifact_id is None
+        if artifact_id is None:
+            artifact_id = new_id()
 
         def mutate(task: a2a_pb2.Task) -> None:
-            existing = next(
-                (a for a in task.artifacts if a.artifact_id == artifact.artifact_id), None
-            )
+            existing = None if fresh else _find_artifact(task, artifact_id)
             if existing is None:
-                task.artifacts.append(artifact)
+                # A new artifact is built in place in the stored task: no copy in.
+                stored = task.artifacts.add(
+                    artifact_id=artifact_id, name=name, description=description
+                )
+                stored.parts.extend(parts)
+                if metadata:
+                    stored.metadata.update(metadata)
             elif append:
-                existing.parts.extend(artifact.parts)
+                existing.parts.extend(parts)
                 if metadata:
                     existing.metadata.update(metadata)
             else:
-                existing.CopyFrom(artifact)
+                existing.Clear()
+                existing.artifact_id = artifact_id
+                existing.name = name
+                existing.description = description
+                existing.parts.extend(parts)
+                if metadata:
+                    existing.metadata.update(metadata)
 
         self.store.apply(self.task_id, mutate, status_changed=False)
         if self.broker.has_subscribers(self.task_id):
@@ -322,12 +326,18 @@ class TaskRun:
             update = event.artifact_update
             update.task_id = self.task_id
             update.context_id = self.context_id
-            update.artifact.CopyFrom(artifact)
+            chunk = update.artifact
+            chunk.artifact_id = artifact_id
+            chunk.name = name
+            chunk.description = description
+            chunk.parts.extend(parts)
+            if metadata:
+                chunk.metadata.update(metadata)
             update.append = append
             update.last_chunk = last_chunk
             self.broker.publish(self.task_id, event)
-        await self._let_readers_run()
-        return artifact.artifact_id
+            await asyncio.sleep(0)  # the readers' turn, see below
+        return artifact_id
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:
         self._check_open()
@@ -339,29 +349,33 @@ class TaskRun:
         self.reply_message = reply
         self.store.release()  # the room reserved for this run's task will not be used
         self.started.set()
-        self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
+        if self.broker.has_subscribers(self.task_id):
+            self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
         self._mark_settled()
 
     # -- internals ------------------------------------------------------------------------
 
-    async def _let_readers_run(self) -> None:
-        # An agent that emits in a tight loop would otherwise fill every reader's queue before
-        # any of them is scheduled. Yielding once per event costs nothing without readers.
-        if self.broker.has_subscribers(self.task_id):
-            await asyncio.sleep(0)
+    # The readers' turn: after an event that has readers, the event methods yield once (sleep
+    # 0). An agent that emits in a tight loop would otherwise fill every reader's queue before any
+    # of them is scheduled. Without readers nothing yields (the blocking SendMessage case).
 
     def _agent_message(self, message: a2a_pb2.Message | str) -> a2a_pb2.Message:
         return agent_message(message, context_id=self.context_id, task_id=self.task_id)
 
     def _check_open(self) -> None:
-        if self.is_settled:
-            raise AgentContractError(
-                f"task {self.task_id} has settled; this run can report nothing more"
-            )
+        if not self._open:
+            self._refuse_closed()
+
+    def _refuse_closed(self) -> None:
+        raise AgentContractError(
+            f"task {self.task_id} has settled; this run can report nothing more"
+        )
 
     def _ensure_task(self) -> None:
-        if self._task_exists:
-            return
+        if not self._task_exists:
+            self._create_task()
+
+    def _create_task(self) -> None:
         task = a2a_pb2.Task(id=self.task_id, context_id=self.context_id)
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         user_message = task.history.add()
@@ -387,8 +401,16 @@ class TaskRun:
         self._mark_settled()
 
     def _mark_settled(self) -> None:
-        if self.settled.is_set():
+        if not self._open:
             return
+        self._open = False
         self.started.set()
         self.settled.set()
         self._on_settled(self)
+
+
+def _find_artifact(task: a2a_pb2.Task, artifact_id: str) -> a2a_pb2.Artifact | None:
+    for artifact in task.artifacts:
+        if artifact.artifact_id == artifact_id:
+            return artifact
+    return None

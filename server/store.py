@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from sortedcontainers import SortedList
 
@@ -36,9 +36,12 @@ class InvalidPageTokenError(ValueError):
     """A page token that this store did not issue."""
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Who may see a task: the request's tenant and the authenticated caller."""
+class Scope(NamedTuple):
+    """Who may see a task: the request's tenant and the authenticated caller.
+
+    A NamedTuple rather than a dataclass: it is made and hashed on every request, and a tuple's
+    hash and equality are C code.
+    """
 
     tenant: str
     owner: str
@@ -72,8 +75,19 @@ _Key = tuple[int, str]
 _Name = TypeVar("_Name", str, int)
 
 
+class _LargeIndex(SortedList):  # type: ignore[misc]
+    """A SortedList with shorter sublists than the library's default of 1000.
+
+    The oldest entry leaves on every eviction of a full store, and deleting from a sublist moves
+    every entry after it: with 1000-entry sublists that was ~4% of a blocking SendMessage's
+    instructions (measured with callgrind). Lookups are still O(log n).
+    """
+
+    DEFAULT_LOAD_FACTOR = 128
+
+
 def _new_index() -> SortedList:
-    return SortedList()
+    return _LargeIndex()
 
 
 class _SmallIndex(list[_Key]):
@@ -247,6 +261,30 @@ class InMemoryTaskStore:
                 self._mark_terminal(record)
         return task
 
+    def set_status(
+        self, task_id: str, state: int, message: a2a_pb2.Message | None = None
+    ) -> a2a_pb2.Task:
+        """A status change: `state`, and `message` as the status message (also appended to the
+        history; None clears it). Stamped like `apply(..., status_changed=True)`, and like `apply`
+        it returns the stored task itself, to read and let go.
+        """
+        record = self._records[task_id]
+        task = record.task
+        status = task.status
+        if status.state in TERMINAL_STATES:
+            raise ValueError(f"task {task_id!r} is terminal")
+        status.state = state  # type: ignore[assignment]
+        if message is not None:
+            status.message.CopyFrom(message)
+            task.history.append(message)
+        elif status.HasField("message"):
+            status.ClearField("message")
+        record.updated_ns = self._stamp(status)
+        self._mark_dirty(task_id)
+        if state in TERMINAL_STATES:
+            self._mark_terminal(record)
+        return task
+
     def evict_expired(self) -> int:
         """Drops terminal tasks older than the TTL; returns how many went."""
         deadline = self._monotonic() - self.terminal_ttl
@@ -383,7 +421,7 @@ class InMemoryTaskStore:
             entries = index.by_context[context_id] = _SmallIndex()
         entries.add(key)
         if type(entries) is _SmallIndex and len(entries) > _SMALL_INDEX_LIMIT:
-            index.by_context[context_id] = SortedList(entries)
+            index.by_context[context_id] = _LargeIndex(entries)
 
     def _index_remove(self, record: _Record) -> None:
         if record.indexed is None:

@@ -201,3 +201,35 @@ def test_index_catch_up_is_bounded() -> None:
     assert [t.id for t in page.tasks[:2]] == ["t4999", "t4998"]  # newest changes first
     assert page.total_size == 5000
     assert CountingDict.reads <= _MAX_DIRTY + 21
+
+
+def test_set_status_stamps_keeps_the_message_in_history_and_freezes_terminal_tasks() -> None:
+    ticks = iter(range(5_000_000_000, 5_000_000_100))
+    store = InMemoryTaskStore(clock_ns=lambda: next(ticks))
+    store.create(task("t1"), SCOPE)
+    note = a2a_pb2.Message(message_id="m1", role=a2a_pb2.ROLE_AGENT)
+    note.parts.add(text="need input")
+    store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, note)
+    got = store.get("t1", SCOPE)
+    assert got is not None
+    assert got.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert got.status.message == note and list(got.history) == [note]
+    assert (got.status.timestamp.seconds, got.status.timestamp.nanos) == (5, 1)
+    store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)  # no message: the old one is cleared
+    got = store.get("t1", SCOPE)
+    assert got is not None and not got.status.HasField("message") and len(got.history) == 1
+    assert store.list(SCOPE, TaskQuery(page_size=5)).tasks[0].status.state == (
+        a2a_pb2.TASK_STATE_COMPLETED
+    )
+    with pytest.raises(ValueError, match="terminal"):
+        store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+
+
+def test_eviction_keeps_oldest_first_order_across_many_turns() -> None:
+    # The queues of finished tasks drain from the front; order must hold after many turns.
+    store = InMemoryTaskStore(max_tasks=50)
+    for number in range(500):
+        store.create(task(f"t{number}"), SCOPE)
+        finish(store, f"t{number}")
+    kept = sorted(int(t.id[1:]) for t in store.list(SCOPE, TaskQuery(page_size=100)).tasks)
+    assert kept == list(range(450, 500))
