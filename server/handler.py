@@ -8,7 +8,6 @@ always find the first.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -90,7 +89,7 @@ class _Settled(NamedTuple):
     one of these per message for the whole dedup window.
     """
 
-    fingerprint: bytes
+    fingerprint: int
     accepted_at: float
     task_id: str
     tenant: str
@@ -114,7 +113,7 @@ class _Settled(NamedTuple):
 class _Delivery:
     """What an accepted message id led to while its run is still going."""
 
-    fingerprint: bytes
+    fingerprint: int
     accepted_at: float
     run: TaskRun
 
@@ -131,8 +130,14 @@ def _budget(message: a2a_pb2.Message) -> Money | None:
         ) from None
 
 
-def _fingerprint(message: a2a_pb2.Message) -> bytes:
-    return hashlib.blake2b(message.SerializeToString(deterministic=True), digest_size=16).digest()
+def _fingerprint(message: a2a_pb2.Message) -> int:
+    """What tells a repeat from new content under a reused message id.
+
+    Python's keyed 64-bit SipHash of the deterministic encoding: the dedup window lives in this
+    process only, so the per-process key is no drawback, and a collision would need the same
+    sender to reuse one message id within the window (then odds of 2**-64).
+    """
+    return hash(message.SerializeToString(deterministic=True))
 
 
 class RequestHandler:
@@ -178,9 +183,12 @@ class RequestHandler:
         self, request: a2a_pb2.SendMessageRequest, call: CallContext
     ) -> a2a_pb2.SendMessageResponse:
         validation.check_send_required(request)
-        await self._check_inline_webhook(request)
-        run = self._repeat_of(request, call) or self._accept(request, call, subscribe=False)[0]
         configuration = request.configuration
+        if configuration.HasField("task_push_notification_config"):
+            await self._check_inline_webhook(configuration.task_push_notification_config)
+        message = request.message
+        key = (request.tenant, call.principal, message.message_id)
+        run = self._repeat_of(key, message) or self._accept(request, key, call, subscribe=False)[0]
         history = configuration.history_length if configuration.HasField("history_length") else None
         # `settled` implies `started`: a blocking call waits on it alone.
         await (run.started if configuration.return_immediately else run.settled).wait()
@@ -196,8 +204,12 @@ class RequestHandler:
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         self._require_streaming()
         validation.check_send_required(request)
-        await self._check_inline_webhook(request)
-        repeat = self._repeat_of(request, call)
+        configuration = request.configuration
+        if configuration.HasField("task_push_notification_config"):
+            await self._check_inline_webhook(configuration.task_push_notification_config)
+        message = request.message
+        key = (request.tenant, call.principal, message.message_id)
+        repeat = self._repeat_of(key, message)
         if repeat is not None:
             await repeat.started.wait()
             if repeat.reply_message is not None:
@@ -206,7 +218,7 @@ class RequestHandler:
             async for event in self._follow(repeat.task_id, repeat.scope):
                 yield event
             return
-        run, subscription = self._accept(request, call, subscribe=True)
+        run, subscription = self._accept(request, key, call, subscribe=True)
         assert subscription is not None
         try:
             if run.context.task is not None:
@@ -220,17 +232,25 @@ class RequestHandler:
             subscription.cancel()
 
     def _accept(
-        self, request: a2a_pb2.SendMessageRequest, call: CallContext, *, subscribe: bool
+        self,
+        request: a2a_pb2.SendMessageRequest,
+        key: tuple[str, str, str],
+        call: CallContext,
+        *,
+        subscribe: bool,
     ) -> tuple[TaskRun, Subscription | None]:
         """Checks a new message (after required fields and dedup) and starts its run.
 
-        With `subscribe`, a broker subscription is opened before the agent can emit anything.
+        `key` is the message's dedup key: (tenant, principal, message id). With `subscribe`, a
+        broker subscription is opened before the agent can emit anything.
         """
         message = request.message
-        scope = Scope(request.tenant, call.principal)
+        tenant = key[0]
+        scope = Scope(tenant, call.principal)
         validation.check_content(message, self._input_modes, self.config.max_inline_bytes)
-        validation.check_extensions(self._required_extensions, call.extensions)
-        signed_by = self._check_signature(message, request.tenant)
+        if self._required_extensions:
+            validation.check_extensions(self._required_extensions, call.extensions)
+        signed_by = "" if self.signature_keys is None else self._check_signature(message, tenant)
         budget = _budget(message)
         existing = self._existing_task(message, scope)
         if existing is not None:
@@ -248,7 +268,7 @@ class RequestHandler:
             caller=call.principal,
             signed_by=signed_by,
             budget=budget if budget is not None or existing is None else budget_of(existing),
-            tenant=request.tenant,
+            tenant=tenant,
             metadata=(
                 json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
             ),
@@ -263,29 +283,26 @@ class RequestHandler:
         )
         if existing is not None:
             self._continue(existing, message)
-        if self.push is not None and request.configuration.HasField(
-            "task_push_notification_config"
-        ):
-            self.push.register(
-                request.configuration.task_push_notification_config, run.task_id, request.tenant
-            )
+        if self.push is not None:
+            configuration = request.configuration
+            if configuration.HasField("task_push_notification_config"):
+                self.push.register(configuration.task_push_notification_config, run.task_id, tenant)
         subscription = self.broker.subscribe(run.task_id) if subscribe else None
         self._active[run.task_id] = run
-        self._remember((request.tenant, call.principal, message.message_id), message, run)
+        self._remember(key, message, run)
         runner = run.start(self.agent)
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
         return run, subscription
 
-    def _repeat_of(self, request: a2a_pb2.SendMessageRequest, call: CallContext) -> Outcome | None:
+    def _repeat_of(self, key: tuple[str, str, str], message: a2a_pb2.Message) -> Outcome | None:
         """The run of an earlier delivery of this message id, or None for a new message."""
-        key = (request.tenant, call.principal, request.message.message_id)
         delivery = self._deliveries.get(key)
         if delivery is None:
             return None
-        if delivery.fingerprint != _fingerprint(request.message):
+        if delivery.fingerprint != _fingerprint(message):
             raise InvalidParamsError(
-                f"message_id {request.message.message_id!r} was already used for a different "
+                f"message_id {key[2]!r} was already used for a different "
                 "message: mint a new message_id for new content",
                 field_violations=[
                     FieldViolation("message.message_id", "already used for different content")
@@ -314,19 +331,14 @@ class RequestHandler:
                 field_violations=[FieldViolation(field, str(exc))],
             ) from None
 
-    async def _check_inline_webhook(self, request: a2a_pb2.SendMessageRequest) -> None:
+    async def _check_inline_webhook(self, webhook: a2a_pb2.TaskPushNotificationConfig) -> None:
         """A webhook given inline must be acceptable before anything else happens."""
-        if not request.configuration.HasField("task_push_notification_config"):
-            return
         if self.push is None:
             raise PushNotificationNotSupportedError(
                 "this agent does not offer push notifications; remove "
                 "configuration.task_push_notification_config"
             )
-        await self.push.validate(
-            request.configuration.task_push_notification_config,
-            "configuration.task_push_notification_config",
-        )
+        await self.push.validate(webhook, "configuration.task_push_notification_config")
 
     def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
         if not message.task_id:
@@ -372,13 +384,14 @@ class RequestHandler:
 
     def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
         now = time.monotonic()
-        self._deliveries[key] = _Delivery(_fingerprint(message), now, run)
+        deliveries = self._deliveries
+        deliveries[key] = _Delivery(_fingerprint(message), now, run)
         horizon = now - self.config.dedup_window
-        while self._deliveries:
-            oldest_key, oldest = next(iter(self._deliveries.items()))
-            if len(self._deliveries) <= self.config.max_tasks and oldest.accepted_at > horizon:
-                break
-            del self._deliveries[oldest_key]
+        most = self.config.max_tasks
+        while deliveries and (
+            len(deliveries) > most or next(iter(deliveries.values())).accepted_at <= horizon
+        ):
+            deliveries.popitem(last=False)  # the oldest
 
     def _settled(self, run: TaskRun) -> None:
         if self._active.get(run.task_id) is run:

@@ -141,7 +141,8 @@ _MAX_DIRTY = 256
 @dataclass(slots=True)
 class _ScopeIndex:
     all: SortedList = field(default_factory=_new_index)
-    by_context: dict[str, SortedList | _SmallIndex] = field(default_factory=dict)
+    # A context with one task holds its bare key (most contexts): no list object per context.
+    by_context: dict[str, SortedList | _SmallIndex | _Key] = field(default_factory=dict)
     by_state: dict[int, SortedList] = field(default_factory=dict)
 
 
@@ -213,8 +214,9 @@ class InMemoryTaskStore:
         runs); everything else should use `create`. Stamps the status time like `create`. With
         `reserved`, the task takes room promised by `reserve` and never raises StoreFullError.
         """
-        if task.id in self._records:
-            raise ValueError(f"task {task.id!r} already exists")
+        task_id = task.id
+        if task_id in self._records:
+            raise ValueError(f"task {task_id!r} already exists")
         if reserved:
             self._reserved = max(0, self._reserved - 1)
         else:
@@ -224,13 +226,14 @@ class InMemoryTaskStore:
                 raise StoreFullError(
                     f"the server holds {self.max_tasks} unfinished tasks; retry later"
                 )
-        now = self._stamp(task.status)
+        status = task.status
+        now = self._stamp(status)
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
         record = _Record(task, self._scopes.setdefault(scope, scope), now)
-        self._records[task.id] = record
-        self._mark_dirty(task.id)
-        if task.status.state in TERMINAL_STATES:
-            self._mark_terminal(record)
+        self._records[task_id] = record
+        self._mark_dirty(task_id)
+        if status.state in TERMINAL_STATES:
+            self._mark_terminal(task_id, record)
 
     def update(
         self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
@@ -258,7 +261,7 @@ class InMemoryTaskStore:
             record.updated_ns = self._stamp(task.status)
             self._mark_dirty(task_id)
             if task.status.state in TERMINAL_STATES:
-                self._mark_terminal(record)
+                self._mark_terminal(task_id, record)
         return task
 
     def set_status(
@@ -282,7 +285,7 @@ class InMemoryTaskStore:
         record.updated_ns = self._stamp(status)
         self._mark_dirty(task_id)
         if state in TERMINAL_STATES:
-            self._mark_terminal(record)
+            self._mark_terminal(task_id, record)
         return task
 
     def evict_expired(self) -> int:
@@ -416,12 +419,30 @@ class InMemoryTaskStore:
 
     @staticmethod
     def _context_add(index: _ScopeIndex, context_id: str, key: _Key) -> None:
-        entries = index.by_context.get(context_id)
+        by_context = index.by_context
+        entries = by_context.get(context_id)
         if entries is None:
-            entries = index.by_context[context_id] = _SmallIndex()
-        entries.add(key)
-        if type(entries) is _SmallIndex and len(entries) > _SMALL_INDEX_LIMIT:
-            index.by_context[context_id] = _LargeIndex(entries)
+            by_context[context_id] = key
+        elif isinstance(entries, tuple):
+            by_context[context_id] = _SmallIndex(sorted((entries, key)))
+        else:
+            entries.add(key)
+            if type(entries) is _SmallIndex and len(entries) > _SMALL_INDEX_LIMIT:
+                by_context[context_id] = _LargeIndex(entries)
+
+    @staticmethod
+    def _context_remove(index: _ScopeIndex, context_id: str, key: _Key) -> None:
+        by_context = index.by_context
+        entries = by_context.get(context_id)
+        if entries is None:
+            return
+        if isinstance(entries, tuple):
+            if entries == key:
+                del by_context[context_id]
+            return
+        entries.discard(key)
+        if not entries:
+            del by_context[context_id]
 
     def _index_remove(self, record: _Record) -> None:
         if record.indexed is None:
@@ -431,15 +452,15 @@ class InMemoryTaskStore:
         index = self._indexes[record.scope]
         index.all.remove(key)
         if context_id:
-            _discard(index.by_context, context_id, key)
+            self._context_remove(index, context_id, key)
         _discard(index.by_state, state, key)
         if not index.all:
             del self._indexes[record.scope]
             self._scopes.pop(record.scope, None)
 
-    def _mark_terminal(self, record: _Record) -> None:
+    def _mark_terminal(self, task_id: str, record: _Record) -> None:
         record.settled_at = self._monotonic()
-        self._terminal[record.task.id] = None
+        self._terminal[task_id] = None
 
     def _evict_oldest_terminal(self) -> bool:
         oldest = next(iter(self._terminal), None)
@@ -461,6 +482,8 @@ class InMemoryTaskStore:
     ) -> tuple[SortedList | _SmallIndex | None, Callable[[_Record], bool] | None]:
         if query.context_id:
             entries = index.by_context.get(query.context_id)
+            if isinstance(entries, tuple):
+                entries = _SmallIndex((entries,))
             if query.state:
                 state = query.state
                 return entries, lambda record: record.task.status.state == state

@@ -48,22 +48,25 @@ def check_send_required(request: a2a_pb2.SendMessageRequest) -> None:
             violations.append(
                 FieldViolation("message.message_id", "required: a unique id minted by the sender")
             )
-        if message.role == a2a_pb2.ROLE_UNSPECIFIED:
-            violations.append(FieldViolation("message.role", "required: set ROLE_USER"))
-        elif message.role != a2a_pb2.ROLE_USER:
+        role = message.role
+        if role != a2a_pb2.ROLE_USER:
             violations.append(
-                FieldViolation("message.role", "messages sent to an agent must be ROLE_USER")
+                FieldViolation("message.role", "required: set ROLE_USER")
+                if role == a2a_pb2.ROLE_UNSPECIFIED
+                else FieldViolation("message.role", "messages sent to an agent must be ROLE_USER")
             )
-        if not message.parts:
+        parts = message.parts
+        if not parts:
             violations.append(FieldViolation("message.parts", "required: at least one part"))
-        for index, part in enumerate(message.parts):
+        for index, part in enumerate(parts):
             if part.WhichOneof("content") is None:
                 violations.append(
                     FieldViolation(f"message.parts[{index}]", "set one of text, raw, url or data")
                 )
     if request.HasField("configuration"):
         violations += _history_length(request.configuration, "configuration.history_length")
-    raise_violations(violations)
+    if violations:
+        raise_violations(violations)
 
 
 def _matches(media_type: str, accepted: Iterable[str]) -> bool:

@@ -233,3 +233,27 @@ def test_eviction_keeps_oldest_first_order_across_many_turns() -> None:
         finish(store, f"t{number}")
     kept = sorted(int(t.id[1:]) for t in store.list(SCOPE, TaskQuery(page_size=100)).tasks)
     assert kept == list(range(450, 500))
+
+
+def test_context_filter_through_one_two_and_no_tasks_in_a_context() -> None:
+    # A context's index starts as a bare key, becomes a list at its second task, and goes away
+    # with its last task; every step must list the same as a full scan would.
+    ticks = iter(range(1, 1000))
+    store = InMemoryTaskStore(max_tasks=3, clock_ns=lambda: next(ticks))
+
+    def listed(context: str, state: int = a2a_pb2.TASK_STATE_UNSPECIFIED) -> list[str]:
+        query = TaskQuery(page_size=10, context_id=context, state=state)
+        return [t.id for t in store.list(SCOPE, query).tasks]
+
+    store.create(task("a", context="x"), SCOPE)
+    assert listed("x") == ["a"] and listed("x", a2a_pb2.TASK_STATE_WORKING) == ["a"]
+    store.create(task("b", context="x"), SCOPE)
+    assert listed("x") == ["b", "a"]
+    finish(store, "a")
+    assert listed("x") == ["a", "b"] and listed("x", a2a_pb2.TASK_STATE_COMPLETED) == ["a"]
+    store.create(task("c", context="y"), SCOPE)
+    store.create(task("d", context="y"), SCOPE)  # full: "a" (finished) is evicted
+    assert listed("x") == ["b"] and listed("y") == ["d", "c"]
+    finish(store, "b")
+    store.create(task("e", context="z"), SCOPE)  # evicts "b", the last task of context x
+    assert listed("x") == [] and listed("z") == ["e"]
