@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 from typing import Protocol
 
 from a2a_grpc.generated import a2a_pb2
@@ -69,9 +69,12 @@ class Subscription:
 
 
 class EventObserver(Protocol):
-    """Sees every event of the tasks it wants, synchronously (e.g. webhook delivery)."""
+    """Sees every event of the tasks it watches, synchronously (e.g. webhook delivery)."""
 
-    def wants(self, task_id: str) -> bool: ...
+    @property
+    def watched(self) -> Container[str]:
+        """The ids of the tasks it wants events of, kept current by the observer (read live)."""
+        ...
 
     def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None: ...
 
@@ -84,6 +87,8 @@ class Broker:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size
         self.observer = observer
+        # Read on every event of every task, so held directly rather than asked through a call.
+        self._watched: Container[str] = () if observer is None else observer.watched
         self._subscribers: dict[str, list[Subscription]] = {}
 
     def subscribe(self, task_id: str) -> Subscription:
@@ -93,13 +98,11 @@ class Broker:
 
     def has_subscribers(self, task_id: str) -> bool:
         """Whether anyone (a stream or the observer) would see an event of this task."""
-        return task_id in self._subscribers or (
-            self.observer is not None and self.observer.wants(task_id)
-        )
+        return task_id in self._subscribers or task_id in self._watched
 
     def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> None:
         """Hands `event` to every subscriber of the task; with `last`, then closes their streams."""
-        if self.observer is not None and self.observer.wants(task_id):
+        if self.observer is not None and task_id in self._watched:
             self.observer.observe(task_id, event)
         subscribers = self._subscribers.get(task_id)
         if not subscribers:

@@ -50,8 +50,7 @@ from a2a_grpc.server.run import TaskRun, record_status
 from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
 
 
-@dataclass(frozen=True, slots=True)
-class CallContext:
+class CallContext(NamedTuple):
     """Who is calling and with which service parameters (already validated by the servicer)."""
 
     principal: str = ""

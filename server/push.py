@@ -20,7 +20,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -109,6 +109,8 @@ class PushConfigStore:
 
     def __init__(self) -> None:
         self._configs: dict[str, dict[str, a2a_pb2.TaskPushNotificationConfig]] = {}
+        self.watched: Container[str] = self._configs.keys()
+        """The ids of the tasks that have configs (a live view)."""
 
     def put(self, config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
         """Stores a copy (minting an id when it has none) and returns a copy as stored."""
@@ -136,9 +138,6 @@ class PushConfigStore:
 
     def drop_task(self, task_id: str) -> None:
         self._configs.pop(task_id, None)
-
-    def has_configs(self, task_id: str) -> bool:
-        return task_id in self._configs
 
     def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
         """The stored objects themselves (read-only use by the dispatcher)."""
@@ -180,8 +179,10 @@ class WebhookDispatcher:
         self._sleep = sleep
         self._webhooks: dict[tuple[str, str], _Webhook] = {}
 
-    def wants(self, task_id: str) -> bool:
-        return self.configs.has_configs(task_id)
+    @property
+    def watched(self) -> Container[str]:
+        """The tasks with webhooks (a live view, for the broker)."""
+        return self.configs.watched
 
     def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
         """Queues a status or artifact update for every webhook of the task. Never waits."""

@@ -10,9 +10,9 @@ server keeps serving.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import message_factory
@@ -29,6 +29,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     VersionNotSupportedError,
 )
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import AuthenticationError, current_principal
@@ -147,6 +148,8 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
         principal = current_principal()  # UNAUTHENTICATED first, before anything else
         self._check_version(params.version)
+        if not params.extension_values:
+            return CallContext(principal, ())
         requested = service_params.parse_extensions(params.extension_values)
         activated = [uri for uri in requested if uri in self._declared_extensions]
         if activated:
@@ -303,25 +306,26 @@ def _principal_or_none() -> str:
         return ""  # refused: audited as anonymous
 
 
-@dataclass(slots=True)
-class _ServiceParams:
+class _ServiceParams(NamedTuple):
     """The metadata entries the server acts on, read in one pass (no validation yet)."""
 
-    version: str | None = None
-    extension_values: list[str] = field(default_factory=list)
-    trace_headers: list[tuple[str, str]] = field(default_factory=list)
+    version: str | None
+    extension_values: Sequence[str]
+    trace_headers: Sequence[tuple[str, str]]
 
     @classmethod
     def read(cls, context: Any) -> _ServiceParams:
-        params = cls()
+        version = None
+        extension_values: list[str] | tuple[()] = ()
+        trace_headers: list[tuple[str, str]] | tuple[()] = ()
         for key, value in context.invocation_metadata() or ():
-            if key == service_params.VERSION_KEY:
-                params.version = value
-            elif key == service_params.EXTENSIONS_KEY:
-                params.extension_values.append(value)
+            if key == VERSION_KEY:
+                version = value
+            elif key == EXTENSIONS_KEY:
+                extension_values = [*extension_values, value]
             elif key in TRACE_HEADERS:
-                params.trace_headers.append((key, value))
-        return params
+                trace_headers = [*trace_headers, (key, value)]
+        return cls(version, extension_values, trace_headers)
 
 
 def _as_status_error(exc: Exception) -> StatusError | None:
