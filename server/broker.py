@@ -14,6 +14,10 @@ from typing import Protocol
 
 from a2a_grpc.generated import a2a_pb2
 
+BACKLOG_MARK = 16
+"""Default queued events per reader at which publishers are told to yield (at most half the
+queue size)."""
+
 
 class SubscriberOverflowError(Exception):
     """This subscriber fell more than its queue size behind and was cut off."""
@@ -33,14 +37,16 @@ class Subscription:
         self._closed = False
         self._overflowed = False
 
-    def _offer(self, event: a2a_pb2.StreamResponse) -> bool:
-        if len(self._events) >= self._limit:
+    def _offer(self, event: a2a_pb2.StreamResponse) -> int:
+        """Queues `event`; returns how many events wait now, or -1 when this reader overflowed."""
+        events = self._events
+        if len(events) >= self._limit:
             self._overflowed = True
             self._wakeup.set()
-            return False
-        self._events.append(event)
+            return -1
+        events.append(event)
         self._wakeup.set()
-        return True
+        return len(events)
 
     def _close(self) -> None:
         self._closed = True
@@ -86,6 +92,8 @@ class Broker:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self.queue_size = queue_size
+        self.backlog_mark = max(1, min(BACKLOG_MARK, queue_size // 2))
+        """Queued events at which `publish` reports a backlog (readers should get a turn)."""
         self.observer = observer
         # Read on every event of every task, so held directly rather than asked through a call.
         self._watched: Container[str] = () if observer is None else observer.watched
@@ -100,18 +108,27 @@ class Broker:
         """Whether anyone (a stream or the observer) would see an event of this task."""
         return task_id in self._subscribers or task_id in self._watched
 
-    def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> None:
-        """Hands `event` to every subscriber of the task; with `last`, then closes their streams."""
+    def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> bool:
+        """Hands `event` to every subscriber of the task; with `last`, then closes their streams.
+
+        Returns True when some subscriber now has `backlog_mark` events queued: a producer that
+        can wait should then let the readers run (see TaskRun) before it publishes more.
+        """
         if self.observer is not None and task_id in self._watched:
             self.observer.observe(task_id, event)
         subscribers = self._subscribers.get(task_id)
         if not subscribers:
-            return
+            return False
+        deepest = 0
         for subscription in list(subscribers):
-            if not subscription._offer(event):
+            queued = subscription._offer(event)
+            if queued < 0:
                 self._remove(task_id, subscription)
+            elif queued > deepest:
+                deepest = queued
         if last:
             self.close(task_id)
+        return deepest >= self.backlog_mark
 
     def close(self, task_id: str) -> None:
         """Ends every open stream on the task after the events already queued."""

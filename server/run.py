@@ -8,7 +8,6 @@ state, or when the agent answers with a direct message; settling wakes blocking 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
@@ -37,7 +36,7 @@ AGENT_FAILED_TEXT = "the agent failed while working on this task"
 
 MessageLike = a2a_pb2.Message | str | None
 
-_KNOWN_STATES = frozenset(a2a_pb2.TaskState.values())
+_REPORTABLE_STATES = frozenset(a2a_pb2.TaskState.values()) - {a2a_pb2.TASK_STATE_UNSPECIFIED}
 
 
 def record_status(
@@ -48,12 +47,12 @@ def record_status(
     state: int,
     message: a2a_pb2.Message | None = None,
     event_metadata: dict[str, Any] | None = None,
-) -> None:
+) -> bool:
     """Sets a task's status, keeps its message in the history, and tells the task's streams.
 
     Streams close after a terminal or interrupted state. Without subscribers nothing is copied
     and no event is built (the common case of a blocking SendMessage). `event_metadata` goes
-    into the status update event (not the task).
+    into the status update event (not the task). Returns the broker's backlog signal.
     """
     task = store.set_status(task_id, state, message)
     if broker.has_subscribers(task_id):
@@ -64,7 +63,8 @@ def record_status(
         update.status.CopyFrom(task.status)
         if event_metadata:
             update.metadata.update(event_metadata)
-        broker.publish(task_id, event, last=state in SETTLED_STATES)
+        return broker.publish(task_id, event, last=state in SETTLED_STATES)
+    return False
 
 
 class TaskRun:
@@ -116,7 +116,8 @@ class TaskRun:
         return self._cost
 
     def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
-        self._runner = asyncio.get_running_loop().create_task(self._drive(agent))
+        coroutine = self._traced_execute(agent) if self._traced else self._execute(agent)
+        self._runner = asyncio.get_running_loop().create_task(coroutine)
         return self._runner
 
     def cancel(self) -> None:
@@ -126,18 +127,13 @@ class TaskRun:
         if self._runner is not None and not self._runner.done():
             self._runner.cancel()
 
-    async def _drive(self, agent: AgentExecutor) -> None:
-        # The agent runs in the server span's context (asyncio copies it into this task); with
-        # an SDK configured it also gets a span of its own.
-        span = (
-            tracer.start_as_current_span(
-                "a2a.agent.execute",
-                attributes={"a2a.task_id": self.task_id, "a2a.context_id": self.context_id},
-            )
-            if self._traced
-            else contextlib.nullcontext()
-        )
-        with span:
+    async def _traced_execute(self, agent: AgentExecutor) -> None:
+        # The agent always runs in the server span's context (asyncio copies it into its task);
+        # with an SDK configured it also gets a span of its own.
+        with tracer.start_as_current_span(
+            "a2a.agent.execute",
+            attributes={"a2a.task_id": self.task_id, "a2a.context_id": self.context_id},
+        ):
             await self._execute(agent)
 
     async def _execute(self, agent: AgentExecutor) -> None:
@@ -168,24 +164,26 @@ class TaskRun:
     # -- TaskEvents -----------------------------------------------------------------------
 
     async def update_status(self, state: int, message: MessageLike = None) -> None:
-        if state == a2a_pb2.TASK_STATE_UNSPECIFIED or state not in _KNOWN_STATES:
+        if state not in _REPORTABLE_STATES:
             raise AgentContractError(f"not a task state: {state}")
         if not self._open:
             self._refuse_closed()
         if not self._task_exists:
             self._create_task()
         status_message = None if message is None else self._agent_message(message)
-        self._record(state, status_message)
+        backlog = self._record(state, status_message)
         if state in SETTLED_STATES:
             self._mark_settled()
-        if self.broker.has_subscribers(self.task_id):
+        elif backlog:
             await asyncio.sleep(0)  # the readers' turn, see below
 
-    def _record(self, state: int, message: a2a_pb2.Message | None) -> None:
+    def _record(self, state: int, message: a2a_pb2.Message | None) -> bool:
         self.last_state = state
         # The status update that ends a run carries the spend (budget extension).
         spend = self._spend() if state in SETTLED_STATES else None
-        record_status(self.store, self.broker, self.task_id, self.context_id, state, message, spend)
+        return record_status(
+            self.store, self.broker, self.task_id, self.context_id, state, message, spend
+        )
 
     # -- budget and cost (the budget extension) --------------------------------------------
 
@@ -335,8 +333,8 @@ class TaskRun:
                 chunk.metadata.update(metadata)
             update.append = append
             update.last_chunk = last_chunk
-            self.broker.publish(self.task_id, event)
-            await asyncio.sleep(0)  # the readers' turn, see below
+            if self.broker.publish(self.task_id, event):
+                await asyncio.sleep(0)  # the readers' turn, see below
         return artifact_id
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:
@@ -355,9 +353,10 @@ class TaskRun:
 
     # -- internals ------------------------------------------------------------------------
 
-    # The readers' turn: after an event that has readers, the event methods yield once (sleep
-    # 0). An agent that emits in a tight loop would otherwise fill every reader's queue before any
-    # of them is scheduled. Without readers nothing yields (the blocking SendMessage case).
+    # The readers' turn: once a reader has a backlog (Broker.backlog_mark queued events), the
+    # event methods yield once (sleep 0). An agent that emits in a tight loop would otherwise
+    # fill every reader's queue before any of them is scheduled. Below the mark nothing yields:
+    # a short stream reaches its reader in one go, and a blocking SendMessage never yields.
 
     def _agent_message(self, message: a2a_pb2.Message | str) -> a2a_pb2.Message:
         return agent_message(message, context_id=self.context_id, task_id=self.task_id)
@@ -382,9 +381,8 @@ class TaskRun:
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
-        spend = self._spend()
-        if spend:
-            task.metadata.update(spend)
+        if self._budget is not None or self._cost is not None:
+            task.metadata.update(self._spend() or {})
         # Built here and never touched again: no copy in. The handler reserved its room.
         self.store.adopt(task, self.scope, reserved=True)
         self._task_exists = True

@@ -141,8 +141,10 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
                 result = await method(request, call)
             except Exception as exc:
                 await self._abort(context, exc, span, rpc, request)
-            annotate(span, request, result)
-            self._audit(rpc, request, "OK", result)
+            if span is not None:
+                annotate(span, request, result)
+            if self.handler.audit is not None:
+                self._audit(rpc, request, "OK", result)
             return result
 
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:

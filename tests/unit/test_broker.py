@@ -55,3 +55,14 @@ async def test_cancel_unsubscribes() -> None:
     sub.cancel()
     assert not broker.has_subscribers("t")
     broker.publish("t", event(1))  # nobody listening: a no-op
+
+
+@pytest.mark.parametrize(("queue_size", "mark"), [(1024, 16), (10, 5), (1, 1)])
+async def test_publish_reports_a_backlog_at_the_mark(queue_size: int, mark: int) -> None:
+    broker = Broker(queue_size=queue_size)
+    assert broker.backlog_mark == mark
+    assert broker.publish("t", event(0)) is False  # nobody listening: never a backlog
+    subscription = broker.subscribe("t")
+    reported = [broker.publish("t", event(n)) for n in range(1, mark + 1)]
+    assert reported == [False] * (mark - 1) + [True]
+    subscription.cancel()

@@ -14,3 +14,10 @@ def test_ids_are_uuid4_and_unique() -> None:
         parsed = uuid.UUID(text)
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert str(parsed) == text
+
+
+def test_every_variant_digit_and_the_version_digit_are_right() -> None:
+    ids = [new_id() for _ in range(3000)]
+    assert {text[14] for text in ids} == {"4"}
+    assert {text[19] for text in ids} == set("89ab")  # all four variant digits occur
+    assert all(len(text) == 36 and text.count("-") == 4 for text in ids)
