@@ -177,7 +177,8 @@ class WebhookDispatcher:
         self.guard = guard or WebhookGuard(allow_private_targets=policy.allow_private_targets)
         self._client = client
         self._sleep = sleep
-        self._webhooks: dict[tuple[str, str], _Webhook] = {}
+        # By task id, then config id: a task leaving the store drops its webhooks in one step.
+        self._webhooks: dict[str, dict[str, _Webhook]] = {}
 
     @property
     def watched(self) -> Container[str]:
@@ -193,9 +194,10 @@ class WebhookDispatcher:
         body: bytes | None = None
         trace_headers: list[tuple[str, str]] = []
         for config in self.configs.stored_for(task_id):
-            webhook = self._webhooks.get((task_id, config.id))
+            hooks = self._webhooks.setdefault(task_id, {})
+            webhook = hooks.get(config.id)
             if webhook is None:
-                webhook = self._webhooks[(task_id, config.id)] = _Webhook(config)
+                webhook = hooks[config.id] = _Webhook(config)
             if webhook.dead:
                 continue
             if body is None:
@@ -215,9 +217,8 @@ class WebhookDispatcher:
             if not await self._deliver(webhook, body, trace_headers):
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
         # A dead webhook stays listed, so later events do not revive it, until its task goes.
-        key = (webhook.config.task_id, webhook.config.id)
-        if webhook.finished and not webhook.dead and self._webhooks.get(key) is webhook:
-            del self._webhooks[key]
+        if webhook.finished and not webhook.dead:
+            self._drop(webhook.config.task_id, webhook.config.id, webhook)
 
     async def _deliver(
         self, webhook: _Webhook, body: bytes, trace_headers: list[tuple[str, str]]
@@ -271,14 +272,34 @@ class WebhookDispatcher:
     def forget_task(self, task_id: str) -> None:
         """The task left the store: drop its registrations and delivery state."""
         self.configs.drop_task(task_id)
-        for key in [key for key in self._webhooks if key[0] == task_id]:
-            self._webhooks.pop(key).dead = True
+        for webhook in self._webhooks.pop(task_id, {}).values():
+            webhook.dead = True
 
     def forget(self, task_id: str, config_id: str) -> None:
         """A deleted config: stop delivering to it (its worker ends after the current POST)."""
-        webhook = self._webhooks.pop((task_id, config_id), None)
+        webhook = self._drop(task_id, config_id, None)
         if webhook is not None:
             webhook.dead = True
+
+    def _drop(self, task_id: str, config_id: str, only: _Webhook | None) -> _Webhook | None:
+        """Unlists a task's webhook (only if it is `only`, when given); returns what went."""
+        hooks = self._webhooks.get(task_id)
+        webhook = None if hooks is None else hooks.get(config_id)
+        if webhook is None or (only is not None and webhook is not only):
+            return None
+        assert hooks is not None
+        del hooks[config_id]
+        if not hooks:
+            del self._webhooks[task_id]
+        return webhook
+
+    def _workers(self) -> list[asyncio.Task[None]]:
+        return [
+            webhook.worker
+            for hooks in self._webhooks.values()
+            for webhook in hooks.values()
+            if webhook.worker and not webhook.worker.done()
+        ]
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -288,16 +309,14 @@ class WebhookDispatcher:
     async def idle(self) -> None:
         """Waits until every queued event has been delivered or given up (tests, shutdown)."""
         while True:
-            workers = [
-                w.worker for w in self._webhooks.values() if w.worker and not w.worker.done()
-            ]
+            workers = self._workers()
             if not workers:
                 return
             await asyncio.wait(workers)
 
     async def close(self, grace: float = 0.0) -> None:
         """Gives pending deliveries `grace` seconds, then stops them and closes the client."""
-        workers = [w.worker for w in self._webhooks.values() if w.worker and not w.worker.done()]
+        workers = self._workers()
         if workers:
             _, pending = await asyncio.wait(workers, timeout=grace)
             for worker in pending:
