@@ -7,7 +7,8 @@ Contract (any other store must keep it):
   an unknown id would be (None / not listed).
 - Not thread-safe; all calls happen on the server's event loop and none of them awaits.
 - Bounded: at most `max_tasks` tasks. Terminal tasks are evicted oldest-settled first when the
-  store is full, and after `terminal_ttl` seconds in any case. When every stored task is still
+  store is full (1/64 of the store, at most 64 tasks, at a time), and after `terminal_ttl`
+  seconds in any case. When every stored task is still
   live the store refuses new tasks with `StoreFullError` rather than drop work in progress.
 """
 
@@ -161,6 +162,9 @@ class InMemoryTaskStore:
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
         self.max_tasks = max_tasks
+        # A full store makes room for up to 64 tasks at once (at most 1/64 of its size): the
+        # eviction runs with its data warm once per batch instead of once per new task.
+        self._eviction_batch = max(1, min(64, max_tasks // 64))
         self.terminal_ttl = terminal_ttl
         self._clock_ns = clock_ns
         self._monotonic = monotonic
@@ -463,10 +467,12 @@ class InMemoryTaskStore:
         self._terminal[task_id] = None
 
     def _evict_oldest_terminal(self) -> bool:
-        oldest = next(iter(self._terminal), None)
-        if oldest is None:
+        """Evicts the `_eviction_batch` oldest finished tasks (fewer if there are fewer)."""
+        terminal = self._terminal
+        if not terminal:
             return False
-        self._delete(oldest)
+        for _ in range(min(self._eviction_batch, len(terminal))):
+            self._delete(next(iter(terminal)))
         return True
 
     def _delete(self, task_id: str) -> None:

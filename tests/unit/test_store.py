@@ -257,3 +257,15 @@ def test_context_filter_through_one_two_and_no_tasks_in_a_context() -> None:
     finish(store, "b")
     store.create(task("e", context="z"), SCOPE)  # evicts "b", the last task of context x
     assert listed("x") == [] and listed("z") == ["e"]
+
+
+def test_a_full_large_store_evicts_a_small_batch_of_the_oldest_at_once() -> None:
+    # 1/64 of the store (at most 64) goes per eviction; small stores evict one at a time.
+    store = InMemoryTaskStore(max_tasks=640)
+    for number in range(640):
+        store.create(task(f"t{number}"), SCOPE)
+        finish(store, f"t{number}")
+    store.create(task("new"), SCOPE)
+    assert len(store) == 631
+    assert all(store.get(f"t{number}", SCOPE) is None for number in range(10))
+    assert store.get("t10", SCOPE) is not None
