@@ -137,7 +137,7 @@ async def start_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        _MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+        MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
         server,
     )
     card_server = None
@@ -157,7 +157,7 @@ async def start_server(
     return RunningServer(server, port, handler, health_servicer, card_server)
 
 
-class _MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
+class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]
     """Server reflection that also resolves a method's full name (`pkg.Service.Method`).
 
     grpcio-reflection only knows services and messages, while ghz and some grpcurl versions ask

@@ -7,7 +7,8 @@ servicer, the a2a-sdk 1.3.0 echo server; each imports only its own generated cod
 CPU 0; every load generator is pinned to CPU 1, so a server never competes with its load for a
 core. Rounds go A B C A B C ... at concurrency 1, 32 and 256 for blocking SendMessage and the
 four-event SendStreamingMessage; the table shows medians over rounds. Load comes from ghz when
-it is installed (`make ghz`), else from tests.load.closed_loop. Then: time to first event of a
+it is installed (`make ghz`; it finds the RPCs through server reflection, or a descriptor set
+for the SDK's server), else from tests.load.closed_loop. Then: time to first event of a
 stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
 small task. The targets are checked and printed, never asserted: the exit status is 0 whenever
 the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
@@ -166,8 +167,9 @@ def find_ghz() -> str | None:
 
 
 def build_protoset(directory: Path) -> Path:
-    """ghz cannot resolve RPCs through grpcio-reflection (see README-section.md), so it gets a
-    descriptor set compiled from proto/a2a.proto with the pinned grpcio-tools."""
+    """For ghz against the SDK's server: its stock grpcio-reflection cannot resolve an RPC's
+    symbol, so ghz reads a descriptor set compiled from proto/a2a.proto with the pinned
+    grpcio-tools instead (ours and the limit answer it through reflection)."""
     import google.api
     import grpc_tools
 
@@ -202,20 +204,27 @@ class LoadGenerator:
     def name(self) -> str:
         return "ghz" if self.ghz else "python closed loop (tests.load.closed_loop)"
 
-    def run(self, target: str, rpc: str, concurrency: int, duration: float) -> dict[str, float]:
+    def run(
+        self, target: str, rpc: str, concurrency: int, duration: float, *, reflection: bool = True
+    ) -> dict[str, float]:
+        """One closed-loop run. ghz finds the RPC through the server's reflection, or, with
+        `reflection=False` (the SDK's stock grpcio-reflection cannot resolve a method's
+        symbol), in a descriptor set compiled from proto/a2a.proto."""
         if self.ghz is None or self.protoset is None:
             command = [PYTHON, "-m", "tests.load.closed_loop", target, rpc]
             command += ["-c", str(concurrency), "-d", str(duration)]
             return run_json(pinned(command, LOAD_CPU), timeout=duration + 120)
-        return self._ghz(target, rpc, concurrency, duration)
+        return self._ghz(target, rpc, concurrency, duration, reflection)
 
-    def _ghz(self, target: str, rpc: str, concurrency: int, duration: float) -> dict[str, float]:
+    def _ghz(
+        self, target: str, rpc: str, concurrency: int, duration: float, reflection: bool
+    ) -> dict[str, float]:
         assert self.ghz is not None and self.protoset is not None
+        schema = [] if reflection else ["--protoset", str(self.protoset)]
         command = [
             self.ghz,
             "--insecure",
-            "--protoset",
-            str(self.protoset),
+            *schema,
             "--call",
             f"{SERVICE}.{RPCS[rpc]}",
             "-d",
@@ -256,14 +265,16 @@ def throughput(
     load: LoadGenerator, settings: Settings, targets: dict[str, str]
 ) -> dict[tuple[str, int, str], Cell]:
     cells: dict[tuple[str, int, str], Cell] = {}
-    for target in targets.values():  # warm every server up (imports, caches, allocators)
+    for name, target in targets.items():  # warm every server up (imports, caches, allocators)
         for rpc in RPCS:
-            load.run(target, rpc, 32, settings.warmup)
+            load.run(target, rpc, 32, settings.warmup, reflection=name != "sdk")
     for round_number in range(settings.rounds):
         for rpc in RPCS:
             for concurrency in CONCURRENCY:
                 for name, target in targets.items():  # A B C, then again next round
-                    figures = load.run(target, rpc, concurrency, settings.duration)
+                    figures = load.run(
+                        target, rpc, concurrency, settings.duration, reflection=name != "sdk"
+                    )
                     cells.setdefault((rpc, concurrency, name), Cell()).add(figures)
                     print(
                         f"  round {round_number + 1} {RPCS[rpc]} c={concurrency} {name}: "

@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import A2A_SERVICE, start_server
+from a2a_grpc.server.app import A2A_SERVICE, MethodAwareReflection, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.store import Scope
@@ -129,7 +129,10 @@ async def serve_limit() -> None:
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     port = server.add_insecure_port("127.0.0.1:0")
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(LimitServicer(), server)
-    reflection.enable_server_reflection((A2A_SERVICE, reflection.SERVICE_NAME), server)
+    # The same reflection as ours (grpcio-reflection's own cannot resolve a method for ghz).
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        MethodAwareReflection((A2A_SERVICE, reflection.SERVICE_NAME)), server
+    )
     await server.start()
     await _until_signalled(port)
     await server.stop(0.5)
