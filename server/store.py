@@ -8,8 +8,8 @@ Contract (any other store must keep it):
 - Not thread-safe; all calls happen on the server's event loop and none of them awaits.
 - Bounded: at most `max_tasks` tasks. Terminal tasks are evicted oldest-settled first when the
   store is full (1/64 of the store, at most 64 tasks, at a time), and after `terminal_ttl`
-  seconds in any case. When every stored task is still
-  live the store refuses new tasks with `StoreFullError` rather than drop work in progress.
+  seconds in any case. When every stored task is still live the store refuses new tasks with
+  `StoreFullError` rather than drop work in progress.
 """
 
 from __future__ import annotations
