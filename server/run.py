@@ -295,28 +295,25 @@ class TaskRun:
         if artifact_id is None:
             artifact_id = new_id()
 
+        def fill(artifact: a2a_pb2.Artifact) -> None:
+            artifact.artifact_id = artifact_id
+            artifact.name = name
+            artifact.description = description
+            artifact.parts.extend(parts)
+            if metadata:
+                artifact.metadata.update(metadata)
+
         def mutate(task: a2a_pb2.Task) -> None:
             existing = None if fresh else _find_artifact(task, artifact_id)
             if existing is None:
-                # A new artifact is built in place in the stored task: no copy in.
-                stored = task.artifacts.add(
-                    artifact_id=artifact_id, name=name, description=description
-                )
-                stored.parts.extend(parts)
-                if metadata:
-                    stored.metadata.update(metadata)
+                fill(task.artifacts.add())  # built in place in the stored task: no copy in
             elif append:
                 existing.parts.extend(parts)
                 if metadata:
                     existing.metadata.update(metadata)
             else:
                 existing.Clear()
-                existing.artifact_id = artifact_id
-                existing.name = name
-                existing.description = description
-                existing.parts.extend(parts)
-                if metadata:
-                    existing.metadata.update(metadata)
+                fill(existing)
 
         self.store.apply(self.task_id, mutate, status_changed=False)
         if self.broker.has_subscribers(self.task_id):
@@ -324,13 +321,7 @@ class TaskRun:
             update = event.artifact_update
             update.task_id = self.task_id
             update.context_id = self.context_id
-            chunk = update.artifact
-            chunk.artifact_id = artifact_id
-            chunk.name = name
-            chunk.description = description
-            chunk.parts.extend(parts)
-            if metadata:
-                chunk.metadata.update(metadata)
+            fill(update.artifact)  # the event carries this chunk only
             update.append = append
             update.last_chunk = last_chunk
             if self.broker.publish(self.task_id, event):
