@@ -249,7 +249,7 @@ class RequestHandler:
         validation.check_content(message, self._input_modes, self.config.max_inline_bytes)
         if self._required_extensions:
             validation.check_extensions(self._required_extensions, call.extensions)
-        signed_by = "" if self.signature_keys is None else self._check_signature(message, tenant)
+        signed_by = self._check_signature(message, tenant)
         budget = _budget(message)
         existing = self._existing_task(message, scope)
         if existing is not None:

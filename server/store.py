@@ -436,17 +436,12 @@ class InMemoryTaskStore:
 
     @staticmethod
     def _context_remove(index: _ScopeIndex, context_id: str, key: _Key) -> None:
-        by_context = index.by_context
-        entries = by_context.get(context_id)
-        if entries is None:
-            return
+        entries = index.by_context.get(context_id)
         if isinstance(entries, tuple):
             if entries == key:
-                del by_context[context_id]
-            return
-        entries.discard(key)
-        if not entries:
-            del by_context[context_id]
+                del index.by_context[context_id]
+        else:
+            _discard(index.by_context, context_id, key)
 
     def _index_remove(self, record: _Record) -> None:
         if record.indexed is None:
