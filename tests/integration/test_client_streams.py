@@ -158,8 +158,9 @@ async def test_dropped_stream_resumes_with_subscribe(peer: Peer, drop: Any) -> N
     assert subscribe.metadata["x-trace"] == "abc" and subscribe.metadata["a2a-version"] == "1.0"
 
 
-async def test_resume_retries_until_subscribe_works(peer: Peer) -> None:
-    peer.agent.handlers["SendStreamingMessage"] = script(snapshot(), then=unavailable)
+def subscribe_failing_twice(peer: Peer) -> list[int]:
+    """SubscribeToTask answers UNAVAILABLE twice, then the snapshot and COMPLETED; returns the
+    attempt counter."""
     attempts = [0]
 
     async def subscribe(request: Any, context: Any) -> AsyncIterator[Any]:
@@ -170,6 +171,12 @@ async def test_resume_retries_until_subscribe_works(peer: Peer) -> None:
         yield status_event(COMPLETED)
 
     peer.agent.handlers["SubscribeToTask"] = subscribe
+    return attempts
+
+
+async def test_resume_retries_until_subscribe_works(peer: Peer) -> None:
+    peer.agent.handlers["SendStreamingMessage"] = script(snapshot(), then=unavailable)
+    attempts = subscribe_failing_twice(peer)
     # Channel retries off, so the client's own resumption is what retries.
     client = peer.client(channel_options=ChannelOptions(transport_retry_attempts=1))
     items = await collect(client.send_streaming_message(user_message("hi")))
@@ -179,16 +186,7 @@ async def test_resume_retries_until_subscribe_works(peer: Peer) -> None:
 
 async def test_channel_retries_subscribe_before_its_first_event(peer: Peer) -> None:
     peer.agent.handlers["SendStreamingMessage"] = script(snapshot())
-    attempts = [0]
-
-    async def subscribe(request: Any, context: Any) -> AsyncIterator[Any]:
-        attempts[0] += 1
-        if attempts[0] < 3:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "still down")
-        yield snapshot()
-        yield status_event(COMPLETED)
-
-    peer.agent.handlers["SubscribeToTask"] = subscribe
+    attempts = subscribe_failing_twice(peer)
     items = await collect(peer.client().send_streaming_message(user_message("hi")))
     assert items[-1][1].state == COMPLETED
     assert attempts[0] == 3

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -420,16 +421,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--python-load", action="store_true", help="never use ghz")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
-    settings = Settings(
+    settings = dataclasses.replace(
+        base,
         rounds=args.rounds or base.rounds,
         duration=args.duration or base.duration,
-        warmup=base.warmup,
-        fanout_subscribers=base.fanout_subscribers,
-        fanout_events=base.fanout_events,
-        fanout_hold=base.fanout_hold,
-        list_sizes=base.list_sizes,
-        list_calls=base.list_calls,
-        memory_tasks=base.memory_tasks,
         python_load=args.python_load,
     )
     started = time.time()
