@@ -476,14 +476,27 @@ class A2AClient:
         return copy
 
     async def _call_metadata(self, extra: MetadataEntries) -> tuple[tuple[str, str | bytes], ...]:
-        entries: list[tuple[str, str | bytes]] = [(VERSION_KEY, PROTOCOL_VERSION)]
+        """The call's metadata, layer by layer; a key set in a later layer replaces every entry
+        of that key from the earlier ones (spec decision §9.10), so nothing is sent twice.
+
+        Layers, weakest first: the protocol defaults (`a2a-version`, the client's extensions),
+        the credentials, the client's `metadata`, the current trace context, and this call's
+        `metadata`.
+        """
+        defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, PROTOCOL_VERSION)]
         if self._extensions:
-            entries.append((EXTENSIONS_KEY, ",".join(self._extensions)))
-        if self._credentials is not None:
-            entries += _lowercased(await self._credentials.metadata())
-        entries += self._metadata
-        entries += _lowercased(extra)
-        entries += outgoing_headers()  # the caller's trace continues on the agent's side
+            defaults.append((EXTENSIONS_KEY, ",".join(self._extensions)))
+        credentials = (
+            _lowercased(await self._credentials.metadata()) if self._credentials is not None else []
+        )
+        # The caller's trace continues on the agent's side.
+        layers = (defaults, credentials, self._metadata, outgoing_headers(), _lowercased(extra))
+        entries: list[tuple[str, str | bytes]] = []
+        for layer in layers:
+            if layer:
+                keys = {key for key, _ in layer}
+                entries = [entry for entry in entries if entry[0] not in keys]
+                entries += layer
         return tuple(entries)
 
     def _effective_timeout(self, timeout: float | None) -> float | None:

@@ -41,6 +41,8 @@ class Call:
     method: str
     request: Any
     metadata: dict[str, str]
+    entries: list[tuple[str, str]] = field(default_factory=list)
+    """Every metadata entry as received, repeats included."""
 
 
 @dataclass
@@ -71,8 +73,8 @@ class ScriptedAgent:
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _record(self, method: str, request: Any, context: Any) -> None:
-        metadata = {key: value for key, value in context.invocation_metadata()}
-        self.calls.append(Call(method, request, metadata))
+        entries = list(context.invocation_metadata())
+        self.calls.append(Call(method, request, dict(entries), entries))
 
     def _unary(self, method: str) -> Callable[..., Any]:
         async def handle(request: Any, context: Any) -> Any:

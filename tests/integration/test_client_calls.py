@@ -64,6 +64,29 @@ async def test_every_call_sends_version_extensions_credentials_and_tenant(peer: 
     assert request.tenant == ""  # the caller's request is not mutated
 
 
+async def test_per_call_metadata_replaces_the_clients_entry_for_the_same_key(peer: Peer) -> None:
+    # Spec decision §9.10: one entry per key, the most specific layer winning.
+    peer.agent.handlers["GetTask"] = answer(task())
+    client = peer.client(
+        credentials=BearerToken("default"),
+        metadata=[("X-Team", "red"), ("X-Keep", "1")],
+    )
+    await client.get_task(
+        "t1",
+        metadata=[
+            ("A2A-Version", "1.0.1"),
+            ("authorization", "Bearer per-call"),
+            ("x-team", "blue"),
+            ("x-team", "green"),
+        ],
+    )
+    (call,) = peer.agent.calls
+    assert [v for k, v in call.entries if k == "a2a-version"] == ["1.0.1"]
+    assert [v for k, v in call.entries if k == "authorization"] == ["Bearer per-call"]
+    assert [v for k, v in call.entries if k == "x-team"] == ["blue", "green"]
+    assert [v for k, v in call.entries if k == "x-keep"] == ["1"]
+
+
 async def test_no_tenant_and_no_extensions_by_default(peer: Peer) -> None:
     peer.agent.handlers["GetTask"] = answer(task())
     await peer.client().get_task("t1")
