@@ -374,8 +374,14 @@ class A2AClient:
         deadline: float | None,
         resume: RetryPolicy | bool | None,
     ) -> AsyncIterator[StreamItem]:
-        """Reads `call` into the view; resumes with SubscribeToTask until the task settles."""
+        """Reads `call` into the view; resumes with SubscribeToTask until the task settles.
+
+        A send stream ends once the view is done (terminal, interrupted or a direct answer),
+        also when it was resumed on a SubscribeToTask stream, which the server keeps open
+        through interrupted states; a subscription reads until the server ends it.
+        """
         policy = resume if isinstance(resume, RetryPolicy) else self._resume if resume else None
+        stop_when_done = opening != "subscribe"
         failures = 0
         drop_deadline: float | None = None
         while True:
@@ -390,6 +396,8 @@ class A2AClient:
                         view = fold(view, event)
                         events += 1
                         yield event, view
+                        if stop_when_done and view.done:
+                            break
                 finally:
                     call.cancel()
             except grpc.aio.AioRpcError as rpc_error:

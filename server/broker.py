@@ -26,12 +26,23 @@ class SubscriberOverflowError(Exception):
 class Subscription:
     """One reader's view of a task's events. Iterate it; it ends when the stream should close."""
 
-    __slots__ = ("_broker", "_closed", "_events", "_limit", "_overflowed", "_task_id", "_wakeup")
+    __slots__ = (
+        "_broker",
+        "_closed",
+        "_events",
+        "_limit",
+        "_overflowed",
+        "_task_id",
+        "_wakeup",
+        "until_terminal",
+    )
 
-    def __init__(self, broker: Broker, task_id: str, limit: int) -> None:
+    def __init__(self, broker: Broker, task_id: str, limit: int, until_terminal: bool) -> None:
         self._broker = broker
         self._task_id = task_id
         self._limit = limit
+        self.until_terminal = until_terminal
+        """Stays open through interrupted states (SubscribeToTask) instead of closing there."""
         self._events: deque[a2a_pb2.StreamResponse] = deque()
         self._wakeup = asyncio.Event()
         self._closed = False
@@ -99,8 +110,10 @@ class Broker:
         self._watched: Container[str] = () if observer is None else observer.watched
         self._subscribers: dict[str, list[Subscription]] = {}
 
-    def subscribe(self, task_id: str) -> Subscription:
-        subscription = Subscription(self, task_id, self.queue_size)
+    def subscribe(self, task_id: str, *, until_terminal: bool = False) -> Subscription:
+        """A new reader of the task's events. It closes after an event published as `last`,
+        and also after one published as `interrupted` unless `until_terminal`."""
+        subscription = Subscription(self, task_id, self.queue_size, until_terminal)
         self._subscribers.setdefault(task_id, []).append(subscription)
         return subscription
 
@@ -108,8 +121,17 @@ class Broker:
         """Whether anyone (a stream or the observer) would see an event of this task."""
         return task_id in self._subscribers or task_id in self._watched
 
-    def publish(self, task_id: str, event: a2a_pb2.StreamResponse, *, last: bool = False) -> bool:
-        """Hands `event` to every subscriber of the task; with `last`, then closes their streams.
+    def publish(
+        self,
+        task_id: str,
+        event: a2a_pb2.StreamResponse,
+        *,
+        last: bool = False,
+        interrupted: bool = False,
+    ) -> bool:
+        """Hands `event` to every subscriber of the task; with `last` (a terminal state or a
+        direct reply), then closes their streams; with `interrupted` (INPUT_REQUIRED or
+        AUTH_REQUIRED), closes those that do not stay open `until_terminal`.
 
         Returns True when some subscriber now has `backlog_mark` events queued: a producer that
         can wait should then let the readers run (see TaskRun) before it publishes more.
@@ -128,6 +150,11 @@ class Broker:
                 deepest = queued
         if last:
             self.close(task_id)
+        elif interrupted:
+            for subscription in list(subscribers):
+                if not subscription.until_terminal:
+                    self._remove(task_id, subscription)
+                    subscription._close()
         return deepest >= self.backlog_mark
 
     def close(self, task_id: str) -> None:

@@ -214,7 +214,7 @@ class RequestHandler:
             if repeat.reply_message is not None:
                 yield a2a_pb2.StreamResponse(message=repeat.reply_message)
                 return
-            async for event in self._follow(repeat.task_id, repeat.scope):
+            async for event in self._follow(repeat.task_id, repeat.scope, until_terminal=False):
                 yield event
             return
         run, subscription = self._accept(request, key, call, subscribe=True)
@@ -497,18 +497,25 @@ class RequestHandler:
                 "left to stream; read it with GetTask",
                 metadata={"taskId": task.id},
             )
-        async for event in self._follow(task.id, scope):
+        # Open until the task is terminal (spec §3.1.6, decision §9.1): a subscriber to an
+        # INPUT_REQUIRED task sees the answer arrive and the work that follows.
+        async for event in self._follow(task.id, scope, until_terminal=True):
             yield event
 
-    async def _follow(self, task_id: str, scope: Scope) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        """The task's current snapshot, then its events until it settles."""
-        subscription = self.broker.subscribe(task_id)
+    async def _follow(
+        self, task_id: str, scope: Scope, *, until_terminal: bool
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        """The task's current snapshot, then its events until it is terminal, or (without
+        `until_terminal`) until it is terminal or interrupted."""
+        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal)
         snapshot = self.store.get(task_id, scope)
         if snapshot is None:
             subscription.cancel()
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         yield a2a_pb2.StreamResponse(task=snapshot)
-        if snapshot.status.state in SETTLED_STATES and task_id not in self._active:
+        state = snapshot.status.state
+        closes_at = TERMINAL_STATES if until_terminal else SETTLED_STATES
+        if state in closes_at and task_id not in self._active:
             subscription.cancel()
             return
         async for event in subscription:

@@ -17,7 +17,7 @@ from opentelemetry import trace
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, cost_of
 from a2a_grpc.core.ids import new_id
-from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
     AgentContractError,
@@ -50,7 +50,8 @@ def record_status(
 ) -> bool:
     """Sets a task's status, keeps its message in the history, and tells the task's streams.
 
-    Streams close after a terminal or interrupted state. Without subscribers nothing is copied
+    Streams close after a terminal state; send streams also after an interrupted one (see
+    `Broker.subscribe`). Without subscribers nothing is copied
     and no event is built (the common case of a blocking SendMessage). `event_metadata` goes
     into the status update event (not the task). Returns the broker's backlog signal.
     """
@@ -63,7 +64,12 @@ def record_status(
         update.status.CopyFrom(task.status)
         if event_metadata:
             update.metadata.update(event_metadata)
-        return broker.publish(task_id, event, last=state in SETTLED_STATES)
+        return broker.publish(
+            task_id,
+            event,
+            last=state in TERMINAL_STATES,
+            interrupted=state in INTERRUPTED_STATES,
+        )
     return False
 
 

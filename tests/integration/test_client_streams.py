@@ -262,6 +262,24 @@ async def test_subscribe_follows_to_an_interrupted_state(peer: Peer) -> None:
     assert view.question.parts[0].text == "your name?"
 
 
+@pytest.mark.timeout(20)
+async def test_resumed_send_stream_ends_at_an_interrupted_state(peer: Peer) -> None:
+    # The resumed SubscribeToTask stays open through INPUT_REQUIRED (spec §3.1.6); the send
+    # stream it continues ends there, as the original would have.
+    held_open = asyncio.Event()
+    peer.agent.handlers["SendStreamingMessage"] = script(snapshot(), then=unavailable)
+
+    async def subscribe(request: Any, context: Any) -> AsyncIterator[Any]:
+        yield snapshot()
+        yield status_event(a2a_pb2.TASK_STATE_INPUT_REQUIRED, text="your name?")
+        await held_open.wait()  # a real server's stream stays open until the task is terminal
+
+    peer.agent.handlers["SubscribeToTask"] = subscribe
+    items = await collect(peer.client().send_streaming_message(user_message("hi")))
+    held_open.set()
+    assert items[-1][1].state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+
+
 async def test_subscribe_to_unknown_task(peer: Peer) -> None:
     async def unknown(request: Any, context: Any) -> AsyncIterator[Any]:
         await abort_with(context, TaskNotFoundError("no such task"))

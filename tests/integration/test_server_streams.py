@@ -71,6 +71,53 @@ async def test_stream_closes_at_input_required_and_continuation_opens_with_the_t
     assert second[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
+async def test_subscription_to_an_input_required_task_stays_open_until_it_is_terminal(
+    demo: Harness,
+) -> None:
+    # Spec §3.1.6 / decision §9.1: SubscribeToTask ends at a terminal state only.
+    task = (await demo.stub.SendMessage(send_request("ask"))).task
+    subscription = demo.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task.id))
+    snapshot = await subscription.read()
+    assert snapshot.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    answered = await demo.stub.SendMessage(send_request("red", task_id=task.id))
+    assert answered.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    rest = await collect(subscription)
+    states = [e.status_update.status.state for e in rest if e.HasField("status_update")]
+    assert states[0] == a2a_pb2.TASK_STATE_SUBMITTED
+    assert states[-1] == a2a_pb2.TASK_STATE_COMPLETED
+    assert any(e.HasField("artifact_update") for e in rest)
+
+
+async def test_subscription_stays_open_through_input_required_the_send_stream_closes(
+    make_server: Factory,
+) -> None:
+    release = asyncio.Event()
+
+    class AsksWhenReleased:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            if context.task is not None:
+                await events.complete("thanks")
+                return
+            await events.working()
+            await release.wait()
+            await events.require_input("which colour?")
+
+    harness = await make_server(AsksWhenReleased())
+    sender = harness.stub.SendStreamingMessage(send_request("go"))
+    task_id = (await sender.read()).task.id
+    assert (await sender.read()).status_update.status.state == a2a_pb2.TASK_STATE_WORKING
+    subscription = harness.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+    assert (await subscription.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
+    release.set()
+    sent = await collect(sender)  # the send stream closes at INPUT_REQUIRED
+    assert sent[-1].status_update.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    asked = await subscription.read()
+    assert asked.status_update.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    await harness.stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task_id))
+    rest = await collect(subscription)
+    assert [e.status_update.status.state for e in rest] == [a2a_pb2.TASK_STATE_CANCELED]
+
+
 async def test_concurrent_streams_get_the_same_events(demo: Harness) -> None:
     origin = demo.stub.SendStreamingMessage(send_request("chunks 5"))
     first = await origin.read()
