@@ -18,7 +18,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
-from a2a_grpc.server.card import demo_card, finalize_card
+from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.handler import RequestHandler
@@ -121,8 +121,12 @@ async def start_server(
         client_certificates=tls is not None and tls.client_ca is not None,
         signed_messages=None if signature_keys is None else config.require_signed_messages,
     )
+    if extended_card is not None:
+        extended_card = complete_extended_card(extended_card, final_card)
     if card_signer is not None:
         final_card = sign_card(final_card, *card_signer)
+        if extended_card is not None:
+            extended_card = sign_card(extended_card, *card_signer)
     handler = RequestHandler(
         agent,
         final_card,

@@ -123,6 +123,41 @@ def finalize_card(
     return final
 
 
+def complete_extended_card(
+    extended: a2a_pb2.AgentCard, public: a2a_pb2.AgentCard
+) -> a2a_pb2.AgentCard:
+    """The extended card as GetExtendedAgentCard returns it (spec decision §9.9).
+
+    Clients replace their cached card with it (spec §8), so it must say how to reach and call
+    this server as fully as the public card (`public`, already finalized) does:
+    - interfaces and security requirements: the file's when it lists any, else the public card's;
+    - security schemes: the public card's, with the file's entries winning per name;
+    - capabilities: the ones in force, which are the public card's (the server enforces those,
+      whatever the extended file says), plus any extension only the file declares;
+    - signatures: dropped, since they covered other content (the server re-signs when it signs
+      its cards).
+    Everything else (name, skills, ...) is the file's.
+    """
+    card = a2a_pb2.AgentCard()
+    card.CopyFrom(extended)
+    if not card.supported_interfaces:
+        card.supported_interfaces.extend(public.supported_interfaces)
+    own_extensions = [
+        ext
+        for ext in extended.capabilities.extensions
+        if all(ext.uri != known.uri for known in public.capabilities.extensions)
+    ]
+    card.capabilities.CopyFrom(public.capabilities)
+    card.capabilities.extensions.extend(own_extensions)
+    for name, scheme in public.security_schemes.items():
+        if name not in extended.security_schemes:
+            card.security_schemes[name].CopyFrom(scheme)
+    if not card.security_requirements:
+        card.security_requirements.extend(public.security_requirements)
+    del card.signatures[:]
+    return card
+
+
 def to_json(card: a2a_pb2.AgentCard) -> str:
     """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json."""
     return json_format.MessageToJson(card, indent=2, sort_keys=True)

@@ -171,6 +171,41 @@ async def test_extended_card(make_server: Factory) -> None:
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED  # anonymous is not enough
 
 
+async def test_extended_card_is_complete(make_server: Factory) -> None:
+    # Decision §9.9: clients swap their cached card for the extended one, so it must still say
+    # where and how to call: interfaces, capabilities in force, security schemes, requirements.
+    public = demo_card("127.0.0.1:0")
+    del public.supported_interfaces[:]
+    public.capabilities.extended_agent_card = True
+    extended = a2a_pb2.AgentCard(
+        name="members card",
+        description="more skills",
+        version="2",
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[a2a_pb2.AgentSkill(id="secret", name="Secret", description="x", tags=["x"])],
+    )
+    extended.capabilities.extensions.add(uri="urn:example:members-only")
+    extended.security_schemes["apikey"].api_key_security_scheme.name = "x-key"
+    harness = await make_server(card=public, extended_card=extended, tokens=TOKENS)
+    served = harness.running.handler.card
+    card = await harness.stub.GetExtendedAgentCard(
+        a2a_pb2.GetExtendedAgentCardRequest(), metadata=ALICE
+    )
+    assert card.name == "members card" and [s.id for s in card.skills] == ["secret"]
+    assert list(card.supported_interfaces) == list(served.supported_interfaces)
+    assert card.supported_interfaces[0].url == f"127.0.0.1:{harness.running.port}"
+    assert card.capabilities.streaming and card.capabilities.push_notifications
+    assert card.capabilities.extended_agent_card
+    uris = [ext.uri for ext in card.capabilities.extensions]
+    assert uris == [ext.uri for ext in served.capabilities.extensions] + [
+        "urn:example:members-only"
+    ]
+    assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
+    assert card.security_schemes["apikey"].api_key_security_scheme.name == "x-key"
+    assert list(card.security_requirements) == list(served.security_requirements)
+
+
 async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
     ca = Authority()
     server_pem = ca.issue("localhost", server=True)
