@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
@@ -17,7 +19,13 @@ from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
-from a2a_grpc.server.auth import AnyOf, AuthInterceptor, BearerTokens, ClientCertificates
+from a2a_grpc.server.auth import (
+    AllOf,
+    AnyOf,
+    AuthInterceptor,
+    BearerTokens,
+    ClientCertificates,
+)
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig
@@ -41,6 +49,35 @@ class TlsFiles:
     certificate_chain: bytes
     private_key: bytes
     client_ca: bytes | None = None
+
+    def check(self) -> None:
+        """ValueError naming the problem when the files cannot serve TLS: not PEM, or a key
+        that does not belong to the chain's first certificate (grpc would only fail to bind)."""
+        try:
+            certificate = x509.load_pem_x509_certificate(self.certificate_chain)
+        except ValueError:
+            raise ValueError("--tls-cert is not a PEM certificate") from None
+        try:
+            key = serialization.load_pem_private_key(self.private_key, password=None)
+        except (ValueError, TypeError):
+            raise ValueError("--tls-key is not an unencrypted PEM private key") from None
+        if _public_bytes(key.public_key()) != _public_bytes(certificate.public_key()):
+            raise ValueError(
+                "--tls-key does not match --tls-cert: the key belongs to another certificate"
+            )
+        if self.client_ca is not None:
+            try:
+                x509.load_pem_x509_certificates(self.client_ca)
+            except ValueError:
+                raise ValueError("--client-ca is not a PEM certificate bundle") from None
+
+
+def _public_bytes(key: Any) -> bytes:
+    return bytes(
+        key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
 
 
 @dataclass
@@ -98,12 +135,17 @@ async def start_server(
     card offers the signed-messages extension (required with `config.require_signed_messages`);
     with `card_signer` (private key, key id) the card is served signed.
     """
+    if tls is not None:
+        tls.check()
+    client_certificates = tls is not None and tls.client_ca is not None
     authenticators: list[BearerTokens | ClientCertificates] = []
     if tokens:
         authenticators.append(BearerTokens(tokens))
-    if tls is not None and tls.client_ca is not None:
+    if client_certificates:
         authenticators.append(ClientCertificates())
-    interceptors = [AuthInterceptor(AnyOf(tuple(authenticators)))] if authenticators else []
+    # Both configured: both required (see AllOf); one configured: that one.
+    combine = AllOf if len(authenticators) > 1 else AnyOf
+    interceptors = [AuthInterceptor(combine(tuple(authenticators)))] if authenticators else []
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
@@ -118,7 +160,7 @@ async def start_server(
         card or demo_card(address),
         address,
         bearer_tokens=bool(tokens),
-        client_certificates=tls is not None and tls.client_ca is not None,
+        client_certificates=client_certificates,
         signed_messages=None if signature_keys is None else config.require_signed_messages,
     )
     if extended_card is not None:

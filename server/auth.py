@@ -120,10 +120,34 @@ class AnyOf:
         return any(isinstance(a, ClientCertificates) for a in self.authenticators)
 
 
+@dataclass(frozen=True)
+class AllOf:
+    """Every authenticator must find valid credentials; the first one's principal is the caller.
+
+    With bearer tokens and client certificates both configured, the TLS handshake already
+    requires a certificate (grpc's Python server cannot make it optional), so both are required:
+    the certificate admits the connection and the token names the principal.
+    """
+
+    authenticators: tuple[Authenticator, ...]
+
+    def authenticate(
+        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
+    ) -> str:
+        principals = [a.authenticate(metadata, peer) for a in self.authenticators]
+        if any(principal is None for principal in principals):
+            raise AuthenticationError(
+                "this server needs both a client certificate and 'authorization: Bearer <token>'"
+            )
+        return principals[0] or ""
+
+
 def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Tokens from a JSON file `{"<token>": "<principal>", ...}` and/or `A2A_GRPC_TOKENS`.
 
     The environment form is `token1=alice,token2=bob`. Entries from the file win on conflict.
+    Fails closed: a file that is unreadable, malformed or holds no token is a ValueError, never
+    a server that quietly serves everyone.
     """
     tokens: dict[str, str] = {}
     for entry in environ.get(TOKENS_ENV, "").split(","):
@@ -132,15 +156,24 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
             raise ValueError(f"{TOKENS_ENV}: expected token=principal, got {entry.strip()!r}")
         if sep:
             tokens[token] = principal
+    if environ.get(TOKENS_ENV, "").strip() and not tokens:
+        raise ValueError(f"{TOKENS_ENV} is set but names no token=principal entry")
     if path:
         try:
             loaded = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"--auth-tokens {path}: {exc}") from exc
+        except OSError as exc:
+            raise ValueError(f"--auth-tokens {path}: {exc.strerror or exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"--auth-tokens {path}: not JSON ({exc})") from exc
         if not isinstance(loaded, dict) or not all(
             isinstance(k, str) and isinstance(v, str) and k and v for k, v in loaded.items()
         ):
             raise ValueError(f'--auth-tokens {path}: expected {{"<token>": "<principal>"}}')
+        if not loaded:
+            raise ValueError(
+                f"--auth-tokens {path}: the file names no token; refusing to start without "
+                'authentication (expected {"<token>": "<principal>"})'
+            )
         tokens.update(loaded)
     return tokens
 

@@ -118,8 +118,10 @@ def finalize_card(
         final.security_schemes["mtls"].mtls_security_scheme.description = "client certificate"
         schemes.append("mtls")
     if schemes and not final.security_requirements:
-        for scheme in schemes:  # any one of them is enough
-            final.security_requirements.add().schemes[scheme].SetInParent()
+        # Both configured means both required (see auth.AllOf): one requirement naming both.
+        requirement = final.security_requirements.add()
+        for scheme in schemes:
+            requirement.schemes[scheme].SetInParent()
     return final
 
 

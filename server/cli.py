@@ -126,11 +126,13 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
         return None
     if not (args.tls_cert and args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
-    return TlsFiles(
+    files = TlsFiles(
         certificate_chain=_read(args.tls_cert, "--tls-cert"),
         private_key=_read(args.tls_key, "--tls-key"),
         client_ca=_read(args.client_ca, "--client-ca") if args.client_ca else None,
     )
+    files.check()
+    return files
 
 
 @dataclasses.dataclass
@@ -231,16 +233,14 @@ async def _serve(setup: _Setup) -> int:
         "settings "
         + ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
     )
-    if setup.tokens or (setup.tls and setup.tls.client_ca):
-        kinds = [
-            k
-            for k, on in (
-                ("bearer tokens", setup.tokens),
-                ("client certificates", setup.tls and setup.tls.client_ca),
-            )
-            if on
-        ]
-        say(f"authentication required: {' or '.join(kinds)}")
+    certificates = bool(setup.tls and setup.tls.client_ca)
+    if setup.tokens and certificates:
+        say(
+            "authentication required: a client certificate and a bearer token on every call "
+            "(the token names the principal)"
+        )
+    elif setup.tokens or certificates:
+        say(f"authentication required: {'bearer token' if setup.tokens else 'client certificate'}")
     else:
         say("no authentication configured: every caller is served as the same anonymous principal")
     await stop.wait()

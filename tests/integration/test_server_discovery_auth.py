@@ -247,3 +247,41 @@ async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
         for channel in channels:
             await channel.close()
         await running.stop(0)
+
+
+async def test_tokens_and_client_certificates_together_require_both() -> None:
+    # grpc's Python server cannot make a client certificate optional, so with both configured
+    # both are required, and the card and the start-up line say so.
+    ca = Authority()
+    server_pem = ca.issue("localhost", server=True)
+    tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
+    running = await start_server(
+        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1),
+        DemoAgent(),
+        tls=tls,
+        tokens=TOKENS,
+    )
+    client = ca.issue("svc")
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=ca.certificate,
+        private_key=client.key,
+        certificate_chain=client.certificate,
+    )
+    channel = grpc.aio.secure_channel(f"127.0.0.1:{running.port}", credentials)
+    stub = a2a_pb2_grpc.A2AServiceStub(channel)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.SendMessage(send_request())
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "both" in (caught.value.details() or "")
+        task = (await stub.SendMessage(send_request(), metadata=ALICE)).task
+        get = a2a_pb2.GetTaskRequest(id=task.id)
+        assert (await stub.GetTask(get, metadata=ALICE)).id == task.id
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # same certificate, other token
+            await stub.GetTask(get, metadata=BOB)
+        assert error_reason(caught.value) == "TASK_NOT_FOUND"
+        (requirement,) = running.handler.card.security_requirements
+        assert set(requirement.schemes) == {"bearer", "mtls"}
+    finally:
+        await channel.close()
+        await running.stop(0)

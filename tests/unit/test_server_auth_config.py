@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from a2a_grpc.server.auth import AnyOf, AuthenticationError, BearerTokens, load_tokens
+from a2a_grpc.server.auth import (
+    AllOf,
+    AnyOf,
+    AuthenticationError,
+    BearerTokens,
+    ClientCertificates,
+    load_tokens,
+)
 
 
 def test_tokens_from_environment_and_file(tmp_path: Path) -> None:
@@ -43,3 +50,38 @@ def test_bearer_authentication() -> None:
     for metadata in ((), (("authorization", "Bearer nope"),), (("authorization", "Basic x"),)):
         with pytest.raises(AuthenticationError):
             auth.authenticate(metadata, {})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}", "names no token"),
+        ("", "not JSON"),
+        ("  \n", "not JSON"),
+    ],
+)
+def test_a_token_file_without_tokens_fails_closed(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    file = tmp_path / "tokens.json"
+    file.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_tokens(str(file), {})
+
+
+def test_unreadable_token_file_and_empty_environment_entries(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--auth-tokens"):
+        load_tokens(str(tmp_path / "missing.json"), {})
+    with pytest.raises(ValueError, match="names no token"):
+        load_tokens(None, {"A2A_GRPC_TOKENS": " , "})
+    assert load_tokens(None, {"A2A_GRPC_TOKENS": "  "}) == {}  # blank counts as unset
+
+
+def test_all_of_needs_every_credential() -> None:
+    auth = AllOf((BearerTokens({"s3cret": "alice"}), ClientCertificates()))
+    certificate = {"x509_common_name": [b"svc"]}
+    assert auth.authenticate((("authorization", "Bearer s3cret"),), certificate) == "alice"
+    with pytest.raises(AuthenticationError, match="both"):
+        auth.authenticate((), certificate)
+    with pytest.raises(AuthenticationError, match="both"):
+        auth.authenticate((("authorization", "Bearer s3cret"),), {})

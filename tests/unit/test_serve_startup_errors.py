@@ -1,0 +1,51 @@
+"""`a2a-grpc serve` refuses a configuration it cannot honour with one line, before it listens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from a2a_grpc.server import cli
+from tests.integration.certs import Authority
+
+
+def _serve(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main(["--port", "0", "--card-port", "-1", *argv])
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("a2a-grpc serve: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("content", ["{}", "", "not json"])
+def test_token_file_without_tokens_is_a_start_up_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(content)
+    code, err = _serve(["--auth-tokens", str(tokens)], capsys)
+    assert code == 2
+    assert "--auth-tokens" in _one_line(err)
+
+
+def test_mismatched_tls_key_is_a_start_up_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ca = Authority()
+    one, other = ca.issue("localhost", server=True), ca.issue("localhost", server=True)
+    (tmp_path / "cert.pem").write_bytes(one.certificate)
+    (tmp_path / "key.pem").write_bytes(other.key)
+    (tmp_path / "junk.pem").write_bytes(b"not a pem")
+    args = ["--tls-cert", str(tmp_path / "cert.pem"), "--tls-key"]
+    code, err = _serve([*args, str(tmp_path / "key.pem")], capsys)
+    assert code == 2
+    assert "does not match" in _one_line(err)
+    code, err = _serve([*args, str(tmp_path / "junk.pem")], capsys)
+    assert code == 2
+    assert "--tls-key" in _one_line(err)
