@@ -198,6 +198,7 @@ async def start_server(
                 f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
             ) from exc
     await server.start()
+    handler.start()
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, port, handler, health_servicer, card_server)

@@ -74,10 +74,41 @@ def _parser() -> argparse.ArgumentParser:
     add("--max-tasks", type=int, default=d.max_tasks)
     add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
     add(
+        "--interrupted-ttl",
+        type=float,
+        default=d.interrupted_ttl,
+        help="seconds a task may wait for input or auth before it is canceled (%(default)s)",
+    )
+    add(
         "--max-inline-bytes",
         type=int,
         default=d.max_inline_bytes,
         help="largest raw part accepted inline",
+    )
+    add(
+        "--max-message-bytes",
+        type=int,
+        default=d.max_message_bytes,
+        help="largest message accepted, every part counted (%(default)s)",
+    )
+    add(
+        "--max-store-bytes",
+        type=int,
+        default=d.max_store_bytes,
+        help="bytes of tasks kept in memory (default: a quarter of the memory limit, here "
+        "%(default)s)",
+    )
+    add(
+        "--max-live-tasks-per-principal",
+        type=int,
+        default=None,
+        help="unfinished tasks one caller may hold (default: a tenth of --max-tasks)",
+    )
+    add(
+        "--max-live-tasks-per-tenant",
+        type=int,
+        default=None,
+        help="unfinished tasks one tenant may hold (default: half of --max-tasks)",
     )
     add(
         "--strict-version",
@@ -167,6 +198,11 @@ def _setup(args: argparse.Namespace) -> _Setup:
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
             audit_log=args.audit_log,
+            max_message_bytes=args.max_message_bytes,
+            max_store_bytes=args.max_store_bytes,
+            max_live_tasks_per_principal=args.max_live_tasks_per_principal,
+            max_live_tasks_per_tenant=args.max_live_tasks_per_tenant,
+            interrupted_ttl=args.interrupted_ttl,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,
@@ -229,10 +265,10 @@ async def _serve(setup: _Setup) -> int:
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
     if telemetry:
         say(telemetry)
-    say(
-        "settings "
-        + ", ".join(f"{f.name}={getattr(config, f.name)}" for f in dataclasses.fields(config))
-    )
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    settings["max_live_tasks_per_principal"] = config.live_tasks_per_principal
+    settings["max_live_tasks_per_tenant"] = config.live_tasks_per_tenant
+    say("settings " + ", ".join(f"{name}={value}" for name, value in settings.items()))
     certificates = bool(setup.tls and setup.tls.client_ca)
     if setup.tokens and certificates:
         say(

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from a2a_grpc.server.push import DeliveryPolicy
 
 MiB = 1024 * 1024
+
+
+def memory_limit() -> int:
+    """The memory this process may use: physical memory, or the cgroup's limit when lower."""
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return int(physical)
+    return int(min(physical, int(limit))) if limit.isdigit() else int(physical)
+
+
+def default_store_bytes() -> int:
+    """A quarter of `memory_limit()`. A counted byte costs about one byte of memory for large
+    payloads (0.99, `python -m tests.load.store_memory`), and small tasks are bounded by
+    `max_tasks` as well, so this leaves room for the rest of the server and its peaks."""
+    return memory_limit() // 4
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,17 @@ class ServerConfig:
     """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
     """With signature keys: refuse messages without a valid signature (the extension required)."""
+    max_message_bytes: int = 2 * MiB
+    """Largest message accepted (its serialized size: every part and its metadata count)."""
+    max_store_bytes: int = field(default_factory=default_store_bytes)
+    """Bytes of tasks the store may hold (serialized sizes); when unfinished tasks fill it, new
+    ones are refused with RESOURCE_EXHAUSTED. Default: a quarter of the memory limit."""
+    max_live_tasks_per_principal: int | None = None
+    """Unfinished tasks one caller may hold across tenants (None: a tenth of max_tasks)."""
+    max_live_tasks_per_tenant: int | None = None
+    """Unfinished tasks one tenant may hold across callers (None: half of max_tasks)."""
+    interrupted_ttl: float = 3600.0
+    """Seconds a task may wait in INPUT_REQUIRED / AUTH_REQUIRED before it is CANCELED."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -52,6 +82,21 @@ class ServerConfig:
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
+            (self.max_message_bytes >= 1, "max_message_bytes must be at least 1"),
+            (
+                self.max_inline_bytes <= self.max_message_bytes,
+                "max_inline_bytes must not exceed max_message_bytes",
+            ),
+            (self.max_store_bytes >= 1, "max_store_bytes must be at least 1"),
+            (
+                (self.max_live_tasks_per_principal or 1) >= 1,
+                "max_live_tasks_per_principal must be at least 1",
+            ),
+            (
+                (self.max_live_tasks_per_tenant or 1) >= 1,
+                "max_live_tasks_per_tenant must be at least 1",
+            ),
+            (self.interrupted_ttl > 0, "interrupted_ttl must be positive"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:
@@ -66,6 +111,17 @@ class ServerConfig:
         )
 
     @property
+    def live_tasks_per_principal(self) -> int:
+        """`max_live_tasks_per_principal`, or a tenth of `max_tasks` when unset."""
+        return self.max_live_tasks_per_principal or max(1, self.max_tasks // 10)
+
+    @property
+    def live_tasks_per_tenant(self) -> int:
+        """`max_live_tasks_per_tenant`, or half of `max_tasks` when unset."""
+        return self.max_live_tasks_per_tenant or max(1, self.max_tasks // 2)
+
+    @property
     def max_receive_bytes(self) -> int:
-        """gRPC's inbound message limit: room for the largest inline part plus the envelope."""
-        return max(4 * MiB, self.max_inline_bytes + MiB)
+        """gRPC's inbound message limit: the largest message plus room for the envelope (our own
+        check then answers an oversized message with a clear INVALID_PARAMS)."""
+        return max(4 * MiB, self.max_message_bytes + MiB)

@@ -8,6 +8,7 @@ always find the first.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -39,7 +40,7 @@ from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
-from a2a_grpc.server.agent import AgentExecutor, RequestContext
+from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import AuthenticationError
 from a2a_grpc.server.broker import Broker, Subscription
@@ -48,6 +49,8 @@ from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher
 from a2a_grpc.server.push_configs import PushConfigService
 from a2a_grpc.server.run import TaskRun, record_status
 from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
+
+log = logging.getLogger(__name__)
 
 
 class CallContext(NamedTuple):
@@ -158,7 +161,13 @@ class RequestHandler:
         self.extended_card = extended_card
         self.config = config
         self.signature_keys = signature_keys
-        self.store = InMemoryTaskStore(max_tasks=config.max_tasks, terminal_ttl=config.task_ttl)
+        self.store = InMemoryTaskStore(
+            max_tasks=config.max_tasks,
+            max_bytes=config.max_store_bytes,
+            max_live_per_owner=config.live_tasks_per_principal,
+            max_live_per_tenant=config.live_tasks_per_tenant,
+            terminal_ttl=config.task_ttl,
+        )
         self.push: PushConfigService | None = None
         if card.capabilities.push_notifications:
             webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
@@ -175,6 +184,7 @@ class RequestHandler:
         # Oldest first. An OrderedDict because entries leave from the front (see the store's
         # `_terminal`: a plain dict's first key gets slower with every entry deleted before it).
         self._deliveries: OrderedDict[tuple[str, str, str], _Delivery | _Settled] = OrderedDict()
+        self._housekeeper: asyncio.Task[None] | None = None
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 
@@ -246,17 +256,16 @@ class RequestHandler:
         message = request.message
         tenant = key[0]
         scope = Scope(tenant, call.principal)
-        validation.check_content(message, self._input_modes, self.config.max_inline_bytes)
+        config = self.config
+        size = validation.check_content(
+            message, self._input_modes, config.max_inline_bytes, config.max_message_bytes
+        )
         if self._required_extensions:
             validation.check_extensions(self._required_extensions, call.extensions)
         signed_by = self._check_signature(message, tenant)
         budget = _budget(message)
         existing = self._existing_task(message, scope)
-        if existing is not None:
-            context_id = existing.context_id
-        else:
-            self.store.reserve()  # StoreFullError now, rather than when the agent first speaks
-            context_id = message.context_id or new_id()
+        context_id = existing.context_id if existing is not None else message.context_id or new_id()
         context = RequestContext(
             message=message,
             task_id=existing.id if existing is not None else new_id(),
@@ -272,6 +281,10 @@ class RequestHandler:
                 json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
             ),
         )
+        if existing is None:
+            # StoreFullError now, rather than when the agent first speaks. Nothing below fails,
+            # so the room is always used or released by the run.
+            self.store.reserve(scope, size)
         run = TaskRun(
             store=self.store,
             broker=self.broker,
@@ -279,6 +292,7 @@ class RequestHandler:
             context=context,
             on_settled=self._settled,
             traced=self._traced,
+            reserved_size=size,
         )
         if existing is not None:
             self._continue(existing, message)
@@ -383,9 +397,12 @@ class RequestHandler:
 
     def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
         now = time.monotonic()
+        self._deliveries[key] = _Delivery(_fingerprint(message), now, run)
+        self._forget_deliveries(now - self.config.dedup_window)
+
+    def _forget_deliveries(self, horizon: float) -> None:
+        """Drops message ids accepted at or before `horizon`, and the oldest beyond max_tasks."""
         deliveries = self._deliveries
-        deliveries[key] = _Delivery(_fingerprint(message), now, run)
-        horizon = now - self.config.dedup_window
         most = self.config.max_tasks
         while deliveries and (
             len(deliveries) > most or next(iter(deliveries.values())).accepted_at <= horizon
@@ -582,8 +599,69 @@ class RequestHandler:
         if not self.card.capabilities.streaming:
             raise UnsupportedOperationError("this agent does not offer streaming")
 
+    # -- housekeeping ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the timer that expires tasks and message ids on time, also on an idle server
+        (otherwise they would only go when new work arrives). Call on the server's loop."""
+        if self._housekeeper is None:
+            self._housekeeper = asyncio.get_running_loop().create_task(self._keep_house())
+
+    @property
+    def sweep_interval(self) -> float:
+        """Seconds between sweeps: a quarter of the shortest lifetime, within 10 ms .. 1 s."""
+        config = self.config
+        shortest = min(config.task_ttl, config.interrupted_ttl, config.dedup_window)
+        return min(1.0, max(0.01, shortest / 4))
+
+    async def _keep_house(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            try:
+                self.sweep()
+            except Exception:  # never let one bad sweep stop the next ones
+                log.exception("housekeeping failed")
+
+    def sweep(self) -> None:
+        """Cancels tasks that waited for input longer than `interrupted_ttl`, drops finished
+        tasks past `task_ttl` and message ids past the dedup window."""
+        config = self.config
+        store = self.store
+        now = time.monotonic()
+        for task_id in store.parked_since(now - config.interrupted_ttl):
+            self._expire_parked(task_id)
+        store.evict_expired()
+        self._forget_deliveries(now - config.dedup_window)
+
+    def _expire_parked(self, task_id: str) -> None:
+        task = self.store.peek(task_id)
+        if task is None or task_id in self._active:
+            return
+        waited = a2a_pb2.TaskState.Name(task.status.state)
+        text = (
+            f"canceled: no answer arrived within {self.config.interrupted_ttl:g} s of "
+            f"{waited}; start a new task, listing this one in reference_task_ids"
+        )
+        message = agent_message(text, context_id=task.context_id, task_id=task_id)
+        record_status(
+            self.store, self.broker, task_id, task.context_id, a2a_pb2.TASK_STATE_CANCELED, message
+        )
+        if self.audit is not None:
+            scope = self.store.scope_of(task_id)
+            self.audit.outcome(
+                task_id=task_id,
+                state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
+                principal=scope.owner if scope else "",
+                tenant=scope.tenant if scope else "",
+                message_id="",
+                cost=None,
+            )
+
     async def drain(self, grace: float) -> None:
         """Shutdown: lets running agents finish within `grace` seconds, then cancels them."""
+        if self._housekeeper is not None:
+            self._housekeeper.cancel()
+            self._housekeeper = None
         runners = set(self._runners)
         if runners:
             _, pending = await asyncio.wait(runners, timeout=grace)

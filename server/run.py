@@ -90,8 +90,11 @@ class TaskRun:
         context: RequestContext,
         on_settled: Callable[[TaskRun], None],
         traced: bool = False,
+        reserved_size: int = 0,
     ) -> None:
+        """`reserved_size`: the size the handler reserved in the store for a new task."""
         self.store = store
+        self.reserved_size = reserved_size
         self.broker = broker
         self.scope = scope
         self.context = context
@@ -342,7 +345,7 @@ class TaskRun:
             )
         reply = agent_message(message, context_id=self.context_id)
         self.reply_message = reply
-        self.store.release()  # the room reserved for this run's task will not be used
+        self.store.release(self.scope)  # the room reserved for this run's task will not be used
         self.started.set()
         if self.broker.has_subscribers(self.task_id):
             self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
@@ -381,7 +384,7 @@ class TaskRun:
         if self._budget is not None or self._cost is not None:
             task.metadata.update(self._spend() or {})
         # Built here and never touched again: no copy in. The handler reserved its room.
-        self.store.adopt(task, self.scope, reserved=True)
+        self.store.adopt(task, self.scope, reserved_size=self.reserved_size)
         self._task_exists = True
         if self.broker.has_subscribers(self.task_id):
             self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=task))

@@ -6,10 +6,16 @@ Contract (any other store must keep it):
 - Scoping: every read takes a `Scope`; a task of another tenant or owner is reported exactly as
   an unknown id would be (None / not listed).
 - Not thread-safe; all calls happen on the server's event loop and none of them awaits.
-- Bounded: at most `max_tasks` tasks. Terminal tasks are evicted oldest-settled first when the
-  store is full (1/64 of the store, at most 64 tasks, at a time), and after `terminal_ttl`
-  seconds in any case. When every stored task is still live the store refuses new tasks with
-  `StoreFullError` rather than drop work in progress.
+- Bounded: at most `max_tasks` tasks and `max_bytes` bytes of tasks (their serialized size,
+  measured when a task is created and each time it settles). Terminal tasks are evicted
+  oldest-settled first when the store is full (1/64 of the store, at most 64 tasks, at a time),
+  and after `terminal_ttl` seconds in any case (`evict_expired`, which the server also runs on
+  a timer). When live tasks fill it the store refuses new ones with `StoreFullError` rather than
+  drop work in progress.
+- Fair: one owner may hold at most `max_live_per_owner` live (non-terminal) tasks, one tenant
+  at most `max_live_per_tenant`; over that, `reserve` raises `LiveTaskLimitError`.
+- Parked tasks (INPUT_REQUIRED / AUTH_REQUIRED) are listed oldest first by `parked_since`, so
+  the server can end those that waited longer than it allows.
 """
 
 from __future__ import annotations
@@ -25,12 +31,17 @@ from typing import Any, NamedTuple, TypeVar
 
 from sortedcontainers import SortedList
 
-from a2a_grpc.core.states import TERMINAL_STATES
+from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
 
 class StoreFullError(Exception):
-    """The store holds `max_tasks` live (non-terminal) tasks and cannot take another."""
+    """The store has no room for another task: every slot, or its byte budget, is taken by live
+    (non-terminal) tasks. Retrying later can help."""
+
+
+class LiveTaskLimitError(StoreFullError):
+    """The caller (or its tenant) already holds as many live tasks as it may."""
 
 
 class InvalidPageTokenError(ValueError):
@@ -66,6 +77,7 @@ class _Record:
     task: a2a_pb2.Task
     scope: Scope
     updated_ns: int
+    size: int  # bytes counted against the store's byte budget
     settled_at: float = 0.0  # time.monotonic() when it became terminal
     # (key, context id, state) as the ListTasks indexes hold it; None until first indexed.
     indexed: tuple[tuple[int, str], str, int] | None = None
@@ -154,14 +166,21 @@ class InMemoryTaskStore:
         self,
         *,
         max_tasks: int = 100_000,
+        max_bytes: int | None = None,
+        max_live_per_owner: int | None = None,
+        max_live_per_tenant: int | None = None,
         terminal_ttl: float = 3600.0,
         clock_ns: Callable[[], int] = time.time_ns,
         monotonic: Callable[[], float] = time.monotonic,
         on_evict: Callable[[str], None] | None = None,
     ) -> None:
+        """`max_bytes`, `max_live_per_owner`, `max_live_per_tenant`: None means no such bound."""
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
         self.max_tasks = max_tasks
+        self.max_bytes = max_bytes
+        self.max_live_per_owner = max_live_per_owner
+        self.max_live_per_tenant = max_live_per_tenant
         # A full store makes room for up to 64 tasks at once (at most 1/64 of its size): the
         # eviction runs with its data warm once per batch instead of once per new task.
         self._eviction_batch = max(1, min(64, max_tasks // 64))
@@ -180,24 +199,78 @@ class InMemoryTaskStore:
         self._reserved = 0  # room promised to tasks that will be created later
         self._scopes: dict[Scope, Scope] = {}
         self._dirty: dict[str, None] = {}  # tasks whose index entries are out of date
+        self._bytes = 0  # sum of the records' sizes
+        # Live (non-terminal) tasks, reservations included, per owner and per tenant.
+        self._live_by_owner: dict[str, int] = {}
+        self._live_by_tenant: dict[str, int] = {}
+        # Interrupted tasks by id, oldest interruption first, with time.monotonic() then.
+        self._parked: OrderedDict[str, float] = OrderedDict()
 
-    def reserve(self) -> None:
-        """Promises room for one task that `adopt(..., reserved=True)` will store later.
+    @property
+    def bytes(self) -> int:
+        """Bytes of tasks counted against `max_bytes` (serialized sizes)."""
+        return self._bytes
 
-        Evicts the oldest finished tasks as needed; raises StoreFullError when every slot holds
-        (or is promised to) an unfinished task. Give unused room back with `release`.
+    def reserve(self, scope: Scope, size: int = 0) -> None:
+        """Promises room for one task of about `size` bytes that `adopt(..., reserved_size=size)`
+        will store later, on behalf of `scope`.
+
+        Raises LiveTaskLimitError when the scope's owner or tenant holds its share of live
+        tasks; evicts the oldest finished tasks as needed, and raises StoreFullError when every
+        slot or byte left is held by (or promised to) an unfinished task. Give unused room
+        back with `release(scope)`.
         """
+        tenant, owner = scope
+        owner_live = self._live_by_owner.get(owner, 0)
+        tenant_live = self._live_by_tenant.get(tenant, 0)
+        self._check_share(owner_live, tenant_live)
         self.evict_expired()
         while len(self._records) + self._reserved >= self.max_tasks:
             if not self._evict_oldest_terminal():
                 raise StoreFullError(
                     f"the server holds {self.max_tasks} unfinished tasks; retry later"
                 )
+        max_bytes = self.max_bytes
+        if max_bytes is not None:
+            while self._bytes + size > max_bytes:
+                if not self._evict_oldest_terminal():
+                    raise StoreFullError(
+                        f"the server's unfinished tasks fill its task memory ({max_bytes} bytes); "
+                        "retry later"
+                    )
         self._reserved += 1
+        self._live_by_owner[owner] = owner_live + 1
+        self._live_by_tenant[tenant] = tenant_live + 1
 
-    def release(self) -> None:
+    def _check_share(self, owner_live: int, tenant_live: int) -> None:
+        most = self.max_live_per_owner
+        if most is not None and owner_live >= most:
+            raise LiveTaskLimitError(
+                f"this caller already has {owner_live} unfinished tasks, the most one caller may "
+                "hold: wait for some to finish, or answer or cancel those waiting for input"
+            )
+        most = self.max_live_per_tenant
+        if most is not None and tenant_live >= most:
+            raise LiveTaskLimitError(
+                f"this tenant already has {tenant_live} unfinished tasks, the most one tenant "
+                "may hold: retry when some have finished"
+            )
+
+    def release(self, scope: Scope) -> None:
         """Gives back room promised by `reserve` that no task will use."""
         self._reserved = max(0, self._reserved - 1)
+        self._unlive(scope)
+
+    def _unlive(self, scope: Scope) -> None:
+        tenant, owner = scope
+        _decrement(self._live_by_owner, owner)
+        _decrement(self._live_by_tenant, tenant)
+
+    def live_count(self, *, owner: str | None = None, tenant: str | None = None) -> int:
+        """Live tasks (reservations included) of one owner or one tenant."""
+        if owner is not None:
+            return self._live_by_owner.get(owner, 0)
+        return self._live_by_tenant.get(tenant or "", 0)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -211,33 +284,35 @@ class InMemoryTaskStore:
         self.adopt(stored, scope)
         return self._copy(stored)
 
-    def adopt(self, task: a2a_pb2.Task, scope: Scope, *, reserved: bool = False) -> None:
+    def adopt(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int | None = None) -> None:
         """Stores a new task without copying it: the store takes ownership of `task`.
 
         For callers that built `task` themselves and never touch it again (the server's task
         runs); everything else should use `create`. Stamps the status time like `create`. With
-        `reserved`, the task takes room promised by `reserve` and never raises StoreFullError.
+        `reserved_size` (the size given to `reserve`), the task takes room promised by `reserve`,
+        never raises StoreFullError, and counts as that many bytes until it settles (measuring
+        it would cost a serialization, ~3k instructions, on every new task).
         """
         task_id = task.id
         if task_id in self._records:
             raise ValueError(f"task {task_id!r} already exists")
-        if reserved:
+        if reserved_size is not None:
             self._reserved = max(0, self._reserved - 1)
+            size = reserved_size
         else:
-            self.evict_expired()
-            full = len(self._records) + self._reserved >= self.max_tasks
-            if full and not self._evict_oldest_terminal():
-                raise StoreFullError(
-                    f"the server holds {self.max_tasks} unfinished tasks; retry later"
-                )
+            size = task.ByteSize()
+            self.reserve(scope, size)
+            self._reserved -= 1
         status = task.status
         now = self._stamp(status)
+        self._bytes += size
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
-        record = _Record(task, self._scopes.setdefault(scope, scope), now)
+        record = _Record(task, self._scopes.setdefault(scope, scope), now, size)
         self._records[task_id] = record
         self._mark_dirty(task_id)
-        if status.state in TERMINAL_STATES:
-            self._mark_terminal(task_id, record)
+        state = status.state
+        if state in SETTLED_STATES:
+            self._settled(task_id, record, state)
 
     def update(
         self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
@@ -264,8 +339,7 @@ class InMemoryTaskStore:
         if status_changed:
             record.updated_ns = self._stamp(task.status)
             self._mark_dirty(task_id)
-            if task.status.state in TERMINAL_STATES:
-                self._mark_terminal(task_id, record)
+            self._status_changed(task_id, record, task.status.state)
         return task
 
     def set_status(
@@ -288,9 +362,18 @@ class InMemoryTaskStore:
             status.ClearField("message")
         record.updated_ns = self._stamp(status)
         self._mark_dirty(task_id)
-        if state in TERMINAL_STATES:
-            self._mark_terminal(task_id, record)
+        self._status_changed(task_id, record, state)
         return task
+
+    def parked_since(self, before: float) -> list[str]:
+        """Ids of the tasks interrupted (INPUT_REQUIRED / AUTH_REQUIRED) since before
+        `before` (a time.monotonic() value), oldest first."""
+        expired: list[str] = []
+        for task_id, parked_at in self._parked.items():
+            if parked_at > before:
+                break
+            expired.append(task_id)
+        return expired
 
     def evict_expired(self) -> int:
         """Drops terminal tasks older than the TTL; returns how many went."""
@@ -314,6 +397,17 @@ class InMemoryTaskStore:
         if record is None or record.scope != scope:
             return None
         return self._copy(record.task, history_length=history_length)
+
+    def peek(self, task_id: str) -> a2a_pb2.Task | None:
+        """The stored task itself, unscoped, for the server's own housekeeping: read it and let
+        go (never mutate or keep it, never hand it to a caller)."""
+        record = self._records.get(task_id)
+        return None if record is None else record.task
+
+    def scope_of(self, task_id: str) -> Scope | None:
+        """Who owns a stored task (None when it is not stored)."""
+        record = self._records.get(task_id)
+        return None if record is None else record.scope
 
     def copy_into(
         self,
@@ -457,9 +551,26 @@ class InMemoryTaskStore:
             del self._indexes[record.scope]
             self._scopes.pop(record.scope, None)
 
-    def _mark_terminal(self, task_id: str, record: _Record) -> None:
-        record.settled_at = self._monotonic()
-        self._terminal[task_id] = None
+    def _status_changed(self, task_id: str, record: _Record, state: int) -> None:
+        if state in SETTLED_STATES:
+            self._settled(task_id, record, state)
+        elif self._parked:
+            self._parked.pop(task_id, None)  # answered: it works again
+
+    def _settled(self, task_id: str, record: _Record, state: int) -> None:
+        """A terminal or interrupted state: the task's size is measured again (its artifacts
+        and history have grown since it was last measured)."""
+        size = record.task.ByteSize()
+        self._bytes += size - record.size
+        record.size = size
+        if state in TERMINAL_STATES:
+            self._parked.pop(task_id, None)
+            record.settled_at = self._monotonic()
+            self._terminal[task_id] = None
+            self._unlive(record.scope)
+        elif state in INTERRUPTED_STATES:
+            self._parked[task_id] = self._monotonic()
+            self._parked.move_to_end(task_id)
 
     def _evict_oldest_terminal(self) -> bool:
         """Evicts the `_eviction_batch` oldest finished tasks (fewer if there are fewer)."""
@@ -472,8 +583,13 @@ class InMemoryTaskStore:
 
     def _delete(self, task_id: str) -> None:
         record = self._records.pop(task_id)
+        self._bytes -= record.size
         self._dirty.pop(task_id, None)
-        self._terminal.pop(task_id, None)
+        if task_id in self._terminal:
+            del self._terminal[task_id]
+        else:  # still live
+            self._unlive(record.scope)
+            self._parked.pop(task_id, None)
         self._index_remove(record)
         if self.on_evict is not None:
             self.on_evict(task_id)
@@ -527,6 +643,14 @@ class InMemoryTaskStore:
             return int(stamp), task_id
         except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
             raise InvalidPageTokenError(token) from exc
+
+
+def _decrement(counts: dict[str, int], key: str) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)  # counters of idle callers do not pile up
 
 
 def _discard(indexes: dict[_Name, Any], name: _Name, key: _Key) -> None:

@@ -91,9 +91,14 @@ def required_extensions(card: a2a_pb2.AgentCard) -> tuple[str, ...]:
 
 
 def check_content(
-    message: a2a_pb2.Message, input_modes: Sequence[str], max_inline_bytes: int
-) -> None:
-    """Part media types against `accepted_input_modes` (empty: any), then the inline size cap."""
+    message: a2a_pb2.Message,
+    input_modes: Sequence[str],
+    max_inline_bytes: int,
+    max_message_bytes: int,
+) -> int:
+    """Part media types against `accepted_input_modes` (empty: any), then the inline size cap,
+    then the message's serialized size (every part counts: text, data, raw, url, and metadata).
+    Returns that size."""
     if input_modes:
         for index, part in enumerate(message.parts):
             kind = part.WhichOneof("content") or ""
@@ -116,6 +121,16 @@ def check_content(
                     )
                 ],
             )
+    size = message.ByteSize()
+    if size > max_message_bytes:
+        raise InvalidParamsError(
+            f"the message is {size} bytes; the limit is {max_message_bytes}: send large "
+            "content as url parts, or split it over several messages",
+            field_violations=[
+                FieldViolation("message", f"at most {max_message_bytes} bytes serialized")
+            ],
+        )
+    return size
 
 
 def check_extensions(required: Sequence[str], requested: Sequence[str]) -> None:

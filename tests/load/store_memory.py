@@ -5,6 +5,8 @@ Two figures at N tasks (default 100,000):
 - server: the same through RequestHandler.send_message with the demo agent, so it includes what
   the server keeps per accepted message (the idempotency record and the run that settled).
 A small task: one text message in, its echo artifact out, COMPLETED.
+And one for large payloads: memory per stored payload byte, and per byte the store counts
+against its byte budget (`--max-store-bytes`), for 2,000 tasks of 2 x 64 KiB text.
 
     .venv/bin/python -m tests.load.store_memory [N] [--json]
 
@@ -26,6 +28,9 @@ from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.handler import CallContext, RequestHandler
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
+
+PAYLOAD_TASKS = 2000
+PAYLOAD_BYTES = 64 * 1024
 
 
 def rss_bytes() -> int:
@@ -68,6 +73,22 @@ def measure_store(count: int) -> float:
     return (rss_bytes() - before) / count
 
 
+def measure_payload(count: int, payload: int) -> tuple[float, float]:
+    """(memory per payload byte, memory per byte the store counts) for `count` finished tasks
+    whose message and echo artifact each carry `payload` bytes of text."""
+    store = InMemoryTaskStore(max_tasks=count + 1)
+    scope = Scope("", "")
+    text = "x" * payload
+    before = rss_bytes()
+    for _ in range(count):
+        task = small_task()
+        task.history[0].parts[0].text = text
+        task.artifacts[0].parts[0].text = text
+        store.create(task, scope)
+    grown = rss_bytes() - before
+    return grown / (count * 2 * payload), grown / store.bytes
+
+
 async def measure_server(count: int) -> float:
     config = ServerConfig(max_tasks=count + 1)
     handler = RequestHandler(DemoAgent(), demo_card("127.0.0.1:0"), config)
@@ -91,13 +112,20 @@ def main() -> None:
     count = int(numbers[0]) if numbers else 100_000
     store_figure = measure_store(count)
     server_figure = asyncio.run(measure_server(count))
+    per_payload, per_counted = measure_payload(PAYLOAD_TASKS, PAYLOAD_BYTES)
     if "--json" in sys.argv:
         figures = {"tasks": count, "store_kib": store_figure / 1024}
+        figures.update(per_payload_byte=per_payload, per_counted_byte=per_counted)
         print(json.dumps({**figures, "server_kib": server_figure / 1024}))
         return
     print(f"tasks: {count}")
     print(f"store only:          {store_figure / 1024:.2f} KiB per small task")
     print(f"through the server:  {server_figure / 1024:.2f} KiB per small task")
+    print(
+        f"{PAYLOAD_TASKS} tasks of 2 x {PAYLOAD_BYTES // 1024} KiB text: {per_payload:.2f} bytes "
+        f"of memory per payload byte, {per_counted:.2f} per byte counted against "
+        "--max-store-bytes"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.store import (
     InMemoryTaskStore,
     InvalidPageTokenError,
+    LiveTaskLimitError,
     Scope,
     StoreFullError,
     TaskQuery,
@@ -172,17 +173,17 @@ def test_a_page_reads_the_same_number_of_records_however_many_are_stored(stored:
 def test_reserved_room_is_kept_for_the_task_that_claimed_it() -> None:
     store = InMemoryTaskStore(max_tasks=2)
     store.create(task("a"), SCOPE)
-    store.reserve()
+    store.reserve(SCOPE)
     with pytest.raises(StoreFullError):
-        store.reserve()  # one live task and one promise fill the store
+        store.reserve(SCOPE)  # one live task and one promise fill the store
     with pytest.raises(StoreFullError):
         store.create(task("b"), SCOPE)
-    store.adopt(task("c"), SCOPE, reserved=True)  # the promise is honoured
+    store.adopt(task("c"), SCOPE, reserved_size=0)  # the promise is honoured
     assert len(store) == 2
     finish(store, "a")
-    store.reserve()  # evicts the finished task to make room
+    store.reserve(SCOPE)  # evicts the finished task to make room
     assert store.get("a", SCOPE) is None
-    store.release()
+    store.release(SCOPE)
     store.create(task("d"), SCOPE)
     assert len(store) == 2
 
@@ -269,3 +270,74 @@ def test_a_full_large_store_evicts_a_small_batch_of_the_oldest_at_once() -> None
     assert len(store) == 631
     assert all(store.get(f"t{number}", SCOPE) is None for number in range(10))
     assert store.get("t10", SCOPE) is not None
+
+
+def big_task(task_id: str, size: int, state: int = a2a_pb2.TASK_STATE_WORKING) -> a2a_pb2.Task:
+    made = task(task_id, state)
+    made.history.add(message_id="m", parts=[a2a_pb2.Part(text="x" * size)])
+    return made
+
+
+def test_byte_budget_evicts_finished_tasks_then_refuses() -> None:
+    store = InMemoryTaskStore(max_bytes=10_000)
+    store.create(big_task("done", 4000, a2a_pb2.TASK_STATE_COMPLETED), SCOPE)
+    store.create(big_task("live", 4000), SCOPE)
+    assert 8000 < store.bytes < 8200
+    store.reserve(SCOPE, 4000)  # the finished task goes to make room
+    assert store.get("done", SCOPE) is None and store.get("live", SCOPE) is not None
+    store.adopt(big_task("new", 4000), SCOPE, reserved_size=4000)
+    with pytest.raises(StoreFullError, match="retry later"):
+        store.reserve(SCOPE, 4000)  # only live tasks left, and they fill the budget
+    finish(store, "live")
+    store.reserve(SCOPE, 4000)
+    assert store.get("live", SCOPE) is None
+
+
+def test_a_task_is_measured_again_when_it_settles() -> None:
+    store = InMemoryTaskStore(max_bytes=10**9)
+    store.create(task("t"), SCOPE)
+    before = store.bytes
+
+    def grow(t: a2a_pb2.Task) -> None:
+        t.artifacts.add(artifact_id="a", parts=[a2a_pb2.Part(text="y" * 5000)])
+
+    store.apply("t", grow, status_changed=False)
+    assert store.bytes == before  # not measured while it works
+    store.set_status("t", a2a_pb2.TASK_STATE_COMPLETED)
+    assert store.bytes > before + 5000
+    store.reserve(SCOPE, 10**9 - 1)  # the whole budget: the finished task must go
+    assert store.get("t", SCOPE) is None and store.bytes == 0
+
+
+def test_live_tasks_are_capped_per_owner_and_per_tenant() -> None:
+    store = InMemoryTaskStore(max_live_per_owner=2, max_live_per_tenant=3)
+    alice, bob, carol = Scope("t1", "alice"), Scope("t2", "alice"), Scope("t1", "bob")
+    store.create(task("a1"), alice)
+    store.reserve(bob)  # the same caller in another tenant
+    with pytest.raises(LiveTaskLimitError, match="caller"):
+        store.reserve(alice)
+    with pytest.raises(LiveTaskLimitError, match="caller"):
+        store.create(task("a3"), bob)
+    store.create(task("b1"), carol)
+    store.create(task("b2"), carol)
+    with pytest.raises(LiveTaskLimitError, match="tenant"):
+        store.create(task("d1"), Scope("t1", "dave"))  # t1 holds a1, b1, b2
+    assert store.live_count(owner="alice") == 2 and store.live_count(tenant="t1") == 3
+    finish(store, "a1")  # a finished task no longer counts
+    store.release(bob)
+    assert store.live_count(owner="alice") == 0 and store.live_count(tenant="t1") == 2
+    store.create(task("a4"), alice)
+
+
+def test_parked_tasks_are_listed_oldest_first_until_answered_or_finished() -> None:
+    clock = Clock()
+    store = InMemoryTaskStore(monotonic=clock)
+    for name in ("p1", "p2", "p3"):
+        store.create(task(name), SCOPE)
+        store.set_status(name, a2a_pb2.TASK_STATE_INPUT_REQUIRED)
+        clock.now += 10
+    assert store.parked_since(clock.now) == ["p1", "p2", "p3"]
+    assert store.parked_since(clock.now - 15) == ["p1", "p2"]
+    store.set_status("p1", a2a_pb2.TASK_STATE_SUBMITTED)  # answered
+    store.set_status("p2", a2a_pb2.TASK_STATE_CANCELED)
+    assert store.parked_since(clock.now) == ["p3"]
