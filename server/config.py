@@ -41,6 +41,8 @@ class ServerConfig:
     """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
     """With signature keys: refuse messages without a valid signature (the extension required)."""
+    max_push_configs_per_task: int = 16
+    """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -52,6 +54,7 @@ class ServerConfig:
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
+            (self.max_push_configs_per_task >= 1, "max_push_configs_per_task must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:

@@ -9,7 +9,9 @@ Delivery contract:
   backoff; after `max_attempts` the webhook is given up (logged) and gets nothing more.
 - Traced: each POST carries the W3C trace context the event was published in.
 - Never blocking: events are queued (bounded; overflow gives the webhook up) and sent by
-  background tasks, so a slow webhook never slows the task or its streams.
+  background tasks, so a slow webhook never slows the task or its streams. Queuing an event costs
+  one serialization plus one queue entry per webhook of the task (their number is capped, see
+  `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
 - SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
   multicast address are refused unless `allow_private_targets` is set.
 """
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/a2a+json"
 TOKEN_HEADER = "X-A2A-Notification-Token"
+MAX_URL_CHARS = 2048
+"""Longest webhook URL accepted (the common limit of browsers, proxies and CDNs)."""
 
 
 class WebhookRefusedError(ValueError):
@@ -55,6 +59,8 @@ class DeliveryPolicy:
     """Undelivered events a webhook may accumulate before it is given up."""
     allow_private_targets: bool = False
     """Allow loopback / private / link-local targets (tests, trusted meshes)."""
+    max_connections: int = 64
+    """POSTs in flight at once over all webhooks (also the connection pool's size)."""
 
 
 Resolver = Callable[[str], Awaitable[list[str]]]
@@ -121,6 +127,12 @@ class PushConfigStore:
         self._configs.setdefault(stored.task_id, {})[stored.id] = stored
         return _copy(stored)
 
+    def count(self, task_id: str) -> int:
+        return len(self._configs.get(task_id, ()))
+
+    def has(self, task_id: str, config_id: str) -> bool:
+        return config_id in self._configs.get(task_id, ())
+
     def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
         config = self._configs.get(task_id, {}).get(config_id)
         return None if config is None else _copy(config)
@@ -177,6 +189,7 @@ class WebhookDispatcher:
         self.guard = guard or WebhookGuard(allow_private_targets=policy.allow_private_targets)
         self._client = client
         self._sleep = sleep
+        self._slots = asyncio.Semaphore(policy.max_connections)
         # By task id, then config id: a task leaving the store drops its webhooks in one step.
         self._webhooks: dict[str, dict[str, _Webhook]] = {}
 
@@ -233,10 +246,11 @@ class WebhookDispatcher:
         delay = self.policy.backoff
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
-                await self.guard.check(config.url)  # DNS may change between attempts
-                response = await self._http().post(
-                    config.url, content=body, headers=headers, timeout=self.policy.timeout
-                )
+                async with self._slots:
+                    await self.guard.check(config.url)  # DNS may change between attempts
+                    response = await self._http().post(
+                        config.url, content=body, headers=headers, timeout=self.policy.timeout
+                    )
                 if 200 <= response.status_code < 300:
                     return True
                 problem = f"HTTP {response.status_code}"
@@ -303,7 +317,9 @@ class WebhookDispatcher:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False)
+            # As many connections as POSTs may be in flight, so none waits for the pool.
+            limits = httpx.Limits(max_connections=self.policy.max_connections)
+            self._client = httpx.AsyncClient(follow_redirects=False, limits=limits)
         return self._client
 
     async def idle(self) -> None:

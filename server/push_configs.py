@@ -10,29 +10,45 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher, WebhookRefusedError
+from a2a_grpc.server.push import (
+    MAX_URL_CHARS,
+    PushConfigStore,
+    WebhookDispatcher,
+    WebhookRefusedError,
+)
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
 from a2a_grpc.server.validation import raise_violations
 
 DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_PER_TASK = 16
 
 
 class PushConfigService:
     """Create / Get / List / Delete of webhooks; tasks are looked up in the caller's scope.
 
     A config lives until it is deleted or its task leaves the task store. Create keeps a
-    caller-chosen `id` (replacing a config with the same id) and mints one otherwise.
+    caller-chosen `id` (replacing a config with the same id) and mints one otherwise. A task has
+    at most `max_per_task` configs, which bounds the work each of its events causes.
     """
 
-    def __init__(self, store: InMemoryTaskStore, dispatcher: WebhookDispatcher) -> None:
+    def __init__(
+        self,
+        store: InMemoryTaskStore,
+        dispatcher: WebhookDispatcher,
+        *,
+        max_per_task: int = DEFAULT_MAX_PER_TASK,
+    ) -> None:
         self.store = store
         self.dispatcher = dispatcher
         self.configs: PushConfigStore = dispatcher.configs
+        self.max_per_task = max_per_task
 
     async def validate(self, config: a2a_pb2.TaskPushNotificationConfig, path: str) -> None:
         """The url is required and must pass the SSRF guard (InvalidParams otherwise)."""
         if not config.url:
             raise_violations([FieldViolation(f"{path}.url", "required: the webhook URL")])
+        if len(config.url) > MAX_URL_CHARS:
+            raise_violations([FieldViolation(f"{path}.url", f"longer than {MAX_URL_CHARS} chars")])
         if config.HasField("authentication") and not config.authentication.scheme:
             raise_violations(
                 [FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")]
@@ -43,6 +59,22 @@ class PushConfigService:
             raise InvalidParamsError(
                 str(exc), field_violations=[FieldViolation(f"{path}.url", str(exc))]
             ) from None
+
+    def check_room(self, task_id: str, config_id: str, field: str) -> None:
+        """InvalidParams (naming `field`) when the task cannot take one more config.
+
+        Replacing a config (same id) always fits. The cap is a permanent limit, so this is not
+        RESOURCE_EXHAUSTED, which says that the same request may succeed later (our client
+        retries it): only a change by the caller helps (delete a config, or reuse an id), and
+        INVALID_PARAMS with a field violation says so and is never retried.
+        """
+        if self.configs.count(task_id) < self.max_per_task or self.configs.has(task_id, config_id):
+            return
+        problem = (
+            f"task {task_id} already has {self.max_per_task} push notification configs, the most "
+            "this server keeps per task: delete one, or give the id of one to replace it"
+        )
+        raise InvalidParamsError(problem, field_violations=[FieldViolation(field, problem)])
 
     def register(
         self, config: a2a_pb2.TaskPushNotificationConfig, task_id: str, tenant: str
@@ -60,6 +92,7 @@ class PushConfigService:
         _require_task_id(request.task_id, "task_id")
         await self.validate(request, "config")
         self._task(request.task_id, scope)
+        self.check_room(request.task_id, request.id, "task_id")
         return self.register(request, request.task_id, scope.tenant)
 
     async def get(

@@ -12,6 +12,7 @@ from google.protobuf import json_format
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.push import DeliveryPolicy, PushConfigStore, WebhookDispatcher
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
 from tests.integration.webhook_receiver import Receiver
@@ -272,3 +273,95 @@ async def test_ssrf_guard_refuses_non_public_targets(demo: Harness, url: str) ->
         await demo.stub.SendMessage(inline)
     assert error_reason(caught.value) == "INVALID_PARAMS"
     assert len(demo.store) == 1  # nothing was created for the refused message
+
+
+def violations(error: grpc.aio.AioRpcError) -> list[str]:
+    """The fields a refusal names (BadRequest field violations)."""
+    from a2a_grpc.core import status
+
+    decoded = status.decode(error.code(), error.details() or "", error.trailing_metadata())
+    assert decoded is not None, f"no A2A ErrorInfo in {error.code()} {error.details()}"
+    return [violation.field for violation in decoded.field_violations]
+
+
+async def _refused(call: object) -> list[str]:
+    """Awaits a call that must be refused with INVALID_PARAMS; returns the fields it names."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call  # type: ignore[misc]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert error_reason(caught.value) == "INVALID_PARAMS"
+    return violations(caught.value)
+
+
+async def test_push_configs_are_capped_per_task(make_server: Factory, receiver: Receiver) -> None:
+    harness = await make_server(webhooks=dispatcher(), max_push_configs_per_task=2)
+    stub = harness.stub
+    task = (await stub.SendMessage(send_request("ask"))).task
+
+    def config(**fields: str) -> a2a_pb2.TaskPushNotificationConfig:
+        return a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url=receiver.url, **fields)
+
+    await stub.CreateTaskPushNotificationConfig(config(id="a"))
+    await stub.CreateTaskPushNotificationConfig(config(id="b"))
+    await stub.CreateTaskPushNotificationConfig(config(id="b", token="t"))  # a replacement fits
+    assert await _refused(stub.CreateTaskPushNotificationConfig(config())) == ["task_id"]
+    assert await _refused(stub.CreateTaskPushNotificationConfig(config(id="c"))) == ["task_id"]
+    # An inline config on the task's next message is refused before the task changes.
+    answer = send_request("yes", task_id=task.id, context_id=task.context_id)
+    answer.configuration.task_push_notification_config.url = receiver.url
+    assert await _refused(stub.SendMessage(answer)) == [
+        "configuration.task_push_notification_config"
+    ]
+    stored = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id))
+    assert stored.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert len(stored.history) == len(task.history)
+    listed = await stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    assert [(c.id, c.token) for c in listed.configs] == [("a", ""), ("b", "t")]
+
+
+async def test_webhook_urls_are_bounded(make_server: Factory, receiver: Receiver) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    task = (await harness.stub.SendMessage(send_request("ask"))).task
+    long_url = f"{receiver.url}?pad={'x' * 2048}"
+    assert await _refused(
+        harness.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url=long_url)
+        )
+    ) == ["config.url"]
+
+
+async def test_a_task_at_the_cap_gets_every_event_and_the_server_keeps_answering(
+    make_server: Factory,
+) -> None:
+    gate = asyncio.Event()
+    receiver = await Receiver(gate=gate).start()
+    try:
+        agent = Gated()
+        harness = await make_server(agent=agent, webhooks=dispatcher(max_connections=4))
+        cap = ServerConfig().max_push_configs_per_task
+        task = await _start_gated(harness)
+        for index in range(cap):
+            await harness.stub.CreateTaskPushNotificationConfig(
+                a2a_pb2.TaskPushNotificationConfig(
+                    task_id=task.id, url=receiver.url, token=f"hook-{index}"
+                )
+            )
+        agent.go.set()
+        await receiver.wait_for_attempts(4)  # the receiver holds these POSTs open
+        during = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id))
+        assert during.id == task.id
+        gate.set()
+        received = await receiver.wait_for(cap * 4)
+        by_hook: dict[str, list[a2a_pb2.StreamResponse]] = {}
+        for delivery, event in zip(received, events_of(received), strict=True):
+            by_hook.setdefault(delivery.headers["X-A2A-Notification-Token"], []).append(event)
+        assert sorted(by_hook) == sorted(f"hook-{index}" for index in range(cap))
+        for events in by_hook.values():
+            assert [e.artifact_update.artifact.parts[0].text for e in events[:3]] == ["0", "1", "2"]
+            assert events[3].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert receiver.peak_in_flight <= 4  # the dispatcher's connection limit
+    finally:
+        gate.set()
+        await receiver.stop()
