@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 import socket
 from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import httpx
 from google.protobuf import json_format
@@ -80,21 +80,16 @@ class WebhookGuard:
 
     async def check(self, url: str) -> None:
         """Raises WebhookRefusedError with a reason the caller can act on."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
+        parsed = parse_webhook_url(url)
         if self.allow_private_targets:
             return
+        host = parsed.raw_host.decode("ascii")
         try:
-            addresses = (
-                [parts.hostname]
-                if _is_ip(parts.hostname)
-                else (await self._resolver(parts.hostname))
-            )
+            addresses = [host] if _is_ip(host) else (await self._resolver(host))
         except OSError as exc:
-            raise WebhookRefusedError(f"webhook host {parts.hostname!r} does not resolve") from exc
+            raise WebhookRefusedError(f"webhook host {host!r} does not resolve") from exc
         for address in addresses:
-            ip = ipaddress.ip_address(address.split("%", 1)[0])
+            ip = ipaddress.ip_address(address)
             if not ip.is_global or ip.is_multicast:
                 raise WebhookRefusedError(
                     f"webhook url {url!r} points at a non-public address ({ip}); this server "
@@ -102,9 +97,39 @@ class WebhookGuard:
                 )
 
 
+def parse_webhook_url(url: str) -> httpx.URL:
+    """The URL as httpx will call it; WebhookRefusedError if it cannot be called as given.
+
+    Everything a POST would trip over later is checked here, so that a bad URL is refused when it
+    is registered: length, spaces and control characters, syntax and IDNA (httpx's own parser, so
+    the host checked is the host called), scheme, host and port.
+    """
+    if len(url) > MAX_URL_CHARS:
+        raise WebhookRefusedError(f"webhook url is longer than {MAX_URL_CHARS} characters")
+    if not url.isprintable() or any(char.isspace() for char in url):
+        raise WebhookRefusedError("webhook url must not contain spaces or control characters")
+    try:
+        parsed = httpx.URL(url)
+        parsed.host  # noqa: B018 (decodes the IDNA labels, which can fail)
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
+        raise WebhookRefusedError(f"webhook url {url!r} is malformed: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+        raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
+    host = parsed.raw_host.decode("ascii")
+    if not _is_ip(host) and not _HOSTNAME.fullmatch(host):
+        raise WebhookRefusedError(f"webhook url {url!r} has an invalid host {host!r}")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise WebhookRefusedError(f"webhook url {url!r} has port {parsed.port}: use 1 to 65535")
+    return parsed
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+"""What a DNS name may hold once httpx has IDNA-encoded it (underscores occur in practice)."""
+
+
 def _is_ip(host: str) -> bool:
     try:
-        ipaddress.ip_address(host.split("%", 1)[0])
+        ipaddress.ip_address(host)  # an IPv6 zone ("%25eth0" in a URL) is part of the address
     except ValueError:
         return False
     return True
@@ -227,7 +252,13 @@ class WebhookDispatcher:
     async def _work(self, webhook: _Webhook) -> None:
         while not webhook.queue.empty() and not webhook.dead:
             body, trace_headers = webhook.queue.get_nowait()
-            if not await self._deliver(webhook, body, trace_headers):
+            try:
+                delivered = await self._deliver(webhook, body, trace_headers)
+            except Exception as exc:  # never let a delivery die silently
+                log.exception("webhook %s: unexpected error while delivering", webhook.config.id)
+                self._give_up(webhook, f"unexpected {type(exc).__name__}")
+                break
+            if not delivered:
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
         # A dead webhook stays listed, so later events do not revive it, until its task goes.
         if webhook.finished and not webhook.dead:

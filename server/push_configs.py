@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+
 from google.protobuf import empty_pb2
 
 from a2a_grpc.core.errors import (
@@ -10,12 +12,7 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push import (
-    MAX_URL_CHARS,
-    PushConfigStore,
-    WebhookDispatcher,
-    WebhookRefusedError,
-)
+from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher, WebhookRefusedError
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
 from a2a_grpc.server.validation import raise_violations
 
@@ -44,15 +41,30 @@ class PushConfigService:
         self.max_per_task = max_per_task
 
     async def validate(self, config: a2a_pb2.TaskPushNotificationConfig, path: str) -> None:
-        """The url is required and must pass the SSRF guard (InvalidParams otherwise)."""
+        """InvalidParams naming the field unless the config can be delivered as given.
+
+        The url is required and must pass the SSRF guard (which checks its form too); the token,
+        scheme and credentials become HTTP headers, so they must be valid header values.
+        """
+        violations = []
         if not config.url:
-            raise_violations([FieldViolation(f"{path}.url", "required: the webhook URL")])
-        if len(config.url) > MAX_URL_CHARS:
-            raise_violations([FieldViolation(f"{path}.url", f"longer than {MAX_URL_CHARS} chars")])
-        if config.HasField("authentication") and not config.authentication.scheme:
-            raise_violations(
-                [FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")]
-            )
+            violations.append(FieldViolation(f"{path}.url", "required: the webhook URL"))
+        violations += _header_problems(f"{path}.token", config.token)
+        if config.HasField("authentication"):
+            auth = config.authentication
+            if not auth.scheme:
+                violations.append(
+                    FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")
+                )
+            elif not set(auth.scheme) <= _TOKEN_CHARS:
+                violations.append(
+                    FieldViolation(
+                        f"{path}.authentication.scheme",
+                        "must be an HTTP authentication scheme name, e.g. Bearer",
+                    )
+                )
+            violations += _header_problems(f"{path}.authentication.credentials", auth.credentials)
+        raise_violations(violations)
         try:
             await self.dispatcher.guard.check(config.url)
         except WebhookRefusedError as exc:
@@ -152,9 +164,26 @@ def _require_ids(task_id: str, config_id: str) -> None:
     raise_violations(violations)
 
 
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
+"""The characters of an HTTP token (RFC 9110), such as an authentication scheme."""
+
+
+def _header_problems(field: str, value: str) -> list[FieldViolation]:
+    """Why `value` cannot be sent as an HTTP header value (none when it can)."""
+    if not (value.isascii() and value.isprintable()):
+        problem = "must be printable ASCII without control characters (it is sent as a header)"
+    elif value != value.strip():
+        problem = "must not start or end with a space (it is sent as a header)"
+    else:
+        return []
+    return [FieldViolation(field, problem)]
+
+
 def _offset(token: str, total: int) -> int:
     if not token:
         return 0
-    if not token.isdigit() or int(token) > total:
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), and short enough for int().
+    valid = token.isascii() and token.isdigit() and len(token) <= len(str(total))
+    if not valid or int(token) > total:
         raise_violations([FieldViolation("page_token", "not a token this server issued")])
     return int(token)

@@ -365,3 +365,108 @@ async def test_a_task_at_the_cap_gets_every_event_and_the_server_keeps_answering
     finally:
         gate.set()
         await receiver.stop()
+
+
+MALFORMED_URLS = [
+    "http://[::1/hook",  # urlsplit raises ValueError: was INTERNAL
+    "http://127.0.0.1:99999/hook",  # the rest were stored, then failed at every delivery
+    "http://127.0.0.1:0/hook",
+    "http://127.0.0.1:-1/hook",
+    "http://127.0.0.1:http/hook",
+    "http://127.0.0.1:80:90/hook",
+    "http://xn--a.example/hook",  # not valid IDNA
+    "http://exa mple.example/hook",
+    "http://127.0.0.1/ho\x01ok",
+    "http://127.0.0.1%00/hook",
+    "http:///hook",
+    "mailto:hooks@example.com",
+]
+
+
+@pytest.mark.parametrize("url", MALFORMED_URLS)
+async def test_malformed_webhook_urls_are_refused_at_registration(
+    make_server: Factory, url: str
+) -> None:
+    harness = await make_server(webhooks=dispatcher())  # no SSRF guard: only the form is judged
+    task = (await harness.stub.SendMessage(send_request("ask"))).task
+    create = a2a_pb2.TaskPushNotificationConfig(task_id=task.id, url=url)
+    assert await _refused(harness.stub.CreateTaskPushNotificationConfig(create)) == ["config.url"]
+    inline = send_request("hello")
+    inline.configuration.task_push_notification_config.url = url
+    assert await _refused(harness.stub.SendMessage(inline)) == [
+        "configuration.task_push_notification_config.url"
+    ]
+
+
+BAD_HEADER_VALUES = [
+    ({"token": "t\u00f6ken"}, "token"),  # becomes a header: ASCII only
+    ({"token": "a\r\nX-Injected: 1"}, "token"),
+    ({"token": "tab\there"}, "token"),
+    ({"token": " padded "}, "token"),
+    ({"credentials": "s\u00e9cret"}, "authentication.credentials"),
+    ({"credentials": "line\nbreak"}, "authentication.credentials"),
+    ({"credentials": "nul\x00"}, "authentication.credentials"),
+    ({"scheme": "Bear er"}, "authentication.scheme"),
+    ({"scheme": "B\u00e9arer"}, "authentication.scheme"),
+    ({"scheme": "Bearer\x7f"}, "authentication.scheme"),
+]
+
+
+@pytest.mark.parametrize(("values", "field"), BAD_HEADER_VALUES)
+async def test_tokens_and_credentials_must_make_valid_headers(
+    make_server: Factory, receiver: Receiver, values: dict[str, str], field: str
+) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    task = (await harness.stub.SendMessage(send_request("ask"))).task
+    config = a2a_pb2.TaskPushNotificationConfig(url=receiver.url, token=values.get("token", ""))
+    if "scheme" in values or "credentials" in values:
+        config.authentication.scheme = values.get("scheme", "Bearer")
+        config.authentication.credentials = values.get("credentials", "s3cret")
+    create = a2a_pb2.TaskPushNotificationConfig()
+    create.CopyFrom(config)
+    create.task_id = task.id
+    assert await _refused(harness.stub.CreateTaskPushNotificationConfig(create)) == [
+        f"config.{field}"
+    ]
+    inline = send_request("hello")
+    inline.configuration.task_push_notification_config.CopyFrom(config)
+    assert await _refused(harness.stub.SendMessage(inline)) == [
+        f"configuration.task_push_notification_config.{field}"
+    ]
+    assert len(harness.store) == 1  # nothing was created for the refused message
+
+
+@pytest.mark.parametrize("token", ["\u00b2", "9" * 5000, "-1", "1.0", "abc", "3"])
+async def test_bad_push_config_page_tokens_are_invalid_params(
+    make_server: Factory, token: str
+) -> None:
+    harness = await make_server(webhooks=dispatcher())
+    task = (await harness.stub.SendMessage(send_request("ask"))).task
+    for name in ("a", "b"):
+        await harness.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id=name, url="http://h.example/")
+        )
+    request = a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id, page_token=token)
+    assert await _refused(harness.stub.ListTaskPushNotificationConfigs(request)) == ["page_token"]
+
+
+async def test_a_config_that_cannot_be_sent_is_given_up_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Defence in depth: whatever a delivery raises, the webhook is given up, never silently."""
+    webhooks = dispatcher()
+    webhooks.configs.put(
+        a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="c1", url="http://127.0.0.1:99999/")
+    )
+    event = a2a_pb2.StreamResponse(
+        status_update=a2a_pb2.TaskStatusUpdateEvent(
+            task_id="t1", status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_WORKING)
+        )
+    )
+    try:
+        with caplog.at_level(logging.WARNING):
+            webhooks.observe("t1", event)
+            await asyncio.wait_for(webhooks.idle(), 10)
+        assert "giving up webhook c1" in caplog.text
+    finally:
+        await webhooks.close()
