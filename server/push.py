@@ -13,7 +13,8 @@ Delivery contract:
   one serialization plus one queue entry per webhook of the task (their number is capped, see
   `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
 - SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
-  multicast address are refused unless `allow_private_targets` is set.
+  multicast address, or an IPv6 form of one (see `forbidden_address`), are refused unless
+  `allow_private_targets` is set.
 """
 
 from __future__ import annotations
@@ -89,12 +90,64 @@ class WebhookGuard:
         except OSError as exc:
             raise WebhookRefusedError(f"webhook host {host!r} does not resolve") from exc
         for address in addresses:
-            ip = ipaddress.ip_address(address)
-            if not ip.is_global or ip.is_multicast:
+            why = self.forbidden(ipaddress.ip_address(address))
+            if why is not None:
                 raise WebhookRefusedError(
-                    f"webhook url {url!r} points at a non-public address ({ip}); this server "
-                    "only calls public hosts"
+                    f"webhook url {url!r} points at {why}; this server only calls public hosts"
                 )
+
+    def forbidden(self, ip: IPAddress) -> str | None:
+        """Why `ip` must not be called (see `forbidden_address`), or None when it may be."""
+        return forbidden_address(ip)
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# IPv6 forms whose last 32 bits are an IPv4 address that the packets end up at.
+_EMBEDDING_IPV4 = tuple(
+    ipaddress.IPv6Network(network)
+    for network in (
+        "::ffff:0:0/96",  # IPv4-mapped
+        "::ffff:0:0:0/96",  # SIIT (RFC 7915)
+        "::/96",  # IPv4-compatible (deprecated); :: and ::1 embed 0.0.0.0 and 0.0.0.1
+        "64:ff9b::/96",  # NAT64, well-known prefix (RFC 6052)
+    )
+)
+# Tunnels and local translation, refused whatever they embed.
+_TRANSITION = tuple(
+    (ipaddress.IPv6Network(network), name)
+    for network, name in (
+        ("2002::/16", "6to4"),
+        ("2001::/32", "Teredo"),
+        ("64:ff9b:1::/48", "local-use NAT64"),
+    )
+)
+
+
+def forbidden_address(ip: IPAddress) -> str | None:
+    """Why the SSRF guard refuses `ip`, or None when a webhook may be called there.
+
+    An IPv4 address must be globally reachable and not multicast: loopback, private, shared
+    (CGNAT), link-local, reserved, documentation and broadcast ranges are refused. An IPv6
+    address must be too, and a form that carries an IPv4 address is judged by that address:
+    IPv4-mapped (::ffff:a.b.c.d), SIIT (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64
+    (64:ff9b::a.b.c.d), so a NAT64 gateway may take a POST to a public IPv4 host but never to
+    127.0.0.1 or 10.0.0.0/8. 6to4 (2002::/16) and Teredo (2001::/32) are refused outright: both
+    are deprecated tunnels that deliver to an IPv4 relay or host, and no webhook needs them. So
+    is local-use NAT64 (64:ff9b:1::/48, RFC 8215): it reaches into one operator's own network,
+    and where its IPv4 address sits depends on that operator's prefix length.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        for network, name in _TRANSITION:
+            if ip in network:
+                return f"a {name} address ({ip})"
+        if any(ip in network for network in _EMBEDDING_IPV4):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+            why = forbidden_address(embedded)
+            return None if why is None else f"{ip}, which carries {why}"
+    if not ip.is_global or ip.is_multicast:
+        return f"a non-public address ({ip})"
+    return None
 
 
 def parse_webhook_url(url: str) -> httpx.URL:
