@@ -14,7 +14,8 @@ Delivery contract:
   `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
 - SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
   multicast address, or an IPv6 form of one (see `forbidden_address`), are refused unless
-  `allow_private_targets` is set.
+  `allow_private_targets` is set. It runs before every attempt, and the POST connects to the
+  addresses it checked, never to a fresh DNS answer (DNS rebinding); TLS still verifies the name.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import ipaddress
 import logging
 import re
 import socket
-from collections.abc import Awaitable, Callable, Container
+import ssl
+from collections.abc import Awaitable, Callable, Container, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+import httpcore
 import httpx
 from google.protobuf import json_format
 
@@ -65,6 +69,9 @@ class DeliveryPolicy:
 
 
 Resolver = Callable[[str], Awaitable[list[str]]]
+SocketOption = (
+    tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+)
 
 
 async def _resolve(host: str) -> list[str]:
@@ -79,22 +86,30 @@ class WebhookGuard:
         self.allow_private_targets = allow_private_targets
         self._resolver = resolver
 
-    async def check(self, url: str) -> None:
-        """Raises WebhookRefusedError with a reason the caller can act on."""
+    async def check(self, url: str) -> tuple[str, ...]:
+        """The addresses the URL's host resolved to, all allowed; () when targets are not checked.
+
+        Raises WebhookRefusedError with a reason the caller can act on. A POST must connect to
+        these addresses only (see `pinned_addresses`): resolving the name again could answer
+        with another one (DNS rebinding).
+        """
         parsed = parse_webhook_url(url)
         if self.allow_private_targets:
-            return
+            return ()
         host = parsed.raw_host.decode("ascii")
         try:
             addresses = [host] if _is_ip(host) else (await self._resolver(host))
         except OSError as exc:
             raise WebhookRefusedError(f"webhook host {host!r} does not resolve") from exc
+        if not addresses:
+            raise WebhookRefusedError(f"webhook host {host!r} does not resolve")
         for address in addresses:
             why = self.forbidden(ipaddress.ip_address(address))
             if why is not None:
                 raise WebhookRefusedError(
                     f"webhook url {url!r} points at {why}; this server only calls public hosts"
                 )
+        return tuple(dict.fromkeys(addresses))
 
     def forbidden(self, ip: IPAddress) -> str | None:
         """Why `ip` must not be called (see `forbidden_address`), or None when it may be."""
@@ -188,6 +203,70 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+pinned_addresses: ContextVar[tuple[str, ...]] = ContextVar("pinned_addresses", default=())
+"""Where the current task's next new connection must go, whatever its host name resolves to."""
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Opens connections to the `pinned_addresses` in order (by name when none are pinned).
+
+    The connection pool still keys connections by host name, and TLS still sends and verifies
+    the name: only the address the socket connects to is fixed.
+    """
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = pinned_addresses.get() or (host,)
+        for address in addresses[:-1]:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                continue  # the next checked address
+        return await self._inner.connect_tcp(
+            addresses[-1], port, timeout, local_address, socket_options
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("webhooks are never called over a unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _PinnedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a pool that connects through `_PinnedBackend`."""
+
+    def __init__(self, limits: httpx.Limits, ssl_context: ssl.SSLContext | None) -> None:
+        ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=ssl_context, limits=limits, trust_env=False)
+        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
+            raise RuntimeError("this httpx version keeps its pool elsewhere: pinning would fail")
+        # httpx takes no network backend, so its pool is replaced by one with the same settings.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_PinnedBackend(),
+        )
+
+
 class PushConfigStore:
     """Webhook registrations by task id. Synchronous; runs on the event loop."""
 
@@ -258,14 +337,16 @@ class WebhookDispatcher:
         configs: PushConfigStore,
         policy: DeliveryPolicy,
         *,
-        client: httpx.AsyncClient | None = None,
         guard: WebhookGuard | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """`ssl_context` verifies https webhooks (default: the system's CAs)."""
         self.configs = configs
         self.policy = policy
         self.guard = guard or WebhookGuard(allow_private_targets=policy.allow_private_targets)
-        self._client = client
+        self._ssl_context = ssl_context
+        self._client: httpx.AsyncClient | None = None
         self._sleep = sleep
         self._slots = asyncio.Semaphore(policy.max_connections)
         # By task id, then config id: a task leaving the store drops its webhooks in one step.
@@ -331,10 +412,14 @@ class WebhookDispatcher:
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
                 async with self._slots:
-                    await self.guard.check(config.url)  # DNS may change between attempts
-                    response = await self._http().post(
-                        config.url, content=body, headers=headers, timeout=self.policy.timeout
-                    )
+                    # Checked again on every attempt (DNS changes); connects where it checked.
+                    pinned = pinned_addresses.set(await self.guard.check(config.url))
+                    try:
+                        response = await self._http().post(
+                            config.url, content=body, headers=headers, timeout=self.policy.timeout
+                        )
+                    finally:
+                        pinned_addresses.reset(pinned)
                 if 200 <= response.status_code < 300:
                     return True
                 problem = f"HTTP {response.status_code}"
@@ -403,7 +488,8 @@ class WebhookDispatcher:
         if self._client is None:
             # As many connections as POSTs may be in flight, so none waits for the pool.
             limits = httpx.Limits(max_connections=self.policy.max_connections)
-            self._client = httpx.AsyncClient(follow_redirects=False, limits=limits)
+            transport = _PinnedTransport(limits, self._ssl_context)
+            self._client = httpx.AsyncClient(transport=transport, follow_redirects=False)
         return self._client
 
     async def idle(self) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -13,7 +16,14 @@ from google.protobuf import json_format
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.push import DeliveryPolicy, PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.push import (
+    DeliveryPolicy,
+    IPAddress,
+    PushConfigStore,
+    WebhookDispatcher,
+    WebhookGuard,
+)
+from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
 from tests.integration.webhook_receiver import Receiver
 
@@ -470,3 +480,89 @@ async def test_a_config_that_cannot_be_sent_is_given_up_and_logged(
         assert "giving up webhook c1" in caplog.text
     finally:
         await webhooks.close()
+
+
+class LoopbackTwoIsPublic(WebhookGuard):
+    """The SSRF guard, with 127.0.0.2 taken for a public address (a receiver there plays one)."""
+
+    def forbidden(self, ip: IPAddress) -> str | None:
+        return None if str(ip) == "127.0.0.2" else super().forbidden(ip)
+
+
+async def _pair(tls: ssl.SSLContext | None = None) -> tuple[Receiver, Receiver]:
+    """A receiver on 127.0.0.2 ("public") and another on 127.0.0.1 at the same port."""
+    try:
+        checked = await Receiver(host="127.0.0.2", tls=tls).start()
+    except OSError:
+        pytest.skip("127.0.0.2 is not a local address on this machine")
+    return checked, await Receiver(host="127.0.0.1", port=checked.port, tls=tls).start()
+
+
+def _rebinding_dispatcher(
+    asked: list[str], ssl_context: ssl.SSLContext | None = None
+) -> WebhookDispatcher:
+    """The guard's DNS answers 127.0.0.2 for every name; the system's says 127.0.0.1."""
+
+    async def resolve(host: str) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.2"]
+
+    guard = LoopbackTwoIsPublic(allow_private_targets=False, resolver=resolve)
+    policy = DeliveryPolicy(max_attempts=2, timeout=5.0)
+    return WebhookDispatcher(
+        PushConfigStore(), policy, guard=guard, ssl_context=ssl_context, sleep=_no_sleep
+    )
+
+
+async def test_the_post_connects_to_the_address_the_guard_checked(make_server: Factory) -> None:
+    checked, other = await _pair()
+    try:
+        asked: list[str] = []
+        webhooks = _rebinding_dispatcher(asked)
+        harness = await make_server(webhooks=webhooks)
+        request = send_request("hello")
+        request.configuration.task_push_notification_config.url = (
+            f"http://localhost:{checked.port}/hook"
+        )
+        await harness.stub.SendMessage(request)
+        events = events_of(await checked.wait_for(3))
+        assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        await asyncio.wait_for(webhooks.idle(), 10)
+        assert other.attempts == 0  # a second resolution (the system's) would have led here
+        assert asked == ["localhost"] * 4  # registration, then once per POST
+        assert checked.received[0].headers["Host"] == f"localhost:{checked.port}"
+    finally:
+        await checked.stop()
+        await other.stop()
+
+
+def _server_tls(authority: Authority) -> ssl.SSLContext:
+    """A certificate for localhost and 127.0.0.1 (not 127.0.0.2)."""
+    pem = authority.issue("localhost", server=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as folder:
+        cert, key = Path(folder, "cert.pem"), Path(folder, "key.pem")
+        cert.write_bytes(pem.certificate)
+        key.write_bytes(pem.key)
+        context.load_cert_chain(cert, key)
+    return context
+
+
+async def test_https_to_the_checked_address_verifies_the_host_name(make_server: Factory) -> None:
+    authority = Authority()
+    client_tls = ssl.create_default_context(cadata=authority.certificate.decode())
+    checked, other = await _pair(_server_tls(authority))
+    try:
+        webhooks = _rebinding_dispatcher([], client_tls)
+        harness = await make_server(webhooks=webhooks)
+        request = send_request("hello")
+        request.configuration.task_push_notification_config.url = (
+            f"https://localhost:{checked.port}/hook"
+        )
+        await harness.stub.SendMessage(request)
+        events = events_of(await checked.wait_for(3))
+        assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert other.attempts == 0
+    finally:
+        await checked.stop()
+        await other.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -18,8 +19,8 @@ class Received:
 class Receiver:
     """Answers `failures` requests with HTTP 500 first, and can be held shut with `gate`.
 
-    `host` and `port` say where to listen (any free port by default); `in_flight` and
-    `peak_in_flight` count the requests being answered at once.
+    `host` and `port` say where to listen (any free port by default), `tls` makes it https;
+    `in_flight` and `peak_in_flight` count the requests being answered at once.
     """
 
     failures: int = 0
@@ -29,6 +30,7 @@ class Receiver:
     gate: asyncio.Event | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    tls: ssl.SSLContext | None = None
     in_flight: int = 0
     peak_in_flight: int = 0
     _runner: web.AppRunner | None = None
@@ -36,7 +38,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/hook"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/hook"
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.attempts += 1
@@ -62,7 +64,7 @@ class Receiver:
         app.router.add_post("/hook", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         return self
