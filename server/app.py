@@ -64,14 +64,20 @@ class RunningServer:
         return f"http://{self.card_server.host}:{self.card_server.port}/.well-known/agent-card.json"
 
     async def stop(self, grace: float | None = None) -> None:
-        """Health turns NOT_SERVING, new calls are refused, running work gets `grace` seconds."""
+        """Shuts down within one deadline, `grace` seconds (default: the config's) from now.
+
+        Health turns NOT_SERVING, new calls are refused, running work gets until the deadline;
+        then pending webhook POSTs get what is left of it (what they could not send is logged).
+        """
         grace = self.handler.config.shutdown_grace if grace is None else grace
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         await self.health.enter_graceful_shutdown()
         # server.stop refuses new calls at once and cancels open ones after `grace`; agent runs
         # are not calls, so the handler drains them over the same period.
         await asyncio.gather(self.handler.drain(grace), self.server.stop(grace))
         if self.handler.webhooks is not None:
-            await self.handler.webhooks.close(grace)
+            await self.handler.webhooks.close(max(0.0, deadline - loop.time()))
         if self.card_server is not None:
             await self.card_server.stop()
         if self.handler.audit is not None:

@@ -476,12 +476,13 @@ class WebhookDispatcher:
             del self._webhooks[task_id]
         return webhook
 
-    def _workers(self) -> list[asyncio.Task[None]]:
+    def _busy(self) -> list[_Webhook]:
+        """The webhooks whose worker is still running."""
         return [
-            webhook.worker
+            webhook
             for hooks in self._webhooks.values()
             for webhook in hooks.values()
-            if webhook.worker and not webhook.worker.done()
+            if webhook.worker is not None and not webhook.worker.done()
         ]
 
     def _http(self) -> httpx.AsyncClient:
@@ -494,19 +495,28 @@ class WebhookDispatcher:
 
     async def idle(self) -> None:
         """Waits until every queued event has been delivered or given up (tests, shutdown)."""
-        while True:
-            workers = self._workers()
-            if not workers:
-                return
-            await asyncio.wait(workers)
+        while busy := self._busy():
+            await asyncio.wait([webhook.worker for webhook in busy if webhook.worker])
 
     async def close(self, grace: float = 0.0) -> None:
-        """Gives pending deliveries `grace` seconds, then stops them and closes the client."""
-        workers = self._workers()
-        if workers:
-            _, pending = await asyncio.wait(workers, timeout=grace)
+        """Gives pending deliveries `grace` seconds, then stops them and closes the client.
+
+        What a stopped worker had not delivered (the event it was sending and those queued
+        behind it) is logged as undelivered.
+        """
+        busy = {webhook.worker: webhook for webhook in self._busy() if webhook.worker}
+        if busy:
+            _, pending = await asyncio.wait(busy, timeout=grace)
             for worker in pending:
                 worker.cancel()
+                webhook = busy[worker]
+                log.warning(
+                    "webhook %s (%s) for task %s: %d event(s) undelivered at shutdown",
+                    webhook.config.id,
+                    webhook.config.url,
+                    webhook.config.task_id,
+                    webhook.queue.qsize() + 1,
+                )
             if pending:
                 await asyncio.wait(pending)
         if self._client is not None:

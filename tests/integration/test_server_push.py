@@ -566,3 +566,27 @@ async def test_https_to_the_checked_address_verifies_the_host_name(make_server: 
     finally:
         await checked.stop()
         await other.stop()
+
+
+async def test_a_hanging_webhook_does_not_stretch_shutdown_past_the_grace(
+    make_server: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = asyncio.Event()  # held shut: the receiver accepts every POST and never answers
+    receiver = await Receiver(gate=gate).start()
+    try:
+        webhooks = dispatcher(timeout=60.0, max_attempts=1)
+        harness = await make_server(webhooks=webhooks)
+        configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+        request = send_request("slow 30", configuration=configuration)
+        request.configuration.task_push_notification_config.url = receiver.url
+        await harness.stub.SendMessage(request)
+        await receiver.wait_for_attempts(1)
+        grace = 1.0
+        with caplog.at_level(logging.WARNING):
+            # An upper bound, not a speed test: the agent takes the whole grace, and the
+            # webhooks get only what is left of it (there was a second grace for them).
+            await asyncio.wait_for(harness.running.stop(grace), timeout=grace * 1.5 + 0.1)
+        assert "undelivered at shutdown" in caplog.text
+    finally:
+        gate.set()
+        await receiver.stop()
