@@ -358,7 +358,10 @@ class WebhookDispatcher:
         return self.configs.watched
 
     def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
-        """Queues a status or artifact update for every webhook of the task. Never waits."""
+        """Queues a status or artifact update for every webhook of the task. Never waits.
+
+        Costs one serialization, plus a queue entry per webhook of the task (a capped number).
+        """
         kind = event.WhichOneof("payload")
         if kind not in ("status_update", "artifact_update"):
             return
@@ -368,7 +371,9 @@ class WebhookDispatcher:
         for config in self.configs.stored_for(task_id):
             hooks = self._webhooks.setdefault(task_id, {})
             webhook = hooks.get(config.id)
-            if webhook is None:
+            if webhook is None or webhook.config is not config:  # new, or replaced by Create
+                if webhook is not None:
+                    webhook.dead = True  # the old URL gets nothing more
                 webhook = hooks[config.id] = _Webhook(config)
             if webhook.dead:
                 continue

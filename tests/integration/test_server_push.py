@@ -590,3 +590,45 @@ async def test_a_hanging_webhook_does_not_stretch_shutdown_past_the_grace(
     finally:
         gate.set()
         await receiver.stop()
+
+
+class TwoSteps:
+    """WORKING; on `first`, one artifact; on `second`, COMPLETED."""
+
+    def __init__(self) -> None:
+        self.first = asyncio.Event()
+        self.second = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        await events.working()
+        await self.first.wait()
+        await events.add_artifact([a2a_pb2.Part(text="one")])
+        await self.second.wait()
+        await events.complete()
+
+
+async def test_a_replaced_config_is_delivered_as_replaced(make_server: Factory) -> None:
+    old, new = await Receiver().start(), await Receiver().start()
+    try:
+        agent = TwoSteps()
+        harness = await make_server(agent=agent, webhooks=dispatcher())
+        task = await _start_gated(harness)
+
+        async def register(url: str, token: str) -> None:
+            await harness.stub.CreateTaskPushNotificationConfig(
+                a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id="x", url=url, token=token)
+            )
+
+        await register(old.url, "old")
+        agent.first.set()
+        await old.wait_for(1)
+        await register(new.url, "new")
+        agent.second.set()
+        received = await new.wait_for(1)
+        assert received[0].headers["X-A2A-Notification-Token"] == "new"
+        assert events_of(received)[0].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert len(old.received) == 1
+    finally:
+        await old.stop()
+        await new.stop()
+
