@@ -632,3 +632,15 @@ async def test_a_replaced_config_is_delivered_as_replaced(make_server: Factory) 
         await old.stop()
         await new.stop()
 
+
+async def test_private_targets_are_called_by_name_when_allowed(
+    make_server: Factory, receiver: Receiver
+) -> None:
+    harness = await make_server(webhooks=dispatcher())  # allow_private_targets: nothing pinned
+    request = send_request("hello")
+    request.configuration.task_push_notification_config.url = (
+        f"http://localhost:{receiver.port}/hook"
+    )
+    await harness.stub.SendMessage(request)
+    events = events_of(await receiver.wait_for(3))
+    assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
