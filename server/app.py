@@ -80,6 +80,37 @@ def _public_bytes(key: Any) -> bytes:
     )
 
 
+class DrainGate(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Once closed, answers every new A2A call with UNAVAILABLE; other services are untouched.
+
+    Registered ahead of the A2A service, so while the server drains on its way down, Health and
+    reflection keep answering and new A2A calls are refused as a stopped server refuses them:
+    plain UNAVAILABLE, which every client treats as "try again, elsewhere or later". Until it is
+    closed it is one attribute check per call.
+    """
+
+    def __init__(self) -> None:
+        self.closed = False
+        service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+        self._refusals = {
+            f"/{service.full_name}/{method.name}": (
+                grpc.unary_stream_rpc_method_handler(_refuse)
+                if method.server_streaming
+                else grpc.unary_unary_rpc_method_handler(_refuse)
+            )
+            for method in service.methods
+        }
+
+    def service(self, handler_call_details: Any) -> Any:
+        if not self.closed:
+            return None
+        return self._refusals.get(handler_call_details.method)
+
+
+async def _refuse(request: bytes, context: Any) -> None:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; try again")
+
+
 @dataclass
 class RunningServer:
     """A started server. `port` is the bound gRPC port (useful with port 0)."""
@@ -88,6 +119,7 @@ class RunningServer:
     port: int
     handler: RequestHandler
     health: health.aio.HealthServicer
+    gate: DrainGate
     card_server: CardServer | None = None
 
     @property
@@ -101,14 +133,28 @@ class RunningServer:
         return f"http://{self.card_server.host}:{self.card_server.port}/.well-known/agent-card.json"
 
     async def stop(self, grace: float | None = None) -> None:
-        """Health turns NOT_SERVING, new calls are refused, running work gets `grace` seconds."""
+        """Shuts down within one deadline, `grace` seconds (default: the config's) from now.
+
+        At once Health turns NOT_SERVING and new A2A calls get UNAVAILABLE, while Health and
+        reflection keep answering probes. Running agents get until the deadline to finish (then
+        they are cancelled); the calls that wait on them end with them. Then the server stops,
+        cancelling what is still open, and pending webhook POSTs get what is left of the
+        deadline; the events they could not send are logged as undelivered.
+        """
         grace = self.handler.config.shutdown_grace if grace is None else grace
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+
+        def left() -> float:
+            return max(0.0, deadline - loop.time())
+
         await self.health.enter_graceful_shutdown()
-        # server.stop refuses new calls at once and cancels open ones after `grace`; agent runs
-        # are not calls, so the handler drains them over the same period.
-        await asyncio.gather(self.handler.drain(grace), self.server.stop(grace))
+        self.gate.closed = True
+        await self.handler.drain(left())
+        closing = [self.server.stop(left())]
         if self.handler.webhooks is not None:
-            await self.handler.webhooks.close(grace)
+            closing.append(self.handler.webhooks.close(left()))
+        await asyncio.gather(*closing)
         if self.card_server is not None:
             await self.card_server.stop()
         if self.handler.audit is not None:
@@ -179,6 +225,8 @@ async def start_server(
     )
     if config.audit_log:
         handler.audit = AuditLog(config.audit_log)
+    gate = DrainGate()
+    server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
     add_to_server(A2AServicer(handler, strict_version=config.strict_version), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -201,7 +249,7 @@ async def start_server(
     handler.start()
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return RunningServer(server, port, handler, health_servicer, card_server)
+    return RunningServer(server, port, handler, health_servicer, gate, card_server)
 
 
 class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]

@@ -123,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let webhooks target loopback/private/link-local addresses (disables the SSRF guard)",
     )
+    add(
+        "--max-push-configs",
+        type=int,
+        default=d.max_push_configs_per_task,
+        help="push notification configs (webhooks) one task may have (%(default)s)",
+    )
     return parser
 
 
@@ -203,6 +209,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
             max_live_tasks_per_principal=args.max_live_tasks_per_principal,
             max_live_tasks_per_tenant=args.max_live_tasks_per_tenant,
             interrupted_ttl=args.interrupted_ttl,
+            max_push_configs_per_task=args.max_push_configs,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,

@@ -71,6 +71,8 @@ class ServerConfig:
     """Unfinished tasks one tenant may hold across callers (None: half of max_tasks)."""
     interrupted_ttl: float = 3600.0
     """Seconds a task may wait in INPUT_REQUIRED / AUTH_REQUIRED before it is CANCELED."""
+    max_push_configs_per_task: int = 16
+    """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -89,14 +91,15 @@ class ServerConfig:
             ),
             (self.max_store_bytes >= 1, "max_store_bytes must be at least 1"),
             (
-                (self.max_live_tasks_per_principal or 1) >= 1,
+                self.max_live_tasks_per_principal is None or self.max_live_tasks_per_principal >= 1,
                 "max_live_tasks_per_principal must be at least 1",
             ),
             (
-                (self.max_live_tasks_per_tenant or 1) >= 1,
+                self.max_live_tasks_per_tenant is None or self.max_live_tasks_per_tenant >= 1,
                 "max_live_tasks_per_tenant must be at least 1",
             ),
             (self.interrupted_ttl > 0, "interrupted_ttl must be positive"),
+            (self.max_push_configs_per_task >= 1, "max_push_configs_per_task must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:

@@ -171,7 +171,9 @@ class RequestHandler:
         self.push: PushConfigService | None = None
         if card.capabilities.push_notifications:
             webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
-            self.push = PushConfigService(self.store, webhooks)
+            self.push = PushConfigService(
+                self.store, webhooks, max_per_task=config.max_push_configs_per_task
+            )
             self.store.on_evict = webhooks.forget_task
         self.webhooks = webhooks
         self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
@@ -265,6 +267,12 @@ class RequestHandler:
         signed_by = self._check_signature(message, tenant)
         budget = _budget(message)
         existing = self._existing_task(message, scope)
+        if existing is not None and self.push is not None:
+            inline = request.configuration.task_push_notification_config
+            if inline.url:  # validated up front: a given inline config has a url
+                self.push.check_room(
+                    existing.id, inline.id, "configuration.task_push_notification_config"
+                )
         context_id = existing.context_id if existing is not None else message.context_id or new_id()
         context = RequestContext(
             message=message,

@@ -9,9 +9,13 @@ Delivery contract:
   backoff; after `max_attempts` the webhook is given up (logged) and gets nothing more.
 - Traced: each POST carries the W3C trace context the event was published in.
 - Never blocking: events are queued (bounded; overflow gives the webhook up) and sent by
-  background tasks, so a slow webhook never slows the task or its streams.
+  background tasks, so a slow webhook never slows the task or its streams. Queuing an event costs
+  one serialization plus one queue entry per webhook of the task (their number is capped, see
+  `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
 - SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
-  multicast address are refused unless `allow_private_targets` is set.
+  multicast address, or an IPv6 form of one (see `forbidden_address`), are refused unless
+  `allow_private_targets` is set. It runs before every attempt, and the POST connects to the
+  addresses it checked, never to a fresh DNS answer (DNS rebinding); TLS still verifies the name.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 import socket
-from collections.abc import Awaitable, Callable, Container
+import ssl
+from collections.abc import Awaitable, Callable, Container, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 from google.protobuf import json_format
 
@@ -36,6 +43,8 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/a2a+json"
 TOKEN_HEADER = "X-A2A-Notification-Token"
+MAX_URL_CHARS = 2048
+"""Longest webhook URL accepted (the common limit of browsers, proxies and CDNs)."""
 
 
 class WebhookRefusedError(ValueError):
@@ -55,9 +64,14 @@ class DeliveryPolicy:
     """Undelivered events a webhook may accumulate before it is given up."""
     allow_private_targets: bool = False
     """Allow loopback / private / link-local targets (tests, trusted meshes)."""
+    max_connections: int = 64
+    """POSTs in flight at once over all webhooks (also the connection pool's size)."""
 
 
 Resolver = Callable[[str], Awaitable[list[str]]]
+SocketOption = (
+    tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+)
 
 
 async def _resolve(host: str) -> list[str]:
@@ -72,36 +86,185 @@ class WebhookGuard:
         self.allow_private_targets = allow_private_targets
         self._resolver = resolver
 
-    async def check(self, url: str) -> None:
-        """Raises WebhookRefusedError with a reason the caller can act on."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
+    async def check(self, url: str) -> tuple[str, ...]:
+        """The addresses the URL's host resolved to, all allowed; () when targets are not checked.
+
+        Raises WebhookRefusedError with a reason the caller can act on. A POST must connect to
+        these addresses only (see `pinned_addresses`): resolving the name again could answer
+        with another one (DNS rebinding).
+        """
+        parsed = parse_webhook_url(url)
         if self.allow_private_targets:
-            return
+            return ()
+        host = parsed.raw_host.decode("ascii")
         try:
-            addresses = (
-                [parts.hostname]
-                if _is_ip(parts.hostname)
-                else (await self._resolver(parts.hostname))
-            )
+            addresses = [host] if _is_ip(host) else (await self._resolver(host))
         except OSError as exc:
-            raise WebhookRefusedError(f"webhook host {parts.hostname!r} does not resolve") from exc
+            raise WebhookRefusedError(f"webhook host {host!r} does not resolve") from exc
+        if not addresses:
+            raise WebhookRefusedError(f"webhook host {host!r} does not resolve")
         for address in addresses:
-            ip = ipaddress.ip_address(address.split("%", 1)[0])
-            if not ip.is_global or ip.is_multicast:
+            why = self.forbidden(ipaddress.ip_address(address))
+            if why is not None:
                 raise WebhookRefusedError(
-                    f"webhook url {url!r} points at a non-public address ({ip}); this server "
-                    "only calls public hosts"
+                    f"webhook url {url!r} points at {why}; this server only calls public hosts"
                 )
+        return tuple(dict.fromkeys(addresses))
+
+    def forbidden(self, ip: IPAddress) -> str | None:
+        """Why `ip` must not be called (see `forbidden_address`), or None when it may be."""
+        return forbidden_address(ip)
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# IPv6 forms whose last 32 bits are an IPv4 address that the packets end up at.
+_EMBEDDING_IPV4 = tuple(
+    ipaddress.IPv6Network(network)
+    for network in (
+        "::ffff:0:0/96",  # IPv4-mapped
+        "::ffff:0:0:0/96",  # SIIT (RFC 7915)
+        "::/96",  # IPv4-compatible (deprecated); :: and ::1 embed 0.0.0.0 and 0.0.0.1
+        "64:ff9b::/96",  # NAT64, well-known prefix (RFC 6052)
+    )
+)
+# Tunnels and local translation, refused whatever they embed.
+_TRANSITION = tuple(
+    (ipaddress.IPv6Network(network), name)
+    for network, name in (
+        ("2002::/16", "6to4"),
+        ("2001::/32", "Teredo"),
+        ("64:ff9b:1::/48", "local-use NAT64"),
+    )
+)
+
+
+def forbidden_address(ip: IPAddress) -> str | None:
+    """Why the SSRF guard refuses `ip`, or None when a webhook may be called there.
+
+    An IPv4 address must be globally reachable and not multicast: loopback, private, shared
+    (CGNAT), link-local, reserved, documentation and broadcast ranges are refused. An IPv6
+    address must be too, and a form that carries an IPv4 address is judged by that address:
+    IPv4-mapped (::ffff:a.b.c.d), SIIT (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64
+    (64:ff9b::a.b.c.d), so a NAT64 gateway may take a POST to a public IPv4 host but never to
+    127.0.0.1 or 10.0.0.0/8. 6to4 (2002::/16) and Teredo (2001::/32) are refused outright: both
+    are deprecated tunnels that deliver to an IPv4 relay or host, and no webhook needs them. So
+    is local-use NAT64 (64:ff9b:1::/48, RFC 8215): it reaches into one operator's own network,
+    and where its IPv4 address sits depends on that operator's prefix length.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        for network, name in _TRANSITION:
+            if ip in network:
+                return f"a {name} address ({ip})"
+        if any(ip in network for network in _EMBEDDING_IPV4):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+            why = forbidden_address(embedded)
+            return None if why is None else f"{ip}, which carries {why}"
+    if not ip.is_global or ip.is_multicast:
+        return f"a non-public address ({ip})"
+    return None
+
+
+def parse_webhook_url(url: str) -> httpx.URL:
+    """The URL as httpx will call it; WebhookRefusedError if it cannot be called as given.
+
+    Everything a POST would trip over later is checked here, so that a bad URL is refused when it
+    is registered: length, spaces and control characters, syntax and IDNA (httpx's own parser, so
+    the host checked is the host called), scheme, host and port.
+    """
+    if len(url) > MAX_URL_CHARS:
+        raise WebhookRefusedError(f"webhook url is longer than {MAX_URL_CHARS} characters")
+    if not url.isprintable() or any(char.isspace() for char in url):
+        raise WebhookRefusedError("webhook url must not contain spaces or control characters")
+    try:
+        parsed = httpx.URL(url)
+        parsed.host  # noqa: B018 (decodes the IDNA labels, which can fail)
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
+        raise WebhookRefusedError(f"webhook url {url!r} is malformed: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+        raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
+    host = parsed.raw_host.decode("ascii")
+    if not _is_ip(host) and not _HOSTNAME.fullmatch(host):
+        raise WebhookRefusedError(f"webhook url {url!r} has an invalid host {host!r}")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise WebhookRefusedError(f"webhook url {url!r} has port {parsed.port}: use 1 to 65535")
+    return parsed
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+"""What a DNS name may hold once httpx has IDNA-encoded it (underscores occur in practice)."""
 
 
 def _is_ip(host: str) -> bool:
     try:
-        ipaddress.ip_address(host.split("%", 1)[0])
+        ipaddress.ip_address(host)  # an IPv6 zone ("%25eth0" in a URL) is part of the address
     except ValueError:
         return False
     return True
+
+
+pinned_addresses: ContextVar[tuple[str, ...]] = ContextVar("pinned_addresses", default=())
+"""Where the current task's next new connection must go, whatever its host name resolves to."""
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Opens connections to the `pinned_addresses` in order (by name when none are pinned).
+
+    The connection pool still keys connections by host name, and TLS still sends and verifies
+    the name: only the address the socket connects to is fixed.
+    """
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = pinned_addresses.get() or (host,)
+        for address in addresses[:-1]:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                continue  # the next checked address
+        return await self._inner.connect_tcp(
+            addresses[-1], port, timeout, local_address, socket_options
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("webhooks are never called over a unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _PinnedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a pool that connects through `_PinnedBackend`."""
+
+    def __init__(self, limits: httpx.Limits, ssl_context: ssl.SSLContext | None) -> None:
+        ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=ssl_context, limits=limits, trust_env=False)
+        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
+            raise RuntimeError("this httpx version keeps its pool elsewhere: pinning would fail")
+        # httpx takes no network backend, so its pool is replaced by one with the same settings.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_PinnedBackend(),
+        )
 
 
 class PushConfigStore:
@@ -120,6 +283,12 @@ class PushConfigStore:
             stored.id = new_id()
         self._configs.setdefault(stored.task_id, {})[stored.id] = stored
         return _copy(stored)
+
+    def count(self, task_id: str) -> int:
+        return len(self._configs.get(task_id, ()))
+
+    def has(self, task_id: str, config_id: str) -> bool:
+        return config_id in self._configs.get(task_id, ())
 
     def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
         config = self._configs.get(task_id, {}).get(config_id)
@@ -168,15 +337,18 @@ class WebhookDispatcher:
         configs: PushConfigStore,
         policy: DeliveryPolicy,
         *,
-        client: httpx.AsyncClient | None = None,
         guard: WebhookGuard | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """`ssl_context` verifies https webhooks (default: the system's CAs)."""
         self.configs = configs
         self.policy = policy
         self.guard = guard or WebhookGuard(allow_private_targets=policy.allow_private_targets)
-        self._client = client
+        self._ssl_context = ssl_context
+        self._client: httpx.AsyncClient | None = None
         self._sleep = sleep
+        self._slots = asyncio.Semaphore(policy.max_connections)
         # By task id, then config id: a task leaving the store drops its webhooks in one step.
         self._webhooks: dict[str, dict[str, _Webhook]] = {}
 
@@ -186,7 +358,10 @@ class WebhookDispatcher:
         return self.configs.watched
 
     def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
-        """Queues a status or artifact update for every webhook of the task. Never waits."""
+        """Queues a status or artifact update for every webhook of the task. Never waits.
+
+        Costs one serialization, plus a queue entry per webhook of the task (a capped number).
+        """
         kind = event.WhichOneof("payload")
         if kind not in ("status_update", "artifact_update"):
             return
@@ -196,7 +371,9 @@ class WebhookDispatcher:
         for config in self.configs.stored_for(task_id):
             hooks = self._webhooks.setdefault(task_id, {})
             webhook = hooks.get(config.id)
-            if webhook is None:
+            if webhook is None or webhook.config is not config:  # new, or replaced by Create
+                if webhook is not None:
+                    webhook.dead = True  # the old URL gets nothing more
                 webhook = hooks[config.id] = _Webhook(config)
             if webhook.dead:
                 continue
@@ -214,7 +391,13 @@ class WebhookDispatcher:
     async def _work(self, webhook: _Webhook) -> None:
         while not webhook.queue.empty() and not webhook.dead:
             body, trace_headers = webhook.queue.get_nowait()
-            if not await self._deliver(webhook, body, trace_headers):
+            try:
+                delivered = await self._deliver(webhook, body, trace_headers)
+            except Exception as exc:  # never let a delivery die silently
+                log.exception("webhook %s: unexpected error while delivering", webhook.config.id)
+                self._give_up(webhook, f"unexpected {type(exc).__name__}")
+                break
+            if not delivered:
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
         # A dead webhook stays listed, so later events do not revive it, until its task goes.
         if webhook.finished and not webhook.dead:
@@ -233,10 +416,15 @@ class WebhookDispatcher:
         delay = self.policy.backoff
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
-                await self.guard.check(config.url)  # DNS may change between attempts
-                response = await self._http().post(
-                    config.url, content=body, headers=headers, timeout=self.policy.timeout
-                )
+                async with self._slots:
+                    # Checked again on every attempt (DNS changes); connects where it checked.
+                    pinned = pinned_addresses.set(await self.guard.check(config.url))
+                    try:
+                        response = await self._http().post(
+                            config.url, content=body, headers=headers, timeout=self.policy.timeout
+                        )
+                    finally:
+                        pinned_addresses.reset(pinned)
                 if 200 <= response.status_code < 300:
                     return True
                 problem = f"HTTP {response.status_code}"
@@ -293,34 +481,47 @@ class WebhookDispatcher:
             del self._webhooks[task_id]
         return webhook
 
-    def _workers(self) -> list[asyncio.Task[None]]:
+    def _busy(self) -> list[_Webhook]:
+        """The webhooks whose worker is still running."""
         return [
-            webhook.worker
+            webhook
             for hooks in self._webhooks.values()
             for webhook in hooks.values()
-            if webhook.worker and not webhook.worker.done()
+            if webhook.worker is not None and not webhook.worker.done()
         ]
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False)
+            # As many connections as POSTs may be in flight, so none waits for the pool.
+            limits = httpx.Limits(max_connections=self.policy.max_connections)
+            transport = _PinnedTransport(limits, self._ssl_context)
+            self._client = httpx.AsyncClient(transport=transport, follow_redirects=False)
         return self._client
 
     async def idle(self) -> None:
         """Waits until every queued event has been delivered or given up (tests, shutdown)."""
-        while True:
-            workers = self._workers()
-            if not workers:
-                return
-            await asyncio.wait(workers)
+        while busy := self._busy():
+            await asyncio.wait([webhook.worker for webhook in busy if webhook.worker])
 
     async def close(self, grace: float = 0.0) -> None:
-        """Gives pending deliveries `grace` seconds, then stops them and closes the client."""
-        workers = self._workers()
-        if workers:
-            _, pending = await asyncio.wait(workers, timeout=grace)
+        """Gives pending deliveries `grace` seconds, then stops them and closes the client.
+
+        What a stopped worker had not delivered (the event it was sending and those queued
+        behind it) is logged as undelivered.
+        """
+        busy = {webhook.worker: webhook for webhook in self._busy() if webhook.worker}
+        if busy:
+            _, pending = await asyncio.wait(busy, timeout=grace)
             for worker in pending:
                 worker.cancel()
+                webhook = busy[worker]
+                log.warning(
+                    "webhook %s (%s) for task %s: %d event(s) undelivered at shutdown",
+                    webhook.config.id,
+                    webhook.config.url,
+                    webhook.config.task_id,
+                    webhook.queue.qsize() + 1,
+                )
             if pending:
                 await asyncio.wait(pending)
         if self._client is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+
 from google.protobuf import empty_pb2
 
 from a2a_grpc.core.errors import (
@@ -15,34 +17,76 @@ from a2a_grpc.server.store import InMemoryTaskStore, Scope
 from a2a_grpc.server.validation import raise_violations
 
 DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_PER_TASK = 16
 
 
 class PushConfigService:
     """Create / Get / List / Delete of webhooks; tasks are looked up in the caller's scope.
 
     A config lives until it is deleted or its task leaves the task store. Create keeps a
-    caller-chosen `id` (replacing a config with the same id) and mints one otherwise.
+    caller-chosen `id` (replacing a config with the same id) and mints one otherwise. A task has
+    at most `max_per_task` configs, which bounds the work each of its events causes.
     """
 
-    def __init__(self, store: InMemoryTaskStore, dispatcher: WebhookDispatcher) -> None:
+    def __init__(
+        self,
+        store: InMemoryTaskStore,
+        dispatcher: WebhookDispatcher,
+        *,
+        max_per_task: int = DEFAULT_MAX_PER_TASK,
+    ) -> None:
         self.store = store
         self.dispatcher = dispatcher
         self.configs: PushConfigStore = dispatcher.configs
+        self.max_per_task = max_per_task
 
     async def validate(self, config: a2a_pb2.TaskPushNotificationConfig, path: str) -> None:
-        """The url is required and must pass the SSRF guard (InvalidParams otherwise)."""
+        """InvalidParams naming the field unless the config can be delivered as given.
+
+        The url is required and must pass the SSRF guard (which checks its form too); the token,
+        scheme and credentials become HTTP headers, so they must be valid header values.
+        """
+        violations = []
         if not config.url:
-            raise_violations([FieldViolation(f"{path}.url", "required: the webhook URL")])
-        if config.HasField("authentication") and not config.authentication.scheme:
-            raise_violations(
-                [FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")]
-            )
+            violations.append(FieldViolation(f"{path}.url", "required: the webhook URL"))
+        violations += _header_problems(f"{path}.token", config.token)
+        if config.HasField("authentication"):
+            auth = config.authentication
+            if not auth.scheme:
+                violations.append(
+                    FieldViolation(f"{path}.authentication.scheme", "required, e.g. Bearer")
+                )
+            elif not set(auth.scheme) <= _TOKEN_CHARS:
+                violations.append(
+                    FieldViolation(
+                        f"{path}.authentication.scheme",
+                        "must be an HTTP authentication scheme name, e.g. Bearer",
+                    )
+                )
+            violations += _header_problems(f"{path}.authentication.credentials", auth.credentials)
+        raise_violations(violations)
         try:
             await self.dispatcher.guard.check(config.url)
         except WebhookRefusedError as exc:
             raise InvalidParamsError(
                 str(exc), field_violations=[FieldViolation(f"{path}.url", str(exc))]
             ) from None
+
+    def check_room(self, task_id: str, config_id: str, field: str) -> None:
+        """InvalidParams (naming `field`) when the task cannot take one more config.
+
+        Replacing a config (same id) always fits. The cap is a permanent limit, so this is not
+        RESOURCE_EXHAUSTED, which says that the same request may succeed later (our client
+        retries it): only a change by the caller helps (delete a config, or reuse an id), and
+        INVALID_PARAMS with a field violation says so and is never retried.
+        """
+        if self.configs.count(task_id) < self.max_per_task or self.configs.has(task_id, config_id):
+            return
+        problem = (
+            f"task {task_id} already has {self.max_per_task} push notification configs, the most "
+            "this server keeps per task: delete one, or give the id of one to replace it"
+        )
+        raise InvalidParamsError(problem, field_violations=[FieldViolation(field, problem)])
 
     def register(
         self, config: a2a_pb2.TaskPushNotificationConfig, task_id: str, tenant: str
@@ -60,6 +104,7 @@ class PushConfigService:
         _require_task_id(request.task_id, "task_id")
         await self.validate(request, "config")
         self._task(request.task_id, scope)
+        self.check_room(request.task_id, request.id, "task_id")
         return self.register(request, request.task_id, scope.tenant)
 
     async def get(
@@ -119,9 +164,26 @@ def _require_ids(task_id: str, config_id: str) -> None:
     raise_violations(violations)
 
 
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
+"""The characters of an HTTP token (RFC 9110), such as an authentication scheme."""
+
+
+def _header_problems(field: str, value: str) -> list[FieldViolation]:
+    """Why `value` cannot be sent as an HTTP header value (none when it can)."""
+    if not (value.isascii() and value.isprintable()):
+        problem = "must be printable ASCII without control characters (it is sent as a header)"
+    elif value != value.strip():
+        problem = "must not start or end with a space (it is sent as a header)"
+    else:
+        return []
+    return [FieldViolation(field, problem)]
+
+
 def _offset(token: str, total: int) -> int:
     if not token:
         return 0
-    if not token.isdigit() or int(token) > total:
+    # ASCII digits only ("²".isdigit() is true, int("²") fails), and short enough for int().
+    valid = token.isascii() and token.isdigit() and len(token) <= len(str(total))
+    if not valid or int(token) > total:
         raise_violations([FieldViolation("page_token", "not a token this server issued")])
     return int(token)

@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import PortInUseError, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -71,6 +72,46 @@ async def test_graceful_shutdown(make_server: Factory) -> None:
     await asyncio.wait_for(stopping, 10)
     stored = harness.store.get(task_id, harness.running.handler.store._records[task_id].scope)
     assert stored.status.state == a2a_pb2.TASK_STATE_CANCELED
+
+
+class Held:
+    """WORKING, then holds the task until `go` is set, then COMPLETED."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        await events.working()
+        await self.go.wait()
+        await events.complete()
+
+
+async def test_health_answers_not_serving_while_running_work_drains(make_server: Factory) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent)
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    stream = harness.stub.SendStreamingMessage(send_request("hold"))
+    task_id = (await stream.read()).task.id
+    assert (await stream.read()).status_update.status.state == a2a_pb2.TASK_STATE_WORKING
+    stopping = asyncio.ensure_future(harness.running.stop(grace=30))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    watch.cancel()  # an open Watch is a call the server would wait for
+    # Probes still reach the health service during the drain, and hear NOT_SERVING.
+    for service in ("", "lf.a2a.v1.A2AService"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    # New A2A calls are refused as by a stopped server: UNAVAILABLE, which clients retry.
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "shutting down" in (caught.value.details() or "")
+    agent.go.set()  # the running task finishes normally, and its stream gets the end
+    last = await stream.read()
+    assert last.status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert await stream.read() == grpc.aio.EOF
+    await asyncio.wait_for(stopping, 10)  # returns once the work drained, long before 30 s
 
 
 def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:
