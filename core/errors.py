@@ -3,7 +3,8 @@ and domain, and whether retrying can help.
 
 `A2AError` subclasses are the A2A 1.0.1 errors (spec §3.3.2 / §10.6, domain a2a-protocol.org).
 `ServiceError` subclasses are the few failures the spec does not name (RESOURCE_EXHAUSTED,
-UNAUTHENTICATED) under this project's own domain, so A2A peers still see a plain gRPC status.
+UNAVAILABLE, UNAUTHENTICATED) under this project's own domain, so A2A peers still see a plain
+gRPC status.
 The server raises these, `a2a_grpc.core.status` turns them into rich statuses and back, and the
 client raises the same classes when a peer says no.
 """
@@ -156,6 +157,16 @@ class ResourceExhaustedError(ServiceError):
     transient = True
 
 
+class ServiceUnavailableError(ServiceError):
+    """The server cannot serve this request right now (e.g. its audit trail cannot be written
+    and it fails closed); the same request may succeed later."""
+
+    reason = "UNAVAILABLE"
+    code = grpc.StatusCode.UNAVAILABLE
+    default_message = "the server cannot serve requests right now; retry later"
+    transient = True
+
+
 class UnauthenticatedError(ServiceError):
     reason = "UNAUTHENTICATED"
     code = grpc.StatusCode.UNAUTHENTICATED
@@ -180,6 +191,7 @@ ERROR_CLASSES: tuple[type[A2AError], ...] = (
 
 SERVICE_ERROR_CLASSES: tuple[type[ServiceError], ...] = (
     ResourceExhaustedError,
+    ServiceUnavailableError,
     UnauthenticatedError,
 )
 

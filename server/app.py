@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,15 @@ log = logging.getLogger(__name__)
 A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
 
-class PortInUseError(RuntimeError):
+AUDIT_HEALTH_SERVICE = "a2a_grpc.audit"
+"""Health service name that is NOT_SERVING while audit records cannot be written."""
+
+
+class StartupError(RuntimeError):
+    """The server cannot start as configured; the message says why in one line."""
+
+
+class PortInUseError(StartupError):
     """The address could not be bound (another process holds it, or it is not local)."""
 
 
@@ -192,6 +200,8 @@ async def start_server(
     # Both configured: both required (see AllOf); one configured: that one.
     combine = AllOf if len(authenticators) > 1 else AnyOf
     interceptors = [AuthInterceptor(combine(tuple(authenticators)))] if authenticators else []
+    health_servicer = health.aio.HealthServicer()
+    audit = _open_audit(config, health_servicer) if config.audit_log else None
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
@@ -223,12 +233,10 @@ async def start_server(
         webhooks=webhooks,
         signature_keys=signature_keys,
     )
-    if config.audit_log:
-        handler.audit = AuditLog(config.audit_log)
+    handler.audit = audit
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
     add_to_server(A2AServicer(handler, strict_version=config.strict_version), server)
-    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
@@ -249,7 +257,47 @@ async def start_server(
     handler.start()
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    if audit is not None:
+        _audit_health(health_servicer, audit.fail_closed)(not audit.failing)
     return RunningServer(server, port, handler, health_servicer, gate, card_server)
+
+
+def _open_audit(config: ServerConfig, health_servicer: health.aio.HealthServicer) -> AuditLog:
+    assert config.audit_log is not None
+    try:
+        return AuditLog(
+            config.audit_log,
+            fail_closed=config.audit_fail_closed,
+            on_health=_audit_health(health_servicer, config.audit_fail_closed),
+        )
+    except OSError as exc:
+        raise StartupError(
+            f"cannot append to the audit log {config.audit_log}: {exc.strerror or exc}"
+        ) from exc
+
+
+def _audit_health(
+    health_servicer: health.aio.HealthServicer, fail_closed: bool
+) -> Callable[[bool], None]:
+    """What Health says about the audit trail: `a2a_grpc.audit` is NOT_SERVING while records
+    cannot be written; failing closed, so are the server ("") and the A2A service, which then
+    refuse requests."""
+    services = (AUDIT_HEALTH_SERVICE, "", A2A_SERVICE) if fail_closed else (AUDIT_HEALTH_SERVICE,)
+
+    updates: set[asyncio.Task[None]] = set()  # referenced until done (asyncio keeps weak refs)
+
+    def tell(healthy: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if healthy
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in services:
+            update = asyncio.ensure_future(health_servicer.set(service, status))
+            updates.add(update)
+            update.add_done_callback(updates.discard)
+
+    return tell
 
 
 class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[misc]

@@ -8,27 +8,32 @@ bytes, or 64 zeros for the first line. Each line is the JCS (RFC 8785) form of i
 
 Changing, inserting or deleting any line breaks the chain at the next line, which
 `a2a-grpc audit verify FILE` reports. The last line has no successor: anchor the head hash the
-verifier prints somewhere else to protect it too. The chain continues across restarts.
+verifier prints somewhere else to protect it too. The chain continues across restarts; a line a
+crash left torn is fenced on restart and reported by the verifier as torn, not as tampering.
 
 Writing never blocks the event loop on I/O: records are batched, and once per event-loop turn the
 batch is hashed, chained and serialized (a few microseconds each, on the loop, so no thread
-fights the loop for the GIL) and handed to a writer thread that appends and flushes the bytes.
+fights the loop for the GIL) and handed to a writer thread that appends the bytes. When writes
+fail, records wait and are retried (see `AuditLog`), never dropped without an ERROR saying so.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import queue
+import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
@@ -37,20 +42,96 @@ log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
 WRITE_INTERVAL = 0.05
-"""Seconds the writer gathers records before one write and flush."""
+"""Seconds the writer gathers records before one write."""
+RETRY_INTERVAL = 1.0
+"""Seconds between tries while writes fail."""
+REPORT_INTERVAL = 10.0
+"""Seconds between the ERROR lines that say writes still fail."""
 
 
 class AuditLog:
-    """Appends audit records to `path`. Call `close` to write everything and stop."""
+    """Appends audit records to `path`. Call `close` to write everything and stop.
 
-    def __init__(self, path: str | Path) -> None:
+    Never loses a record silently. When a write fails (a full disk, an I/O error) the records
+    wait in memory, up to `backlog_limit` bytes, and the writer retries every
+    `RETRY_INTERVAL` seconds; `failing` is True meanwhile, an ERROR is logged at once and every
+    `REPORT_INTERVAL` seconds, and `on_health(False)` / `on_health(True)` are called (on the
+    event loop that built the log) as writing stops and resumes. Records beyond the backlog
+    limit are dropped and counted in `lost` (each loss is logged; the chain shows a break
+    there). With `fail_closed`, `refusing` is True while writes fail: the server then refuses
+    requests rather than serve them unaudited.
+
+    A torn last line (a crash mid-write) is fenced when the log is opened: a newline ends it,
+    and the next record chains from the torn bytes' hash, so `verify` tells it from tampering.
+    Raises OSError when `path` cannot be opened for appending.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        fail_closed: bool = False,
+        on_health: Callable[[bool], None] | None = None,
+        backlog_limit: int = 64 * 1024 * 1024,
+    ) -> None:
         self.path = Path(path)
-        self._prev = _last_hash(self.path)
-        self._file = self.path.open("ab")
+        self.fail_closed = fail_closed
+        self.failing = False
+        """Writes are failing now (records wait in memory); set by the writer thread."""
+        self.lost = 0
+        """Records dropped because the backlog was full while writes failed."""
+        self._backlog_limit = backlog_limit
+        self._reported = 0.0  # when the writer last logged that writes fail
+        self._on_health = on_health
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            # A device or pipe (e.g. /dev/stdout) has no lines to read back: the chain starts anew.
+            regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
+            self._prev, before_torn = _chain_head(self.path) if regular else (GENESIS, None)
+            if before_torn is not None:
+                self._fence(before_torn)
+        except BaseException:
+            os.close(self._fd)
+            raise
         self._pending: list[dict[str, Any]] = []
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._write_forever, name="a2a-audit", daemon=True)
         self._writer.start()
+
+    def _fence(self, before_torn: str) -> None:
+        """Ends a torn last line and writes a fence record: it chains from the torn bytes
+        (`prev`) and names the hash of the line before them (`torn_after`), so the chain still
+        covers every earlier record."""
+        fence = {
+            "time": _now(),
+            "kind": "fence",
+            "method": "",
+            "principal": "",
+            "tenant": "",
+            "task_id": "",
+            "outcome": "TORN_LINE_FENCED",
+            "message_id": "",
+            "message_sha256": "",
+            "cost": None,
+            "torn_after": before_torn,
+            "prev": self._prev,
+        }
+        line = _canonical_line(fence)
+        os.write(self._fd, b"\n" + line + b"\n")
+        self._prev = hashlib.sha256(line).hexdigest()
+        log.warning(
+            "audit log %s ended in a torn line (a write cut short by a crash); fenced it",
+            self.path,
+        )
+
+    @property
+    def refusing(self) -> bool:
+        """Fail-closed and failing: requests should be refused until writes work again."""
+        return self.fail_closed and self.failing
 
     def request(
         self,
@@ -109,11 +190,15 @@ class AuditLog:
         )
 
     def close(self) -> None:
-        """Writes everything recorded so far, then stops the writer."""
+        """Writes everything recorded so far (one last try if writes are failing), then stops
+        the writer. Safe to call more than once."""
+        if self._fd < 0:
+            return
         self._drain()
         self._queue.put(None)
         self._writer.join()
-        self._file.close()
+        os.close(self._fd)
+        self._fd = -1
 
     def _add(self, record: dict[str, Any]) -> None:
         self._pending.append(record)
@@ -137,24 +222,94 @@ class AuditLog:
         self._queue.put(b"\n".join(lines) + b"\n")
 
     def _write_forever(self) -> None:
-        while True:
-            chunks = [self._queue.get()]
-            # Waking up for every event-loop turn would make this thread contend with the loop
-            # for the GIL; gathering for a moment first keeps it to a few writes a second.
-            time.sleep(WRITE_INTERVAL)
+        backlog = bytearray()
+        closing = False
+        while not closing:
+            try:
+                chunks = [self._queue.get(timeout=RETRY_INTERVAL if backlog else None)]
+            except queue.Empty:
+                chunks = []  # time to try the backlog again
+            else:
+                # Waking up for every event-loop turn would make this thread contend with the
+                # loop for the GIL; gathering for a moment first keeps it to a few writes a second.
+                time.sleep(WRITE_INTERVAL)
             while True:
                 try:
                     chunks.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            data = b"".join(chunk for chunk in chunks if chunk is not None)
+            for chunk in chunks:
+                if chunk is None:
+                    closing = True
+                elif len(backlog) + len(chunk) <= self._backlog_limit:
+                    backlog += chunk
+                else:
+                    self._lose(chunk)
+            self._write(backlog)
+        if backlog:
+            log.error(
+                "audit log %s: %d bytes of records could not be written before shutdown",
+                self.path,
+                len(backlog),
+            )
+
+    def _write(self, backlog: bytearray) -> None:
+        """Writes what it can of `backlog` (removing it) and tracks whether writes fail."""
+        while backlog:
             try:
-                self._file.write(data)
-                self._file.flush()
-            except OSError:
-                log.exception("cannot write the audit log %s", self.path)
-            if None in chunks:
+                written = os.write(self._fd, backlog)
+            except OSError as exc:
+                self._failed(exc, len(backlog))
                 return
+            del backlog[:written]
+        if self.failing:
+            self.failing = False
+            log.warning("audit log %s is written again; no record was lost", self.path)
+            self._tell_health(True)
+
+    def _failed(self, exc: OSError, waiting: int) -> None:
+        now = time.monotonic()
+        if not self.failing:
+            self.failing = True
+            self._reported = now
+            log.error(
+                "cannot write the audit log %s (%s): %d bytes of records wait in memory%s",
+                self.path,
+                exc.strerror or exc,
+                waiting,
+                "; requests are refused until it works" if self.fail_closed else "",
+            )
+            self._tell_health(False)
+        elif now - self._reported >= REPORT_INTERVAL:
+            self._reported = now
+            log.error(
+                "audit log %s still cannot be written (%s): %d bytes waiting, %d records lost",
+                self.path,
+                exc.strerror or exc,
+                waiting,
+                self.lost,
+            )
+
+    def _lose(self, chunk: bytes) -> None:
+        count = chunk.count(b"\n")
+        self.lost += count
+        log.error(
+            "audit log %s: %d record(s) LOST, the backlog of unwritten records is full "
+            "(%d bytes); %d lost so far",
+            self.path,
+            count,
+            self._backlog_limit,
+            self.lost,
+        )
+
+    def _tell_health(self, healthy: bool) -> None:
+        if self._on_health is None:
+            return
+        if self._loop is None:
+            self._on_health(healthy)
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is asking any more
+            self._loop.call_soon_threadsafe(self._on_health, healthy)
 
 
 def _canonical_line(record: dict[str, Any]) -> bytes:
@@ -176,55 +331,117 @@ def _now() -> str:
     return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(number, line without its newline, whether it ended with one)."""
     with path.open("rb") as file:
         for number, line in enumerate(file, start=1):
-            yield number, line.rstrip(b"\n")
+            ended = line.endswith(b"\n")
+            yield number, line[:-1] if ended else line, ended
 
 
-def _last_hash(path: Path) -> str:
-    if not path.exists():
-        return GENESIS
-    last = None
-    for _, line in _lines(path):
+def _chain_head(path: Path) -> tuple[str, str | None]:
+    """(hash of the last line, hash of the line before it when the last line is torn: cut
+    short with no newline, else None)."""
+    last, before, torn = None, GENESIS, False
+    for _, line, ended in _lines(path):
         if line:
-            last = line
-    return GENESIS if last is None else hashlib.sha256(last).hexdigest()
+            if last is not None:
+                before = hashlib.sha256(last).hexdigest()
+            last, torn = line, not ended
+    head = GENESIS if last is None else hashlib.sha256(last).hexdigest()
+    return head, before if torn else None
 
 
-def verify(path: Path) -> tuple[int, str]:
-    """(records, head hash) of an intact chain; ValueError naming the first broken line."""
+class Verdict(NamedTuple):
+    """What `verify` found in an unbroken chain."""
+
+    records: int
+    head: str
+    """The hash of the last line: keep it elsewhere to protect the last record too."""
+    torn: tuple[int, ...] = ()
+    """Lines cut short by a crash mid-write: fenced ones the chain goes on from, and possibly
+    the last line. Their records are incomplete; nothing around them was changed."""
+
+
+def verify(path: Path) -> Verdict:
+    """The verdict on an unbroken chain; ValueError naming the first line that breaks it.
+
+    A line that is not a record, followed by the fence record the server wrote on restart
+    (chaining from it, and naming the hash of the line before it), is a torn write; an
+    unterminated last line that is not a record is a torn tail. Both are reported in
+    `Verdict.torn`, not as tampering: a changed record still breaks a link.
+    """
     prev = GENESIS
     count = 0
-    for number, line in _lines(path):
+    torn: list[int] = []
+    lines = list(_lines(path))
+    for index, (number, line, ended) in enumerate(lines):
         try:
             record = json.loads(line)
         except ValueError:
-            raise ValueError(f"line {number} is not a JSON record") from None
-        if not isinstance(record, dict) or record.get("prev") != prev:
+            record = None
+        digest = hashlib.sha256(line).hexdigest()
+        if isinstance(record, dict) and record.get("prev") == prev:
+            prev = digest
+            count += 1
+            continue
+        if record is None:
+            successor = _record(lines[index + 1][1]) if index + 1 < len(lines) else None
+            if index + 1 == len(lines) and not ended:
+                torn.append(number)  # the writer stopped mid-line and nothing followed
+                break
+            if (
+                successor is not None
+                and successor.get("kind") == "fence"
+                and successor.get("prev") == digest
+                and successor.get("torn_after") == prev
+            ):
+                torn.append(number)  # fenced on restart: the fence links the chain across it
+                prev = digest
+                continue
             raise ValueError(
-                f"line {number} does not follow line {number - 1}: the chain is broken "
-                "(a record was changed, inserted or removed)"
+                f"line {number} is not a JSON record and no fence links the chain across it: "
+                "the chain is broken"
             )
-        prev = hashlib.sha256(line).hexdigest()
-        count += 1
-    return count, prev
+        raise ValueError(
+            f"line {number} does not follow line {number - 1}: the chain is broken "
+            "(a record was changed, inserted or removed)"
+        )
+    return Verdict(count, prev, tuple(torn))
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def main(argv: list[str]) -> int:
-    """`a2a-grpc audit verify FILE`: exit 0 when the chain is intact, 1 when it is broken."""
+    """`a2a-grpc audit verify FILE`: exit 0 when the chain is intact, 1 when it is broken (a
+    record changed, inserted or removed), 2 when the file cannot be read, 3 when it is intact
+    but holds torn lines (writes cut short by a crash: incomplete records, not tampering)."""
     parser = argparse.ArgumentParser(prog="a2a-grpc audit")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("verify", help="check an audit log's hash chain")
     check.add_argument("file")
     args = parser.parse_args(argv)
     try:
-        count, head = verify(Path(args.file))
+        verdict = verify(Path(args.file))
     except OSError as exc:
         print(f"a2a-grpc audit: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"a2a-grpc audit: {args.file}: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.file}: {count} records, chain intact, head {head}")
+    print(f"{args.file}: {verdict.records} records, chain intact, head {verdict.head}")
+    if verdict.torn:
+        lines = ", ".join(str(number) for number in verdict.torn)
+        print(
+            f"a2a-grpc audit: {args.file}: torn line(s) {lines}: writes cut short by a crash "
+            "(those records are incomplete; this is not tampering)",
+            file=sys.stderr,
+        )
+        return 3
     return 0

@@ -15,7 +15,7 @@ from typing import Any
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
-from a2a_grpc.server.app import PortInUseError, TlsFiles, start_server
+from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
 from a2a_grpc.server.config import ServerConfig
@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     add("--card-signing-key", metavar="PEM", help="private key that signs the served card")
     add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key")
     add("--audit-log", metavar="FILE", help="append a hash-chained JSON Lines audit trail here")
+    add(
+        "--audit-fail-closed",
+        action="store_true",
+        help="with --audit-log: refuse requests (UNAVAILABLE) while records cannot be written",
+    )
     add("--max-tasks", type=int, default=d.max_tasks)
     add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
     add(
@@ -204,6 +209,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
             audit_log=args.audit_log,
+            audit_fail_closed=args.audit_fail_closed,
             max_message_bytes=args.max_message_bytes,
             max_store_bytes=args.max_store_bytes,
             max_live_tasks_per_principal=args.max_live_tasks_per_principal,
@@ -260,6 +266,9 @@ async def _serve(setup: _Setup) -> int:
     except PortInUseError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
         return 1
+    except StartupError as exc:
+        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -71,6 +71,9 @@ class ServerConfig:
     """Unfinished tasks one tenant may hold across callers (None: half of max_tasks)."""
     interrupted_ttl: float = 3600.0
     """Seconds a task may wait in INPUT_REQUIRED / AUTH_REQUIRED before it is CANCELED."""
+    audit_fail_closed: bool = False
+    """With an audit log: refuse requests (UNAVAILABLE, retryable) while records cannot be written
+    instead of serving them with the records held in memory."""
     max_push_configs_per_task: int = 16
     """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
 

@@ -25,6 +25,7 @@ from a2a_grpc.core.errors import (
     InternalError,
     InvalidRequestError,
     ResourceExhaustedError,
+    ServiceUnavailableError,
     StatusError,
     UnauthenticatedError,
     VersionNotSupportedError,
@@ -46,6 +47,8 @@ Response = TypeVar("Response")
 INTERNAL_MESSAGE = "internal error: the server failed to handle this request"
 _SERVED_VERSIONS: set[str] = set()
 """a2a-version values already found acceptable, so the common case is one set lookup."""
+AUDIT_RETRY_DELAY = 1.0
+"""Seconds a caller refused because the audit trail cannot be written is told to wait."""
 STORE_FULL_RETRY_DELAY = 1.0
 """Seconds a caller refused for a full store is told to wait (finished tasks expire meanwhile)."""
 
@@ -149,6 +152,13 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
 
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
         principal = current_principal()  # UNAUTHENTICATED first, before anything else
+        audit = self.handler.audit
+        if audit is not None and audit.refusing:
+            raise ServiceUnavailableError(
+                "the audit trail cannot be written and this server does not serve unaudited "
+                "requests; retry later",
+                retry_delay=AUDIT_RETRY_DELAY,
+            )
         self._check_version(params.version)
         if not params.extension_values:
             return CallContext(principal, ())

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.app import AUDIT_HEALTH_SERVICE
 from a2a_grpc.server.audit import GENESIS, AuditLog, verify
 from tests.integration.conftest import Factory, send_request
+from tests.integration.test_server_retry_classes import details
 
 TOKENS = {"alice-token": "alice"}
 ALICE = (("authorization", "Bearer alice-token"),)
@@ -74,8 +80,8 @@ def test_the_chain_detects_changes_insertions_and_deletions(tmp_path: Path) -> N
             cost=None,
         )
     trail.close()
-    count, head = verify(log)
-    assert count == 5 and head != GENESIS
+    count, head, torn = verify(log)
+    assert count == 5 and head != GENESIS and torn == ()
     good = log.read_text().splitlines()
 
     # A second writer continues the chain.
@@ -116,3 +122,163 @@ def test_audit_verify_command(tmp_path: Path) -> None:
     broken = run()
     assert broken.returncode == 1
     assert "line 2" in broken.stderr and "Traceback" not in broken.stderr
+
+
+async def watch_audit_health(harness: Any) -> Any:
+    stub = health_pb2_grpc.HealthStub(harness.channel)
+    return stub.Watch(health_pb2.HealthCheckRequest(service=AUDIT_HEALTH_SERVICE))
+
+
+async def test_unwritable_trail_is_reported_and_requests_are_still_served(
+    make_server: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # /dev/full fails every write with ENOSPC, like a full disk.
+    harness = await make_server(audit_log="/dev/full")
+    watch = await watch_audit_health(harness)
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    task = (await harness.stub.SendMessage(send_request())).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert any(
+        r.levelname == "ERROR" and "cannot write the audit log /dev/full" in r.getMessage()
+        for r in caplog.records
+    )
+    watch.cancel()
+
+
+async def test_failing_closed_refuses_requests_while_records_cannot_be_written(
+    make_server: Factory,
+) -> None:
+    calls: list[str] = []
+
+    class Recording:
+        async def execute(self, context: Any, events: Any) -> None:
+            calls.append(context.text())
+            await events.complete()
+
+    harness = await make_server(Recording(), audit_log="/dev/full", audit_fail_closed=True)
+    watch = await watch_audit_health(harness)
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    await harness.stub.SendMessage(send_request("first"))  # its records cannot be written
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await harness.stub.SendMessage(send_request("second"))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    info, delay = details(caught.value)
+    assert (info.reason, info.metadata["retryable"], delay) == ("UNAVAILABLE", "true", 1.0)
+    assert calls == ["first"]  # nothing reached the agent
+    server_health = health_pb2_grpc.HealthStub(harness.channel)
+    overall = await server_health.Check(health_pb2.HealthCheckRequest(service=""))
+    assert overall.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    watch.cancel()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 256 KiB tmpfs, filled up by `filler`; skipped where mounting is not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+async def test_records_held_while_the_disk_is_full_are_written_when_space_returns(
+    make_server: Factory, small_disk: Path
+) -> None:
+    log = small_disk / "audit.jsonl"
+    filler = small_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    with contextlib.suppress(OSError):  # ENOSPC: the disk is full
+        while os.write(fd, b"x" * 512):
+            pass
+    os.close(fd)
+    harness = await make_server(audit_log=str(log))
+    watch = await watch_audit_health(harness)
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    tasks = [(await harness.stub.SendMessage(send_request(f"m{n}"))).task for n in range(5)]
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    filler.unlink()  # space returns; the writer's next try succeeds
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
+    await harness.running.stop(0)
+    verdict = verify(log)
+    rows = records(log)
+    assert verdict.records == len(rows) and verdict.torn == ()
+    outcomes = {r["task_id"] for r in rows if r["kind"] == "outcome"}
+    assert outcomes == {task.id for task in tasks}  # no record was lost
+
+
+def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    trail = AuditLog(log)
+    for index in range(3):
+        trail.outcome(
+            task_id=f"t{index}", state="S", principal="", tenant="", message_id="", cost=None
+        )
+    trail.close()
+    whole = log.read_bytes()
+    log.write_bytes(whole[:-40])  # a crash cut the last write short
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "a2a_grpc.cli.main", "audit", "verify", str(log)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    torn_tail = run()
+    assert torn_tail.returncode == 3
+    assert "2 records, chain intact" in torn_tail.stdout
+    assert "torn line(s) 3" in torn_tail.stderr and "not tampering" in torn_tail.stderr
+
+    again = AuditLog(log)  # a restart fences the torn line; new records do not glue onto it
+    again.outcome(task_id="t9", state="S", principal="", tenant="", message_id="", cost=None)
+    again.close()
+    lines = log.read_bytes().splitlines()
+    assert len(lines) == 5 and json.loads(lines[3])["kind"] == "fence"
+    assert json.loads(lines[4])["task_id"] == "t9"
+    assert verify(log) == (4, hashlib.sha256(lines[4]).hexdigest(), (3,))
+    fenced = run()
+    assert fenced.returncode == 3 and "4 records, chain intact" in fenced.stdout
+
+    lines[1] = lines[1].replace(b'"t1"', b'"tX"')  # tampering is still tampering
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    tampered = run()
+    assert tampered.returncode == 1 and "chain is broken" in tampered.stderr
+
+
+@pytest.mark.parametrize("where", ["directory", "missing-parent"])
+def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
+    tmp_path: Path, where: str
+) -> None:
+    path = tmp_path if where == "directory" else tmp_path / "no" / "such" / "audit.jsonl"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "a2a_grpc.cli.main",
+            "serve",
+            "--port",
+            "0",
+            "--card-port",
+            "-1",
+            "--audit-log",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("a2a-grpc serve: cannot append to the audit")

@@ -73,7 +73,8 @@ def test_every_error_states_whether_retrying_can_help() -> None:
         rich = status_pb2.Status.FromString(trailers[0][1])
         info = error_details_pb2.ErrorInfo()
         rich.details[0].Unpack(info)
-        expected = "true" if cls is errors.ResourceExhaustedError else "false"
+        transient = (errors.ResourceExhaustedError, errors.ServiceUnavailableError)
+        expected = "true" if cls in transient else "false"
         assert info.metadata["retryable"] == expected, cls.__name__
         assert info.domain == (
             "a2a-grpc" if issubclass(cls, errors.ServiceError) else "a2a-protocol.org"
