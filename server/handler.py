@@ -31,6 +31,7 @@ from a2a_grpc.core.errors import (
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from a2a_grpc.core.ids import new_id
@@ -42,7 +43,6 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.audit import AuditLog
-from a2a_grpc.server.auth import AuthenticationError
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher
@@ -586,7 +586,7 @@ class RequestHandler:
                 "(capabilities.extended_agent_card is off)"
             )
         if not call.principal:
-            raise AuthenticationError("the extended agent card is for authenticated callers only")
+            raise UnauthenticatedError("the extended agent card is for authenticated callers only")
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError(
                 "this agent declares an extended card but none is configured"

@@ -1,0 +1,62 @@
+"""The layers import one way: generated <- core <- {server, client} <- cli (no sockets).
+
+Server and client never import each other. The server's protocol core (handler, run, store,
+broker, validation, agent API) imports no grpc and none of the server's transport modules:
+transport errors are translated in the servicer, and the handler raises core errors.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = {
+    "generated": ("a2a_grpc.generated",),
+    "core": ("a2a_grpc.core", "a2a_grpc.generated"),
+    "client": ("a2a_grpc.client", "a2a_grpc.core", "a2a_grpc.generated"),
+    "server": ("a2a_grpc.server", "a2a_grpc.core", "a2a_grpc.generated"),
+    "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
+}
+PROTOCOL_CORE = ("handler", "run", "store", "broker", "validation", "agent")
+TRANSPORT = ("a2a_grpc.server.auth", "a2a_grpc.server.servicer", "a2a_grpc.server.app")
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            if node.module == "a2a_grpc.server":  # from a2a_grpc.server import validation
+                names.update(f"a2a_grpc.server.{alias.name}" for alias in node.names)
+    return names
+
+
+def modules_of(layer: str) -> list[Path]:
+    return sorted(path for path in (ROOT / layer).glob("*.py") if path.name != "__init__.py")
+
+
+@pytest.mark.parametrize(
+    ("layer", "path"),
+    [(layer, path) for layer in LAYERS for path in modules_of(layer)],
+    ids=lambda value: value if isinstance(value, str) else value.name,
+)
+def test_each_layer_imports_only_the_layers_below_it(layer: str, path: Path) -> None:
+    ours = {name for name in imported_modules(path) if name.split(".")[0] in ("a2a_grpc", "a2a")}
+    assert {name for name in ours if not name.startswith(LAYERS[layer])} == set()
+
+
+@pytest.mark.parametrize("name", PROTOCOL_CORE)
+def test_the_protocol_core_imports_no_grpc_and_no_transport(name: str) -> None:
+    imports = imported_modules(ROOT / "server" / f"{name}.py")
+    assert {module for module in imports if module.split(".")[0] == "grpc"} == set()
+    assert {module for module in imports if module.startswith(TRANSPORT)} == set()
+
+
+def test_the_walk_sees_imports() -> None:
+    assert "a2a_grpc.core.errors" in imported_modules(ROOT / "client" / "errors.py")
+    assert "a2a_grpc.server.validation" in imported_modules(ROOT / "server" / "handler.py")
