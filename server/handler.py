@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from google.protobuf import empty_pb2, json_format
 
@@ -45,6 +43,7 @@ from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.dedup import DedupWindow
 from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher
 from a2a_grpc.server.push_configs import PushConfigService
 from a2a_grpc.server.run import TaskRun, record_status
@@ -60,66 +59,6 @@ class CallContext(NamedTuple):
     extensions: tuple[str, ...] = ()
 
 
-class Outcome(Protocol):
-    """What a message led to: a run in progress, or the settled result of one."""
-
-    @property
-    def task_id(self) -> str: ...
-
-    @property
-    def scope(self) -> Scope: ...
-
-    @property
-    def reply_message(self) -> a2a_pb2.Message | None: ...
-
-    @property
-    def started(self) -> asyncio.Event: ...
-
-    @property
-    def settled(self) -> asyncio.Event: ...
-
-
-# asyncio.Event.wait() on a set event returns before binding to a loop, so one can be shared.
-_ALREADY = asyncio.Event()
-_ALREADY.set()
-
-
-class _Settled(NamedTuple):
-    """What a message id led to once its run settled (the run itself is let go).
-
-    A tuple of plain values: the cyclic garbage collector stops tracking it, which matters with
-    one of these per message for the whole dedup window.
-    """
-
-    fingerprint: int
-    accepted_at: float
-    task_id: str
-    tenant: str
-    owner: str
-    reply_message: a2a_pb2.Message | None
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.tenant, self.owner)
-
-    @property
-    def started(self) -> asyncio.Event:
-        return _ALREADY
-
-    @property
-    def settled(self) -> asyncio.Event:
-        return _ALREADY
-
-
-@dataclass(slots=True)
-class _Delivery:
-    """What an accepted message id led to while its run is still going."""
-
-    fingerprint: int
-    accepted_at: float
-    run: TaskRun
-
-
 def _budget(message: a2a_pb2.Message) -> Money | None:
     if not message.HasField("metadata"):
         return None
@@ -130,16 +69,6 @@ def _budget(message: a2a_pb2.Message) -> Money | None:
         raise InvalidParamsError(
             f"invalid budget: {exc}", field_violations=[FieldViolation(field, str(exc))]
         ) from None
-
-
-def _fingerprint(message: a2a_pb2.Message) -> int:
-    """What tells a repeat from new content under a reused message id.
-
-    Python's keyed 64-bit SipHash of the deterministic encoding: the dedup window lives in this
-    process only, so the per-process key is no drawback, and a collision would need the same
-    sender to reuse one message id within the window (then odds of 2**-64).
-    """
-    return hash(message.SerializeToString(deterministic=True))
 
 
 class RequestHandler:
@@ -183,9 +112,7 @@ class RequestHandler:
         self._required_extensions = validation.required_extensions(card)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
-        # Oldest first. An OrderedDict because entries leave from the front (see the store's
-        # `_terminal`: a plain dict's first key gets slower with every entry deleted before it).
-        self._deliveries: OrderedDict[tuple[str, str, str], _Delivery | _Settled] = OrderedDict()
+        self.dedup = DedupWindow(window=config.dedup_window, capacity=config.max_tasks)
         self._housekeeper: asyncio.Task[None] | None = None
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
@@ -199,7 +126,10 @@ class RequestHandler:
             await self._check_inline_webhook(configuration.task_push_notification_config)
         message = request.message
         key = (request.tenant, call.principal, message.message_id)
-        run = self._repeat_of(key, message) or self._accept(request, key, call, subscribe=False)[0]
+        run = (
+            self.dedup.repeat_of(key, message)
+            or self._accept(request, key, call, subscribe=False)[0]
+        )
         history = configuration.history_length if configuration.HasField("history_length") else None
         # `settled` implies `started`: a blocking call waits on it alone.
         await (run.started if configuration.return_immediately else run.settled).wait()
@@ -220,7 +150,7 @@ class RequestHandler:
             await self._check_inline_webhook(configuration.task_push_notification_config)
         message = request.message
         key = (request.tenant, call.principal, message.message_id)
-        repeat = self._repeat_of(key, message)
+        repeat = self.dedup.repeat_of(key, message)
         if repeat is not None:
             await repeat.started.wait()
             if repeat.reply_message is not None:
@@ -310,26 +240,11 @@ class RequestHandler:
                 self.push.register(configuration.task_push_notification_config, run.task_id, tenant)
         subscription = self.broker.subscribe(run.task_id) if subscribe else None
         self._active[run.task_id] = run
-        self._remember(key, message, run)
+        self.dedup.remember(key, message, run)
         runner = run.start(self.agent)
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
         return run, subscription
-
-    def _repeat_of(self, key: tuple[str, str, str], message: a2a_pb2.Message) -> Outcome | None:
-        """The run of an earlier delivery of this message id, or None for a new message."""
-        delivery = self._deliveries.get(key)
-        if delivery is None:
-            return None
-        if delivery.fingerprint != _fingerprint(message):
-            raise InvalidParamsError(
-                f"message_id {key[2]!r} was already used for a different "
-                "message: mint a new message_id for new content",
-                field_violations=[
-                    FieldViolation("message.message_id", "already used for different content")
-                ],
-            )
-        return delivery.run if isinstance(delivery, _Delivery) else delivery
 
     def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
         """The verified signer's key id; "" for an unsigned message this agent accepts."""
@@ -403,34 +318,10 @@ class RequestHandler:
             self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED
         )
 
-    def _remember(self, key: tuple[str, str, str], message: a2a_pb2.Message, run: TaskRun) -> None:
-        now = time.monotonic()
-        self._deliveries[key] = _Delivery(_fingerprint(message), now, run)
-        self._forget_deliveries(now - self.config.dedup_window)
-
-    def _forget_deliveries(self, horizon: float) -> None:
-        """Drops message ids accepted at or before `horizon`, and the oldest beyond max_tasks."""
-        deliveries = self._deliveries
-        most = self.config.max_tasks
-        while deliveries and (
-            len(deliveries) > most or next(iter(deliveries.values())).accepted_at <= horizon
-        ):
-            deliveries.popitem(last=False)  # the oldest
-
     def _settled(self, run: TaskRun) -> None:
         if self._active.get(run.task_id) is run:
             del self._active[run.task_id]
-        key = (run.scope.tenant, run.scope.owner, run.context.message.message_id)
-        delivery = self._deliveries.get(key)
-        if isinstance(delivery, _Delivery) and delivery.run is run:
-            self._deliveries[key] = _Settled(
-                delivery.fingerprint,
-                delivery.accepted_at,
-                run.task_id,
-                run.scope.tenant,
-                run.scope.owner,
-                run.reply_message,
-            )
+        self.dedup.settle((run.scope.tenant, run.scope.owner, run.context.message.message_id), run)
         if run.reply_message is not None and self.push is not None:
             self.push.configs.drop_task(run.task_id)  # a direct reply made no task to watch
         if self.audit is not None:
@@ -639,7 +530,7 @@ class RequestHandler:
         for task_id in store.parked_since(now - config.interrupted_ttl):
             self._expire_parked(task_id)
         store.evict_expired()
-        self._forget_deliveries(now - config.dedup_window)
+        self.dedup.expire(now)
 
     def _expire_parked(self, task_id: str) -> None:
         task = self.store.peek(task_id)

@@ -1,0 +1,159 @@
+"""The idempotency window: what each (tenant, caller, message id) led to, for repeats.
+
+A repeated message id from the same tenant and caller within `window` seconds gets the
+original outcome (spec decision §9.7): the run in progress, or once it settled, its task id or
+direct reply. The same id with other content is INVALID_PARAMS. The window holds at most
+`capacity` ids, oldest first out. Synchronous, on the event loop: the handler looks a message
+up and remembers its run without awaiting in between, so concurrent repeats find the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.store import Scope
+
+Key = tuple[str, str, str]
+"""(tenant, principal, message id)."""
+
+
+class Outcome(Protocol):
+    """What a message led to: a run in progress, or the settled result of one."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def reply_message(self) -> a2a_pb2.Message | None: ...
+
+    @property
+    def started(self) -> asyncio.Event: ...
+
+    @property
+    def settled(self) -> asyncio.Event: ...
+
+
+# asyncio.Event.wait() on a set event returns before binding to a loop, so one can be shared.
+_ALREADY = asyncio.Event()
+_ALREADY.set()
+
+
+class _Settled(NamedTuple):
+    """What a message id led to once its run settled (the run itself is let go).
+
+    A tuple of plain values: the cyclic garbage collector stops tracking it, which matters with
+    one of these per message for the whole window.
+    """
+
+    fingerprint: int
+    accepted_at: float
+    task_id: str
+    tenant: str
+    owner: str
+    reply_message: a2a_pb2.Message | None
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.tenant, self.owner)
+
+    @property
+    def started(self) -> asyncio.Event:
+        return _ALREADY
+
+    @property
+    def settled(self) -> asyncio.Event:
+        return _ALREADY
+
+
+@dataclass(slots=True)
+class _Delivery:
+    """What an accepted message id led to while its run is still going."""
+
+    fingerprint: int
+    accepted_at: float
+    run: TaskRun
+
+
+def fingerprint(message: a2a_pb2.Message) -> int:
+    """What tells a repeat from new content under a reused message id.
+
+    Python's keyed 64-bit SipHash of the deterministic encoding: the window lives in this
+    process only, so the per-process key is no drawback, and a collision would need the same
+    sender to reuse one message id within the window (then odds of 2**-64).
+    """
+    return hash(message.SerializeToString(deterministic=True))
+
+
+class DedupWindow:
+    """Message ids seen within the last `window` seconds, at most `capacity` of them."""
+
+    def __init__(
+        self, *, window: float, capacity: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window = window
+        self.capacity = capacity
+        self._clock = clock
+        # Oldest first. An OrderedDict because entries leave from the front (a plain dict's
+        # first key gets slower with every entry deleted before it; see the store's queues).
+        self._entries: OrderedDict[Key, _Delivery | _Settled] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def repeat_of(self, key: Key, message: a2a_pb2.Message) -> Outcome | None:
+        """The outcome of an earlier delivery of this message id, or None for a new message.
+
+        InvalidParamsError when the id was used for different content.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry.fingerprint != fingerprint(message):
+            raise InvalidParamsError(
+                f"message_id {key[2]!r} was already used for a different "
+                "message: mint a new message_id for new content",
+                field_violations=[
+                    FieldViolation("message.message_id", "already used for different content")
+                ],
+            )
+        return entry.run if isinstance(entry, _Delivery) else entry
+
+    def remember(self, key: Key, message: a2a_pb2.Message, run: TaskRun) -> None:
+        """Records that this message id started `run`; forgets the ids that fell out."""
+        now = self._clock()
+        self._entries[key] = _Delivery(fingerprint(message), now, run)
+        self.expire(now)
+
+    def settle(self, key: Key, run: TaskRun) -> None:
+        """`run` settled: keep its outcome, let the run go."""
+        entry = self._entries.get(key)
+        if isinstance(entry, _Delivery) and entry.run is run:
+            self._entries[key] = _Settled(
+                entry.fingerprint,
+                entry.accepted_at,
+                run.task_id,
+                run.scope.tenant,
+                run.scope.owner,
+                run.reply_message,
+            )
+
+    def expire(self, now: float | None = None) -> None:
+        """Forgets ids older than the window, and the oldest beyond `capacity`."""
+        horizon = (self._clock() if now is None else now) - self.window
+        entries = self._entries
+        most = self.capacity
+        while entries and (
+            len(entries) > most or next(iter(entries.values())).accepted_at <= horizon
+        ):
+            entries.popitem(last=False)  # the oldest

@@ -1,0 +1,77 @@
+"""The idempotency window on its own: repeats, reused ids, settling, expiry (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from a2a_grpc.core.errors import InvalidParamsError
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.dedup import DedupWindow
+from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.store import Scope
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeRun:
+    """The parts of a TaskRun the window reads."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self.scope = Scope("t", "alice")
+        self.reply_message: a2a_pb2.Message | None = None
+
+
+def message(text: str, message_id: str = "m1") -> a2a_pb2.Message:
+    return a2a_pb2.Message(
+        message_id=message_id, role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=text)]
+    )
+
+
+def run(task_id: str) -> TaskRun:
+    return cast(TaskRun, FakeRun(task_id))
+
+
+KEY = ("t", "alice", "m1")
+
+
+def test_a_repeat_finds_the_run_then_its_settled_outcome() -> None:
+    window = DedupWindow(window=60, capacity=10)
+    assert window.repeat_of(KEY, message("hi")) is None
+    first = run("task-1")
+    window.remember(KEY, message("hi"), first)
+    assert window.repeat_of(KEY, message("hi")) is first
+    window.settle(KEY, first)
+    settled: Any = window.repeat_of(KEY, message("hi"))
+    assert settled is not first and settled.task_id == "task-1"
+    assert settled.scope == Scope("t", "alice") and settled.settled.is_set()
+
+
+def test_the_same_id_with_other_content_is_invalid_params() -> None:
+    window = DedupWindow(window=60, capacity=10)
+    window.remember(KEY, message("hi"), run("task-1"))
+    with pytest.raises(InvalidParamsError, match="already used for a different message"):
+        window.repeat_of(KEY, message("something else"))
+    assert window.repeat_of(("t", "bob", "m1"), message("something else")) is None
+
+
+def test_ids_expire_after_the_window_and_beyond_capacity() -> None:
+    clock = Clock()
+    window = DedupWindow(window=60, capacity=3, clock=clock)
+    for index in range(3):
+        window.remember(("t", "a", f"m{index}"), message("x", f"m{index}"), run(f"t{index}"))
+        clock.now += 10
+    window.remember(("t", "a", "m3"), message("x", "m3"), run("t3"))
+    assert len(window) == 3 and window.repeat_of(("t", "a", "m0"), message("x", "m0")) is None
+    clock.now += 45  # m1 was accepted 65 s ago
+    window.expire()
+    assert window.repeat_of(("t", "a", "m1"), message("x", "m1")) is None
+    assert window.repeat_of(("t", "a", "m2"), message("x", "m2")) is not None
