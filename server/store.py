@@ -20,19 +20,24 @@ Contract (any other store must keep it):
 
 from __future__ import annotations
 
-import base64
-import binascii
-import bisect
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
-
-from sortedcontainers import SortedList
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.task_index import InvalidPageTokenError, TaskIndex, TaskQuery, trim_history
+
+__all__ = [
+    "InMemoryTaskStore",
+    "InvalidPageTokenError",
+    "LiveTaskLimitError",
+    "Scope",
+    "StoreFullError",
+    "TaskQuery",
+]
 
 
 class StoreFullError(Exception):
@@ -42,10 +47,6 @@ class StoreFullError(Exception):
 
 class LiveTaskLimitError(StoreFullError):
     """The caller (or its tenant) already holds as many live tasks as it may."""
-
-
-class InvalidPageTokenError(ValueError):
-    """A page token that this store did not issue."""
 
 
 class Scope(NamedTuple):
@@ -59,19 +60,6 @@ class Scope(NamedTuple):
     owner: str
 
 
-@dataclass(frozen=True, slots=True)
-class TaskQuery:
-    """A ListTasks request after validation."""
-
-    page_size: int
-    page_token: str = ""
-    context_id: str = ""
-    state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
-    updated_after_ns: int = 0
-    history_length: int | None = None
-    include_artifacts: bool = False
-
-
 @dataclass(slots=True)
 class _Record:
     task: a2a_pb2.Task
@@ -81,82 +69,6 @@ class _Record:
     settled_at: float = 0.0  # time.monotonic() when it became terminal
     # (key, context id, state) as the ListTasks indexes hold it; None until first indexed.
     indexed: tuple[tuple[int, str], str, int] | None = None
-
-
-# An index entry orders tasks by last status change; the id breaks ties.
-_Key = tuple[int, str]
-_Name = TypeVar("_Name", str, int)
-
-
-class _LargeIndex(SortedList):  # type: ignore[misc]
-    """A SortedList with shorter sublists than the library's default of 1000.
-
-    The oldest entry leaves on every eviction of a full store, and deleting from a sublist moves
-    every entry after it: with 1000-entry sublists that was ~4% of a blocking SendMessage's
-    instructions (measured with callgrind). Lookups are still O(log n).
-    """
-
-    DEFAULT_LOAD_FACTOR = 128
-
-
-def _new_index() -> SortedList:
-    return _LargeIndex()
-
-
-class _SmallIndex(list[_Key]):
-    """A sorted plain list with the few SortedList methods the store uses.
-
-    Most contexts hold a handful of tasks; one of these costs one object where a SortedList
-    costs five, which keeps cyclic garbage collection over a full store short. A context that
-    outgrows `_SMALL_INDEX_LIMIT` entries is moved to a SortedList.
-    """
-
-    __slots__ = ()
-
-    def add(self, key: _Key) -> None:
-        bisect.insort(self, key)
-
-    def remove(self, key: _Key) -> None:
-        position = bisect.bisect_left(self, key)
-        if position == len(self) or self[position] != key:
-            raise ValueError(f"{key!r} not in index")
-        del self[position]
-
-    def discard(self, key: _Key) -> None:
-        position = bisect.bisect_left(self, key)
-        if position < len(self) and self[position] == key:
-            del self[position]
-
-    def bisect_left(self, key: _Key) -> int:
-        return bisect.bisect_left(self, key)
-
-    def irange(
-        self,
-        minimum: _Key,
-        maximum: _Key | None = None,
-        inclusive: tuple[bool, bool] = (True, True),
-        reverse: bool = False,
-    ) -> Iterator[_Key]:
-        low = (bisect.bisect_left if inclusive[0] else bisect.bisect_right)(self, minimum)
-        if maximum is None:
-            high = len(self)
-        else:
-            high = (bisect.bisect_right if inclusive[1] else bisect.bisect_left)(self, maximum)
-        keys = self[low:high]
-        return reversed(keys) if reverse else iter(keys)
-
-
-_SMALL_INDEX_LIMIT = 1024
-_MAX_DIRTY = 256
-"""Status changes that may wait before the indexes catch up (bounds a ListTasks call's work)."""
-
-
-@dataclass(slots=True)
-class _ScopeIndex:
-    all: SortedList = field(default_factory=_new_index)
-    # A context with one task holds its bare key (most contexts): no list object per context.
-    by_context: dict[str, SortedList | _SmallIndex | _Key] = field(default_factory=dict)
-    by_state: dict[int, SortedList] = field(default_factory=dict)
 
 
 class InMemoryTaskStore:
@@ -191,14 +103,12 @@ class InMemoryTaskStore:
         """Called with the id of every task the store lets go of (e.g. to drop its webhooks)."""
         self._last_ns = 0
         self._records: dict[str, _Record] = {}
-        self._indexes: dict[Scope, _ScopeIndex] = {}
         # Terminal tasks in the order they settled. An OrderedDict, not a dict: tasks leave from
         # the front, and a plain dict must skip every slot freed at its front to find its first
         # key (up to ~100k skipped per eviction with a full store, measured).
         self._terminal: OrderedDict[str, None] = OrderedDict()
         self._reserved = 0  # room promised to tasks that will be created later
-        self._scopes: dict[Scope, Scope] = {}
-        self._dirty: dict[str, None] = {}  # tasks whose index entries are out of date
+        self._index = TaskIndex(self._records)
         self._bytes = 0  # sum of the records' sizes
         # Live (non-terminal) tasks, reservations included, per owner and per tenant.
         self._live_by_owner: dict[str, int] = {}
@@ -307,9 +217,9 @@ class InMemoryTaskStore:
         now = self._stamp(status)
         self._bytes += size
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
-        record = _Record(task, self._scopes.setdefault(scope, scope), now, size)
+        record = _Record(task, self._index.intern(scope), now, size)
         self._records[task_id] = record
-        self._mark_dirty(task_id)
+        self._index.changed(task_id)
         state = status.state
         if state in SETTLED_STATES:
             self._settled(task_id, record, state)
@@ -338,7 +248,7 @@ class InMemoryTaskStore:
         mutate(task)
         if status_changed:
             record.updated_ns = self._stamp(task.status)
-            self._mark_dirty(task_id)
+            self._index.changed(task_id)
             self._status_changed(task_id, record, task.status.state)
         return task
 
@@ -361,7 +271,7 @@ class InMemoryTaskStore:
         elif status.HasField("message"):
             status.ClearField("message")
         record.updated_ns = self._stamp(status)
-        self._mark_dirty(task_id)
+        self._index.changed(task_id)
         self._status_changed(task_id, record, state)
         return task
 
@@ -425,44 +335,13 @@ class InMemoryTaskStore:
         if record is None or record.scope != scope:
             return False
         target.CopyFrom(record.task)
-        _trim_history(target, history_length)
+        trim_history(target, history_length)
         return True
 
     def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
-        """One page of the scope's tasks, most recently updated first.
-
-        A page costs O(log n + page_size) for no filter, a context filter or a state filter
-        (each has its own index); combining context and state walks the context's tasks.
-        """
-        response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
-        start = self._decode_token(query.page_token) if query.page_token else None
-        self._flush()
-        index = self._indexes.get(scope)
-        if index is None:
-            return response
-        entries, predicate = self._choose_index(index, query)
-        if entries is None:
-            return response
-        floor: _Key = (query.updated_after_ns, "")
-        matching = self._count(entries, floor, predicate)
-        response.total_size = matching
-        page: list[_Record] = []
-        for key in self._walk(entries, floor, start):
-            record = self._records[key[1]]
-            if predicate is not None and not predicate(record):
-                continue
-            if len(page) == query.page_size:
-                last = page[-1]
-                response.next_page_token = self._encode_token((last.updated_ns, last.task.id))
-                break
-            page.append(record)
-        for record in page:
-            task = response.tasks.add()
-            task.CopyFrom(record.task)
-            if not query.include_artifacts:
-                del task.artifacts[:]
-            _trim_history(task, query.history_length)
-        return response
+        """One page of the scope's tasks, most recently updated first (see `TaskIndex.page`);
+        InvalidPageTokenError for a token this store did not issue."""
+        return self._index.page(scope, query)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -479,77 +358,8 @@ class InMemoryTaskStore:
     def _copy(self, task: a2a_pb2.Task, *, history_length: int | None = None) -> a2a_pb2.Task:
         copy = a2a_pb2.Task()
         copy.CopyFrom(task)
-        _trim_history(copy, history_length)
+        trim_history(copy, history_length)
         return copy
-
-    # The indexes are updated inline (no helper generators, no throwaway SortedList per call):
-    # three of these run on every status change, so they are on the hot path of every message.
-    def _index_add(self, record: _Record) -> None:
-        task = record.task
-        key = (record.updated_ns, task.id)
-        context_id, state = task.context_id, task.status.state
-        index = self._indexes.get(record.scope)
-        if index is None:
-            index = self._indexes[record.scope] = _ScopeIndex()
-        index.all.add(key)
-        if context_id:
-            self._context_add(index, context_id, key)
-        entries = index.by_state.get(state)
-        if entries is None:
-            entries = index.by_state[state] = _new_index()
-        entries.add(key)
-        record.indexed = (key, context_id, state)
-
-    # Status changes do not touch the indexes at once: the task is marked dirty, and dirty
-    # tasks are re-indexed together before a ListTasks page is read (or when too many wait).
-    # A task created and finished in between is indexed once instead of three times.
-    def _mark_dirty(self, task_id: str) -> None:
-        self._dirty[task_id] = None
-        if len(self._dirty) >= _MAX_DIRTY:
-            self._flush()
-
-    def _flush(self) -> None:
-        for task_id in self._dirty:
-            record = self._records[task_id]
-            self._index_remove(record)
-            self._index_add(record)
-        self._dirty.clear()
-
-    @staticmethod
-    def _context_add(index: _ScopeIndex, context_id: str, key: _Key) -> None:
-        by_context = index.by_context
-        entries = by_context.get(context_id)
-        if entries is None:
-            by_context[context_id] = key
-        elif isinstance(entries, tuple):
-            by_context[context_id] = _SmallIndex(sorted((entries, key)))
-        else:
-            entries.add(key)
-            if type(entries) is _SmallIndex and len(entries) > _SMALL_INDEX_LIMIT:
-                by_context[context_id] = _LargeIndex(entries)
-
-    @staticmethod
-    def _context_remove(index: _ScopeIndex, context_id: str, key: _Key) -> None:
-        entries = index.by_context.get(context_id)
-        if isinstance(entries, tuple):
-            if entries == key:
-                del index.by_context[context_id]
-        else:
-            _discard(index.by_context, context_id, key)
-
-    def _index_remove(self, record: _Record) -> None:
-        if record.indexed is None:
-            return
-        key, context_id, state = record.indexed
-        record.indexed = None
-        index = self._indexes[record.scope]
-        index.all.remove(key)
-        if context_id:
-            self._context_remove(index, context_id, key)
-        _discard(index.by_state, state, key)
-        if not index.all:
-            del self._indexes[record.scope]
-            self._scopes.pop(record.scope, None)
 
     def _status_changed(self, task_id: str, record: _Record, state: int) -> None:
         if state in SETTLED_STATES:
@@ -584,65 +394,14 @@ class InMemoryTaskStore:
     def _delete(self, task_id: str) -> None:
         record = self._records.pop(task_id)
         self._bytes -= record.size
-        self._dirty.pop(task_id, None)
         if task_id in self._terminal:
             del self._terminal[task_id]
         else:  # still live
             self._unlive(record.scope)
             self._parked.pop(task_id, None)
-        self._index_remove(record)
+        self._index.forget(task_id, record)
         if self.on_evict is not None:
             self.on_evict(task_id)
-
-    def _choose_index(
-        self, index: _ScopeIndex, query: TaskQuery
-    ) -> tuple[SortedList | _SmallIndex | None, Callable[[_Record], bool] | None]:
-        if query.context_id:
-            entries = index.by_context.get(query.context_id)
-            if isinstance(entries, tuple):
-                entries = _SmallIndex((entries,))
-            if query.state:
-                state = query.state
-                return entries, lambda record: record.task.status.state == state
-            return entries, None
-        if query.state:
-            return index.by_state.get(query.state), None
-        return index.all, None
-
-    @staticmethod
-    def _walk(entries: SortedList | _SmallIndex, floor: _Key, start: _Key | None) -> Iterator[_Key]:
-        """Keys newest first, at or above `floor`, strictly older than `start` when given."""
-        if start is None:
-            return iter(entries.irange(minimum=floor, reverse=True))
-        return iter(
-            entries.irange(minimum=floor, maximum=start, inclusive=(True, False), reverse=True)
-        )
-
-    def _count(
-        self,
-        entries: SortedList | _SmallIndex,
-        floor: _Key,
-        predicate: Callable[[_Record], bool] | None,
-    ) -> int:
-        if predicate is None:
-            return int(len(entries) - entries.bisect_left(floor))
-        return sum(1 for key in entries.irange(minimum=floor) if predicate(self._records[key[1]]))
-
-    @staticmethod
-    def _encode_token(key: _Key) -> str:
-        raw = f"{key[0]}:{key[1]}".encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @staticmethod
-    def _decode_token(token: str) -> _Key:
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-            stamp, _, task_id = raw.partition(":")
-            if not task_id:
-                raise ValueError(token)
-            return int(stamp), task_id
-        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-            raise InvalidPageTokenError(token) from exc
 
 
 def _decrement(counts: dict[str, int], key: str) -> None:
@@ -651,21 +410,3 @@ def _decrement(counts: dict[str, int], key: str) -> None:
         counts[key] = left
     else:
         counts.pop(key, None)  # counters of idle callers do not pile up
-
-
-def _discard(indexes: dict[_Name, Any], name: _Name, key: _Key) -> None:
-    entries = indexes.get(name)
-    if entries is None:
-        return
-    entries.discard(key)
-    if not entries:
-        del indexes[name]
-
-
-def _trim_history(task: a2a_pb2.Task, history_length: int | None) -> None:
-    if history_length is None:
-        return
-    if history_length == 0:
-        del task.history[:]
-    elif len(task.history) > history_length:
-        del task.history[: len(task.history) - history_length]
