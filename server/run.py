@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from decimal import Decimal
+from typing import Any, NoReturn
 
 from opentelemetry import trace
 
-from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, cost_of
+from a2a_grpc.core.budget import Money, cost_of
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -27,6 +27,7 @@ from a2a_grpc.server.agent import (
     agent_message,
 )
 from a2a_grpc.server.broker import Broker
+from a2a_grpc.server.spend import Ledger, OverBudget
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
 
 log = logging.getLogger(__name__)
@@ -104,10 +105,10 @@ class TaskRun:
         self.started = asyncio.Event()
         self.settled = asyncio.Event()
         self._task_exists = context.task is not None
-        self._budget = context.budget
         self.last_state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
         """The last state this run recorded (UNSPECIFIED before any)."""
-        self._cost = None if context.task is None else cost_of(context.task)
+        cost = None if context.task is None else cost_of(context.task)
+        self._ledger = Ledger(context.budget, cost)
         self._on_settled = on_settled
         self._traced = traced
         self._runner: asyncio.Task[None] | None = None
@@ -122,7 +123,7 @@ class TaskRun:
     @property
     def cost(self) -> Money | None:
         """What the task has spent so far (budget extension), None when nothing was charged."""
-        return self._cost
+        return self._ledger.cost
 
     def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
         coroutine = self._traced_execute(agent) if self._traced else self._execute(agent)
@@ -189,81 +190,38 @@ class TaskRun:
     def _record(self, state: int, message: a2a_pb2.Message | None) -> bool:
         self.last_state = state
         # The status update that ends a run carries the spend (budget extension).
-        spend = self._spend() if state in SETTLED_STATES else None
+        spend = self._ledger.metadata() if state in SETTLED_STATES else None
         return record_status(
             self.store, self.broker, self.task_id, self.context_id, state, message, spend
         )
 
-    # -- budget and cost (the budget extension) --------------------------------------------
+    # -- budget and cost (the budget extension; the arithmetic is `Ledger`'s) ---------------
 
     async def quote(self, amount: Decimal | str) -> None:
-        price = self._money(amount, None)
-        total = price.amount + (self._cost.amount if self._cost else Decimal(0))
-        if self._budget is not None and total > self._budget.amount:
+        refusal = self._ledger.quote(amount)
+        if refusal is not None:
             self._check_open()
             self._ensure_task()
-            self._record(
-                a2a_pb2.TASK_STATE_REJECTED,
-                self._over_budget("over_budget", price, "the quoted work would exceed the budget"),
-            )
-            self._mark_settled()
-            raise BudgetExceededError(f"quote {price} exceeds the budget {self._budget}")
+            self._refuse_spend(a2a_pb2.TASK_STATE_REJECTED, refusal)
 
     async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
         self._check_open()
         self._ensure_task()
-        price = self._money(amount, currency)
-        total = Money(
-            price.amount + (self._cost.amount if self._cost else Decimal(0)), price.currency
-        )
-        if self._budget is not None and total.amount > self._budget.amount:
-            self._record(
-                a2a_pb2.TASK_STATE_FAILED,
-                self._over_budget("budget_exceeded", price, "the work ran over its budget"),
-            )
-            self._mark_settled()
-            raise BudgetExceededError(f"charge {price} would exceed the budget {self._budget}")
-        self._cost = total
-        spend = self._spend() or {}
+        refusal = self._ledger.charge(amount, currency)
+        if refusal is not None:
+            self._refuse_spend(a2a_pb2.TASK_STATE_FAILED, refusal)
+        spend = self._ledger.metadata() or {}
         self.store.apply(
             self.task_id, lambda task: task.metadata.update(spend), status_changed=False
         )
 
-    def _money(self, amount: Decimal | str, currency: str | None) -> Money:
-        known = self._budget or self._cost
-        code = currency or (known.currency if known else "")
-        if not code:
-            raise AgentContractError("charge(): give a currency when the request has no budget")
-        if known is not None and code != known.currency:
-            raise AgentContractError(
-                f"charge() in {code}, but this task counts in {known.currency}"
-            )
-        try:
-            value = Decimal(str(amount))
-        except InvalidOperation:
-            raise AgentContractError(f"not an amount: {amount!r}") from None
-        if not value.is_finite() or value < 0:
-            raise AgentContractError(f"amounts must be finite and non-negative: {amount!r}")
-        return Money(value, code)
-
-    def _spend(self) -> dict[str, Any] | None:
-        entry: dict[str, Any] = {}
-        if self._budget is not None:
-            entry["budget"] = self._budget.to_json()
-        if self._cost is not None:
-            entry["cost"] = self._cost.to_json()
-        return {BUDGET_EXTENSION: entry} if entry else None
-
-    def _over_budget(self, reason: str, requested: Money, text: str) -> a2a_pb2.Message:
-        details = {
-            "reason": reason,
-            "budget": self._budget.to_json() if self._budget else None,
-            "cost": self._cost.to_json() if self._cost else None,
-            "requested": requested.to_json(),
-        }
-        message = self._agent_message(text)
-        message.parts.add().data.struct_value.update(details)
-        return message
+    def _refuse_spend(self, state: int, refusal: OverBudget) -> NoReturn:
+        """Ends the task in `state` with a status message saying why, then stops the agent."""
+        message = self._agent_message(refusal.text)
+        message.parts.add().data.struct_value.update(refusal.details)
+        self._record(state, message)
+        self._mark_settled()
+        raise BudgetExceededError(refusal.summary)
 
     async def working(self, message: MessageLike = None) -> None:
         await self.update_status(a2a_pb2.TASK_STATE_WORKING, message)
@@ -381,8 +339,9 @@ class TaskRun:
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
-        if self._budget is not None or self._cost is not None:
-            task.metadata.update(self._spend() or {})
+        spend = self._ledger.metadata()
+        if spend is not None:
+            task.metadata.update(spend)
         # Built here and never touched again: no copy in. The handler reserved its room.
         self.store.adopt(task, self.scope, reserved_size=self.reserved_size)
         self._task_exists = True

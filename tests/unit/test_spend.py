@@ -1,0 +1,43 @@
+"""The budget ledger's arithmetic on its own (no sockets, no task run)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from a2a_grpc.core.budget import BUDGET_EXTENSION, Money
+from a2a_grpc.server.agent import AgentContractError
+from a2a_grpc.server.spend import Ledger
+
+
+def test_quotes_and_charges_against_a_budget() -> None:
+    ledger = Ledger(Money(Decimal("10"), "EUR"), None)
+    assert ledger.quote("10") is None  # exactly the budget is fine
+    assert ledger.charge("4") is None and ledger.charge("5.5") is None
+    assert ledger.cost == Money(Decimal("9.5"), "EUR")
+    refused = ledger.quote("1")
+    assert refused is not None and refused.reason == "over_budget"
+    assert refused.details["requested"] == {"amount": "1", "currency": "EUR"}
+    over = ledger.charge("0.51")
+    assert over is not None and over.reason == "budget_exceeded"
+    assert ledger.cost == Money(Decimal("9.5"), "EUR")  # a refused charge is not counted
+    assert ledger.metadata() == {
+        BUDGET_EXTENSION: {
+            "budget": {"amount": "10", "currency": "EUR"},
+            "cost": {"amount": "9.5", "currency": "EUR"},
+        }
+    }
+
+
+def test_without_a_budget_charges_only_count() -> None:
+    ledger = Ledger(None, None)
+    assert ledger.metadata() is None
+    with pytest.raises(AgentContractError, match="give a currency"):
+        ledger.charge("1")
+    assert ledger.charge("1", "USD") is None and ledger.quote("1000") is None
+    with pytest.raises(AgentContractError, match="counts in USD"):
+        ledger.charge("1", "EUR")
+    for bad in ("-1", "NaN", "lots"):
+        with pytest.raises(AgentContractError):
+            ledger.charge(bad)
