@@ -30,8 +30,8 @@ from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_car
 from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.handler import RequestHandler
-from a2a_grpc.server.push import WebhookDispatcher
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
+from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
 

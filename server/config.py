@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a2a_grpc.server.push import DeliveryPolicy
+from a2a_grpc.server.webhooks import DeliveryPolicy
 
 MiB = 1024 * 1024
 

@@ -44,10 +44,10 @@ from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.dedup import DedupWindow
-from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher
-from a2a_grpc.server.push_configs import PushConfigService
+from a2a_grpc.server.push_config_rpcs import PushConfigService
 from a2a_grpc.server.run import TaskRun, record_status
 from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
+from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Instructions per blocking SendMessage, counted by callgrind: a deterministic cost measure.
 
-    .venv/bin/python -m tests.load.instructions [--max-tasks N] [--requests N]
+    .venv/bin/python -m tests.load.instructions [--max-tasks N] [--requests N] [--compare]
 
 Wall time on a shared VM moves by ~5 % between runs, which hides the 1-2 % a single hot-path
 change is worth; an instruction count repeats to ~0.1 %. This runs the servicer, the handler and
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import shutil
 import subprocess
@@ -91,6 +92,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-tasks", type=int, default=2000, help="store size (default 2000)")
     parser.add_argument("--requests", type=int, default=4000, help="measured requests")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help=f"compare with {REFERENCE.name}; exit 1 when more than {TOLERANCE:.0%} above it",
+    )
     parser.add_argument("--drive", type=int, help=argparse.SUPPRESS)  # the child under callgrind
     args = parser.parse_args()
     if args.drive is not None:
@@ -103,6 +109,29 @@ def main() -> None:
         more = _count(args.requests, args.max_tasks, Path(scratch))
     per_request = (more - base) / args.requests
     print(f"instructions per blocking SendMessage: {per_request:,.0f} (store of {args.max_tasks})")
+    if args.compare:
+        sys.exit(_compare(per_request, args.max_tasks))
+
+
+REFERENCE = Path(__file__).with_name("perf_reference.json")
+"""The committed count `make perf` compares against: update it, with the reason in the commit,
+when a change moves the count on purpose."""
+TOLERANCE = 0.05
+"""A count more than this much above the reference fails `make perf`."""
+
+
+def _compare(per_request: float, max_tasks: int) -> int:
+    reference = json.loads(REFERENCE.read_text())
+    if reference["max_tasks"] != max_tasks:
+        print(f"the reference was counted with a store of {reference['max_tasks']}")
+        return 2
+    base = reference["instructions_per_send_message"]
+    change = per_request / base - 1
+    print(
+        f"reference {base:,} ({reference['measured']}, {reference['note']}): {change:+.1%}"
+        + (f", over the {TOLERANCE:.0%} tolerance" if change > TOLERANCE else "")
+    )
+    return 1 if change > TOLERANCE else 0
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push import PushConfigStore, WebhookDispatcher, WebhookRefusedError
 from a2a_grpc.server.store import InMemoryTaskStore, Scope
 from a2a_grpc.server.validation import raise_violations
+from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher, WebhookRefusedError
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MAX_PER_TASK = 16
