@@ -13,7 +13,7 @@ GHZ_VERSION := v0.121.0
 GHZ_STAMP   := $(VENV)/.ghz-$(GHZ_VERSION)
 QUICK ?=
 
-.PHONY: install gen check-gen lint fmt typecheck test serve bench ghz clean
+.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz clean
 
 install: $(STAMP)
 
@@ -69,6 +69,10 @@ test: install check-gen lint typecheck
 	$(PY) -m pytest tests --ignore=tests/interop/sdk_client
 	$(PY) -m pytest tests/interop/sdk_client
 
+# The fast tier alone: the protocol rules, codecs and stores without sockets (seconds).
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
 serve: $(STAMP)
 	$(VENV)/bin/a2a-grpc serve --host $(HOST) --port $(PORT) $(ARGS)
 
@@ -86,6 +90,11 @@ $(GHZ_STAMP): $(STAMP)
 # (make ghz), the Python closed loop otherwise. QUICK=1: a ~20 s smoke run. Never part of test.
 bench: $(STAMP)
 	$(PY) -m tests.load.bench $(if $(QUICK),--quick)
+
+# Instructions per blocking SendMessage (callgrind; needs valgrind, ~2 minutes) against the
+# committed reference tests/load/perf_reference.json; fails when more than 5 % above it.
+perf: $(STAMP)
+	$(PY) -m tests.load.instructions --compare
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
