@@ -176,10 +176,8 @@ class TaskRun:
     async def update_status(self, state: int, message: MessageLike = None) -> None:
         if state not in _REPORTABLE_STATES:
             raise AgentContractError(f"not a task state: {state}")
-        if not self._open:
-            self._refuse_closed()
-        if not self._task_exists:
-            self._create_task()
+        self._check_open()
+        self._ensure_task()
         status_message = None if message is None else self._agent_message(message)
         backlog = self._record(state, status_message)
         if state in SETTLED_STATES:
@@ -254,10 +252,8 @@ class TaskRun:
     ) -> str:
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
-        if not self._open:
-            self._refuse_closed()
-        if not self._task_exists:
-            self._create_task()
+        self._check_open()
+        self._ensure_task()
         fresh = artifact_id is None
         if artifact_id is None:
             artifact_id = new_id()

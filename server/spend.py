@@ -29,6 +29,8 @@ class OverBudget(NamedTuple):
 class Ledger:
     """Budget and cost of one task (either may be None: no budget stated, nothing charged)."""
 
+    __slots__ = ("budget", "cost")
+
     def __init__(self, budget: Money | None, cost: Money | None) -> None:
         self.budget = budget
         self.cost = cost
@@ -62,6 +64,8 @@ class Ledger:
 
     def metadata(self) -> dict[str, Any] | None:
         """The task metadata entry stating budget and cost; None when there is neither."""
+        if self.budget is None and self.cost is None:
+            return None  # most tasks: no dict built (read at every task's start and end)
         entry: dict[str, Any] = {}
         if self.budget is not None:
             entry["budget"] = self.budget.to_json()
