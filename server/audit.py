@@ -341,15 +341,25 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
 
 def _chain_head(path: Path) -> tuple[str, str | None]:
     """(hash of the last line, hash of the line before it when the last line is torn: cut
-    short with no newline, else None)."""
-    last, before, torn = None, GENESIS, False
-    for _, line, ended in _lines(path):
-        if line:
-            if last is not None:
-                before = hashlib.sha256(last).hexdigest()
-            last, torn = line, not ended
-    head = GENESIS if last is None else hashlib.sha256(last).hexdigest()
-    return head, before if torn else None
+    short with no newline, else None). Reads the file from its end, so a long trail costs no
+    more to open than a short one."""
+    with path.open("rb") as file:
+        position = file.seek(0, os.SEEK_END)
+        data = b""
+        # Three newlines make sure the last two lines are whole, whether the last is torn or not.
+        while position > 0 and data.count(b"\n") < 3:
+            step = min(position, 64 * 1024)
+            position -= step
+            file.seek(position)
+            data = file.read(step) + data
+    if not data:
+        return GENESIS, None
+    ended = data.endswith(b"\n")
+    lines = (data[:-1] if ended else data).split(b"\n")
+    head = hashlib.sha256(lines[-1]).hexdigest()
+    if ended:
+        return head, None
+    return head, hashlib.sha256(lines[-2]).hexdigest() if len(lines) > 1 else GENESIS
 
 
 class Verdict(NamedTuple):
