@@ -282,3 +282,23 @@ def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("a2a-grpc serve: cannot append to the audit")
+
+
+def test_a_long_trail_continues_its_chain_and_a_torn_tail_is_found_from_the_end(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    trail = AuditLog(log)
+    for index in range(1500):  # ~500 KiB: the tail is read back in several chunks
+        trail.outcome(
+            task_id=f"t{index}", state="S", principal="p", tenant="", message_id="", cost=None
+        )
+    trail.close()
+    assert log.stat().st_size > 3 * 64 * 1024
+    again = AuditLog(log)
+    again.outcome(task_id="last", state="S", principal="", tenant="", message_id="", cost=None)
+    again.close()
+    assert verify(log).records == 1501
+    log.write_bytes(log.read_bytes()[:-10])
+    AuditLog(log).close()  # fences the torn line
+    assert verify(log).torn == (1501,)
