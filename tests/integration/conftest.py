@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ import grpc
 import pytest
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.agent import AgentExecutor, RequestContext, TaskEvents
 from a2a_grpc.server.app import RunningServer, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -30,6 +31,26 @@ class Harness:
 
 
 Factory = Callable[..., Awaitable[Harness]]
+
+
+class Held:
+    """WORKING, then holds the task until `go` is set, then COMPLETED.
+
+    `entered` is set once the task is WORKING; `runs` counts calls to `execute`. Tests wait on
+    these events instead of on the clock.
+    """
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+        self.runs = 0
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        self.runs += 1
+        await events.working()
+        self.entered.set()
+        await self.go.wait()
+        await events.complete()
 
 
 @pytest.fixture
@@ -95,6 +116,14 @@ def _new_id() -> str:
     import uuid
 
     return str(uuid.uuid4())
+
+
+async def collect(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:
+    """Reads a stream to its end with read(), so it can follow earlier read() calls."""
+    events = []
+    while (event := await stream.read()) is not grpc.aio.EOF:
+        events.append(event)
+    return events
 
 
 def error_reason(error: grpc.aio.AioRpcError) -> str:

@@ -11,6 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import TlsFiles, start_server
 from a2a_grpc.server.card import demo_card, load_card
 from a2a_grpc.server.config import ServerConfig
@@ -206,12 +207,24 @@ async def test_extended_card_is_complete(make_server: Factory) -> None:
     assert list(card.security_requirements) == list(served.security_requirements)
 
 
+class CallerRecorder(DemoAgent):
+    """The demo agent, noting the principal of every message it is given."""
+
+    def __init__(self) -> None:
+        self.callers: list[str] = []
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        self.callers.append(context.caller)
+        await super().execute(context, events)
+
+
 async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
     ca = Authority()
     server_pem = ca.issue("localhost", server=True)
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
+    agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1), DemoAgent(), tls=tls
+        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1), agent, tls=tls
     )
     channels: list[grpc.aio.Channel] = []
 
@@ -234,8 +247,7 @@ async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await bob.GetTask(a2a_pb2.GetTaskRequest(id=task.id))
         assert error_reason(caught.value) == "TASK_NOT_FOUND"
-        scope = running.handler.store._records[task.id].scope
-        assert scope.owner == "cert:alice"
+        assert agent.callers == ["cert:alice"]
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await stub_for(None).GetTask(a2a_pb2.GetTaskRequest(id=task.id), timeout=5)
         assert caught.value.code() in (

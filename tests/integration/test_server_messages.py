@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 from google.protobuf import struct_pb2
@@ -11,7 +9,15 @@ from google.protobuf import struct_pb2
 from a2a_grpc.core import status
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from tests.integration.conftest import VERSION, Factory, Harness, error_reason, send_request
+from tests.integration.conftest import (
+    VERSION,
+    Factory,
+    Harness,
+    Held,
+    collect,
+    error_reason,
+    send_request,
+)
 
 
 async def test_blocking_send_echoes_every_part_and_completes(demo: Harness) -> None:
@@ -42,17 +48,21 @@ async def test_client_context_id_is_kept(demo: Harness) -> None:
     assert response.task.context_id == "ctx-1"
 
 
-async def test_return_immediately_returns_before_the_task_settles(demo: Harness) -> None:
+async def test_return_immediately_returns_before_the_task_settles(make_server: Factory) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent)
     configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
-    response = await demo.stub.SendMessage(
-        send_request("slow 0.3", configuration=configuration), metadata=VERSION
+    response = await harness.stub.SendMessage(
+        send_request("hold", configuration=configuration), metadata=VERSION
     )
     assert response.task.status.state in (a2a_pb2.TASK_STATE_SUBMITTED, a2a_pb2.TASK_STATE_WORKING)
-    for _ in range(100):
-        task = await demo.stub.GetTask(a2a_pb2.GetTaskRequest(id=response.task.id))
-        if task.status.state == a2a_pb2.TASK_STATE_COMPLETED:
-            break
-        await asyncio.sleep(0.05)
+    task_id = response.task.id
+    watcher = harness.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+    assert (await watcher.read()).task.status.state != a2a_pb2.TASK_STATE_COMPLETED
+    agent.go.set()
+    rest = await collect(watcher)
+    assert rest[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    task = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 

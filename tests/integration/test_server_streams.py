@@ -9,19 +9,18 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.conftest import (
+    Factory,
+    Harness,
+    Held,
+    collect,
+    error_reason,
+    send_request,
+)
 
 
 def kinds(events: list[a2a_pb2.StreamResponse]) -> list[str]:
     return [e.WhichOneof("payload") or "" for e in events]
-
-
-async def collect(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:
-    """Reads a stream to its end with read(), so it can follow earlier read() calls."""
-    events = []
-    while (event := await stream.read()) is not grpc.aio.EOF:
-        events.append(event)
-    return events
 
 
 async def test_new_task_stream_opens_with_the_task_and_closes_at_completion(
@@ -138,15 +137,22 @@ async def test_concurrent_streams_get_the_same_events(demo: Harness) -> None:
     assert rest_origin[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
-async def test_client_disconnect_never_cancels_the_task(demo: Harness) -> None:
-    stream = demo.stub.SendStreamingMessage(send_request("slow 0.3"))
+async def test_client_disconnect_never_cancels_the_task(make_server: Factory) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent)
+    stream = harness.stub.SendStreamingMessage(send_request("hold"))
     task_id = (await stream.read()).task.id
+    watcher = harness.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+    assert (await watcher.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
     stream.cancel()
-    for _ in range(100):
-        task = await demo.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
-        if task.status.state == a2a_pb2.TASK_STATE_COMPLETED:
-            break
-        await asyncio.sleep(0.05)
+    # Sent after the cancellation on the same connection, so the server sees that first. (The
+    # unit suite, tests/unit/test_handler.py, pins the exact order without a network.)
+    still = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert still.status.state == a2a_pb2.TASK_STATE_WORKING
+    agent.go.set()
+    rest = await asyncio.wait_for(collect(watcher), 10)
+    assert rest[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    task = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
@@ -173,7 +179,7 @@ async def test_cancel_reaches_the_agent(make_server: Factory) -> None:
         async def execute(self, context: RequestContext, events: TaskEvents) -> None:
             await events.working()
             try:
-                await asyncio.sleep(60)
+                await asyncio.Event().wait()  # until cancelled
             except asyncio.CancelledError:
                 cancelled.set()
                 raise
@@ -204,6 +210,7 @@ async def test_subscribe_errors(demo: Harness) -> None:
 
 async def test_slow_subscriber_is_cut_off_without_stalling_others(make_server: Factory) -> None:
     release = asyncio.Event()
+    read = asyncio.Queue[None]()  # one entry per artifact chunk the fast reader has received
 
     class Burst:
         async def execute(self, context: RequestContext, events: TaskEvents) -> None:
@@ -215,8 +222,16 @@ async def test_slow_subscriber_is_cut_off_without_stalling_others(make_server: F
                     artifact_id="a",
                     append=index > 0,
                 )
-                await asyncio.sleep(0.002)  # an agent that does some work between events
+                await read.get()  # paced by the fast reader, never by the slow one
             await events.complete()
+
+    async def read_fast(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:
+        events = []
+        while (event := await stream.read()) is not grpc.aio.EOF:
+            events.append(event)
+            if event.HasField("artifact_update"):
+                read.put_nowait(None)
+        return events
 
     harness = await make_server(agent=Burst(), subscriber_queue_size=8)
     configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
@@ -233,8 +248,7 @@ async def test_slow_subscriber_is_cut_off_without_stalling_others(make_server: F
     await slow.read()
     # The fast reader drains as events come; the slow one reads nothing, so once HTTP/2 flow
     # control stops its writes (the events are 50 kB each), its queue fills and it is cut off.
-    fast_events = asyncio.ensure_future(collect(fast))
-    await asyncio.sleep(0.05)
+    fast_events = asyncio.ensure_future(read_fast(fast))
     release.set()
     done = await asyncio.wait_for(fast_events, 10)
     assert done[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED

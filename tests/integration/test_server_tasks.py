@@ -10,7 +10,14 @@ from google.protobuf import timestamp_pb2
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.conftest import (
+    Factory,
+    Harness,
+    Held,
+    collect,
+    error_reason,
+    send_request,
+)
 
 
 async def _send_many(harness: Harness, count: int, **fields: object) -> list[a2a_pb2.Task]:
@@ -92,7 +99,6 @@ class CountingAgent:
 
     async def execute(self, context: RequestContext, events: TaskEvents) -> None:
         self.runs += 1
-        await asyncio.sleep(0.05)
         await events.complete()
 
 
@@ -110,11 +116,20 @@ async def test_repeated_message_id_gets_the_original_outcome(make_server: Factor
 
 
 async def test_concurrent_repeats_run_the_agent_once(make_server: Factory) -> None:
-    agent = CountingAgent()
+    agent = Held()  # the run holds until the test lets it go: repeats find it in progress
     harness = await make_server(agent=agent)
     request = send_request("hello")
-    responses = await asyncio.gather(*(harness.stub.SendMessage(request) for _ in range(10)))
-    assert len({r.task.id for r in responses}) == 1
+    sends = asyncio.gather(*(harness.stub.SendMessage(request) for _ in range(10)))
+    await asyncio.wait_for(agent.entered.wait(), 10)
+    # A repeat while the run is held follows that run: its stream opens with the same task.
+    repeat = harness.stub.SendStreamingMessage(request)
+    head = await repeat.read()
+    assert head.task.status.state == a2a_pb2.TASK_STATE_WORKING
+    agent.go.set()
+    responses = await asyncio.wait_for(sends, 10)
+    assert {r.task.id for r in responses} == {head.task.id}
+    assert {r.task.status.state for r in responses} == {a2a_pb2.TASK_STATE_COMPLETED}
+    assert (await collect(repeat))[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert agent.runs == 1
     listed = await harness.stub.ListTasks(a2a_pb2.ListTasksRequest())
     assert listed.total_size == 1

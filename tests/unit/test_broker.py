@@ -32,18 +32,18 @@ async def test_a_full_queue_cuts_off_only_that_subscriber() -> None:
     broker = Broker(queue_size=2)
     slow = broker.subscribe("t")
     fast = broker.subscribe("t")
-    fast_events: list[str] = []
+    fast_events = asyncio.Queue[str]()
 
     async def read_fast() -> None:
         async for e in fast:
-            fast_events.append(e.message.message_id)
+            fast_events.put_nowait(e.message.message_id)
 
     reader = asyncio.ensure_future(read_fast())
     for n in range(6):
         broker.publish("t", event(n), last=n == 5)
-        await asyncio.sleep(0)  # the fast reader runs between events, the slow one never does
+        # The fast reader takes each event before the next is published; the slow one never reads.
+        assert await asyncio.wait_for(fast_events.get(), 2) == str(n)
     await asyncio.wait_for(reader, 2)
-    assert fast_events == [str(n) for n in range(6)]
     with pytest.raises(SubscriberOverflowError, match="SubscribeToTask"):
         await drain(slow)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import random
 import struct
@@ -271,15 +272,22 @@ def test_card_form_walks_maps_and_leaves_struct_values_alone() -> None:
     assert '"extensions":[{"params":{"empty":"","list":[]},"uri":"urn:e"}]' in text
 
 
-def test_audit_lines_are_jcs() -> None:
-    from a2a_grpc.server.audit import _canonical_line
+def test_audit_lines_are_jcs(tmp_path: Path) -> None:
+    from a2a_grpc.server.audit import AuditLog
 
-    record = {
-        "time": "2026-11-29T17:00:00.000Z",
-        "kind": "request",
-        "tenant": 'ünïcode\u2028\t"quoted"\\',
-        "cost": {"currency": "EUR", "amount": "1.50"},
-        "task_id": "",
-        "message_sha256": None,
-    }
-    assert _canonical_line(record) == canonicalize(record)
+    path = tmp_path / "audit.jsonl"
+    audit = AuditLog(path)  # no event loop here: records are written at once
+    audit.outcome(
+        task_id="",
+        state="COMPLETED",
+        principal="alice",
+        tenant='ünïcode\u2028\t"quoted"\\',
+        message_id="m1",
+        cost={"currency": "EUR", "amount": "1.50"},
+    )
+    audit.request(method="GetTask", principal="", tenant="", outcome="OK")  # null cost
+    audit.close()
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert line == canonicalize(json.loads(line))
