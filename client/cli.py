@@ -27,7 +27,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -45,6 +45,7 @@ from a2a_grpc.client.errors import (
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import RetryPolicy
+from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -150,7 +151,7 @@ async def _send(args: argparse.Namespace) -> int:
             if code is None:
                 raise InvalidAgentResponseError(
                     f"a blocking SendMessage returned task {result.id} still "
-                    f"{_state(result.status.state)}"
+                    f"{state_name(result.status.state)}"
                 )
             _hint(args, result)
             return code
@@ -182,7 +183,7 @@ async def _list(args: argparse.Namespace) -> int:
     async with _Connection(args) as (client, _):
         response = await client.list_tasks(request, timeout=args.timeout)
     lines = [
-        f"{t.id}  {_state(t.status.state):<15} context {t.context_id}"
+        f"{t.id}  {state_name(t.status.state):<15} context {t.context_id}"
         + (f"  {t.status.timestamp.ToJsonString()}" if t.status.HasField("timestamp") else "")
         for t in response.tasks
     ]
@@ -228,7 +229,7 @@ async def _follow(
     if view.message is not None:
         return EXIT_OK
     if not args.json:
-        print(f"task {view.task_id} {_state(view.state)}", flush=True)
+        print(f"task {view.task_id} {state_name(view.state)}", flush=True)
     if view.task is not None:
         _hint(args, view.task)
     return _exit_for(view.state) or EXIT_OK
@@ -268,7 +269,7 @@ class _LivePrinter:
     def _status(self, status: a2a_pb2.TaskStatus) -> None:
         if status.state != self._state:
             self._state = status.state
-            self._line(f"state: {_state(status.state)}")
+            self._line(f"state: {state_name(status.state)}")
         if status.HasField("message") and status.message.parts:
             label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
             self._line(f"{label}: {_render_parts(status.message.parts)}")
@@ -410,9 +411,8 @@ def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
 
 
 def _parse_state(text: str) -> a2a_pb2.TaskState:
-    name = "TASK_STATE_" + text.upper().replace("-", "_").removeprefix("TASK_STATE_")
     try:
-        return cast(a2a_pb2.TaskState, a2a_pb2.TaskState.Value(name))
+        return parse_state_name(text)
     except ValueError:
         raise UsageError(f"unknown --state {text!r}") from None
 
@@ -427,10 +427,6 @@ def _json(message: Message) -> str:
 
 def _fail(text: str) -> None:
     print(f"a2a-grpc: {' '.join(text.split())}", file=sys.stderr, flush=True)
-
-
-def _state(state: int) -> str:
-    return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 def _render_parts(parts: Any, separator: str = " ") -> str:
@@ -466,7 +462,7 @@ def _render_message(message: a2a_pb2.Message) -> str:
 
 
 def _render_task(task: a2a_pb2.Task, *, history: bool = False) -> str:
-    lines = [f"task {task.id} (context {task.context_id}): {_state(task.status.state)}"]
+    lines = [f"task {task.id} (context {task.context_id}): {state_name(task.status.state)}"]
     status = task.status
     if status.HasField("message") and status.message.parts:
         label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"

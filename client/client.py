@@ -26,9 +26,9 @@ from a2a_grpc.client.events import decode_send_message_response, decode_stream_r
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
+from a2a_grpc.client.state_names import state_name
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
-from a2a_grpc.core.states import TaskState
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
@@ -435,7 +435,7 @@ class A2AClient:
                 if deadline is not None and _past(now + delay, deadline):
                     raise DeadlineExceededError(
                         f"the deadline expired while task {view.task_id} was "
-                        f"{_state_name(view.state)}"
+                        f"{state_name(view.state)}"
                     ) from error
                 raise _resume_error(view, "the resume deadline expired", error)
             await self._backoff.sleep(delay)
@@ -544,7 +544,7 @@ def _check_opening(event: a2a_pb2.StreamResponse, opening: str) -> None:
 
 def _resume_error(view: TaskView, why: str, cause: BaseException | None) -> StreamResumeError:
     error = StreamResumeError(
-        f"the stream of task {view.task_id} ended while it was {_state_name(view.state)} "
+        f"the stream of task {view.task_id} ended while it was {state_name(view.state)} "
         f"and could not be resumed: {why}",
         task_id=view.task_id,
         last_state=view.state,
@@ -555,10 +555,6 @@ def _resume_error(view: TaskView, why: str, cause: BaseException | None) -> Stre
 
 def _past(moment: float, deadline: float | None) -> bool:
     return deadline is not None and moment >= deadline
-
-
-def _state_name(state: int) -> str:
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:
