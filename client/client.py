@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import empty_pb2
 
 from a2a_grpc.client.card import grpc_interface
-from a2a_grpc.client.channel import SERVICE_NAME, ChannelOptions, TlsConfig, create_channel
+from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
 from a2a_grpc.client.errors import (
     A2ATransportError,
@@ -29,6 +29,7 @@ from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
 from a2a_grpc.client.state_names import state_name
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
+from a2a_grpc.core.service import method_path
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
@@ -93,17 +94,17 @@ class A2AClient:
         # SendMessage and the streams are read as raw bytes: only there can a response with two
         # payload members still be seen (see events.py).
         self._send_raw = channel.unary_unary(
-            f"/{SERVICE_NAME}/SendMessage",
+            method_path("SendMessage"),
             request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
             response_deserializer=None,
         )
         self._send_stream_raw = channel.unary_stream(
-            f"/{SERVICE_NAME}/SendStreamingMessage",
+            method_path("SendStreamingMessage"),
             request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
             response_deserializer=None,
         )
         self._subscribe_raw = channel.unary_stream(
-            f"/{SERVICE_NAME}/SubscribeToTask",
+            method_path("SubscribeToTask"),
             request_serializer=a2a_pb2.SubscribeToTaskRequest.SerializeToString,
             response_deserializer=None,
         )
