@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from a2a_grpc.client.card import CardResolver, grpc_interface
+from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
 from a2a_grpc.client.channel import TlsConfig
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import BearerToken
@@ -70,6 +70,10 @@ EXIT_CODES_HELP = """exit codes:
   6  could not talk to the agent (unreachable, deadline, stream lost, card unusable)
   7  the agent's response broke the A2A protocol
 """
+
+SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
+"""SendMessage from the command line: fewer and shorter retries than the library's default, so a
+person learns sooner that the agent cannot be reached."""
 
 _HOST_PORT = re.compile(
     r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
@@ -203,8 +207,7 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 async def _card(args: argparse.Namespace) -> int:
     if _is_url(args.target):
-        async with CardResolver(timeout_s=args.timeout or 10.0) as resolver:
-            card = await resolver.get(args.target)
+        card = await _fetch_card(args.target, args.timeout)
     else:
         async with _Connection(args) as (client, _):
             card = await client.get_extended_agent_card(timeout=args.timeout)
@@ -322,7 +325,7 @@ class _Connection:
             tenant=args.tenant if args.tenant is not None else target.tenant,
             extensions=args.extension,
             credentials=credentials,
-            retry=RetryPolicy(max_attempts=4, max_backoff_s=2.0),
+            retry=SEND_RETRY,
         )
         return self._client, target
 
@@ -334,8 +337,7 @@ class _Connection:
 async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
     if _is_url(text):
         try:
-            async with CardResolver(timeout_s=fetch_timeout_s or 10.0) as resolver:
-                card = await resolver.get(text)
+            card = await _fetch_card(text, fetch_timeout_s)
         except ValueError as error:
             raise UsageError(f"bad TARGET {text!r}: {error}") from error
         interface = grpc_interface(card)
@@ -346,6 +348,11 @@ async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
             f"bad TARGET {text!r}: expected host:port or an http(s) URL of an agent card"
         )
     return Target(text, "")
+
+
+async def _fetch_card(url: str, timeout_s: float | None) -> a2a_pb2.AgentCard:
+    async with CardResolver(timeout_s=timeout_s or DEFAULT_CARD_TIMEOUT_S) as resolver:
+        return await resolver.get(url)
 
 
 def _is_url(text: str) -> bool:
