@@ -27,9 +27,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
@@ -42,8 +41,19 @@ from a2a_grpc.client.errors import (
     AgentCardError,
     RpcFailedError,
 )
+from a2a_grpc.client.follow import StreamItem
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.reducer import TaskView
+from a2a_grpc.client.render import (
+    LivePrinter,
+    json_line,
+    render_card,
+    render_message,
+    render_outcome,
+    render_task,
+    render_task_list,
+    reply_hint,
+)
 from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
@@ -148,9 +158,9 @@ async def _send(args: argparse.Namespace) -> int:
         if not args.stream:
             result = await client.send_message(message, timeout=args.timeout)
             if isinstance(result, a2a_pb2.Message):
-                _emit(args, a2a_pb2.SendMessageResponse(message=result), _render_message(result))
+                _emit(args, a2a_pb2.SendMessageResponse(message=result), render_message(result))
                 return EXIT_OK
-            _emit(args, a2a_pb2.SendMessageResponse(task=result), _render_task(result))
+            _emit(args, a2a_pb2.SendMessageResponse(task=result), render_task(result))
             code = _exit_for(result.status.state)
             if code is None:
                 raise InvalidAgentResponseError(
@@ -174,7 +184,7 @@ async def _get(args: argparse.Namespace) -> int:
         request.history_length = args.history
     async with _Connection(args) as (client, _):
         task = await client.get_task(request, timeout=args.timeout)
-    _emit(args, task, _render_task(task, history=True))
+    _emit(args, task, render_task(task, history=True))
     return EXIT_OK
 
 
@@ -186,22 +196,14 @@ async def _list(args: argparse.Namespace) -> int:
         request.page_size = args.page_size
     async with _Connection(args) as (client, _):
         response = await client.list_tasks(request, timeout=args.timeout)
-    lines = [
-        f"{t.id}  {state_name(t.status.state):<15} context {t.context_id}"
-        + (f"  {t.status.timestamp.ToJsonString()}" if t.status.HasField("timestamp") else "")
-        for t in response.tasks
-    ]
-    lines.append(f"{len(response.tasks)} of {response.total_size} task(s)")
-    if response.next_page_token:
-        lines.append(f"next page: --page-token {response.next_page_token}")
-    _emit(args, response, "\n".join(lines))
+    _emit(args, response, render_task_list(response))
     return EXIT_OK
 
 
 async def _cancel(args: argparse.Namespace) -> int:
     async with _Connection(args) as (client, _):
         task = await client.cancel_task(args.id, timeout=args.timeout)
-    _emit(args, task, _render_task(task))
+    _emit(args, task, render_task(task))
     return EXIT_OK
 
 
@@ -211,97 +213,30 @@ async def _card(args: argparse.Namespace) -> int:
     else:
         async with _Connection(args) as (client, _):
             card = await client.get_extended_agent_card(timeout=args.timeout)
-    _emit(args, card, _render_card(card))
+    _emit(args, card, render_card(card))
     return EXIT_OK
 
 
 # --- streams ------------------------------------------------------------------------------------
 
 
-async def _follow(
-    args: argparse.Namespace, stream: AsyncIterator[tuple[a2a_pb2.StreamResponse, TaskView]]
-) -> int:
-    printer = _LivePrinter(sys.stdout)
+async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -> int:
+    printer = LivePrinter(sys.stdout)
     view = TaskView()
-    async for event, view in stream:
+    async for event, latest in stream:
+        view = latest
         if args.json:
-            print(_json(event), flush=True)
+            print(json_line(event), flush=True)
         else:
-            printer.show(event, view)
+            printer.show(event)
     printer.close_line()
     if view.message is not None:
         return EXIT_OK
     if not args.json:
-        print(f"task {view.task_id} {state_name(view.state)}", flush=True)
+        print(render_outcome(view), flush=True)
     if view.task is not None:
         _hint(args, view.task)
     return _exit_for(view.state) or EXIT_OK
-
-
-class _LivePrinter:
-    """Prints a stream for a person: state changes, questions, artifacts as they grow."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-        self._state = a2a_pb2.TASK_STATE_UNSPECIFIED
-        self._open_artifact: str | None = None
-        self._seen_task = False
-        self._line_ended = True
-
-    def show(self, event: a2a_pb2.StreamResponse, view: TaskView) -> None:
-        member = event.WhichOneof("payload")
-        if member == "message":
-            self._line(f"agent: {_render_parts(event.message.parts)}")
-        elif member == "task":
-            task = event.task
-            if not self._seen_task:
-                self._line(f"task {task.id} (context {task.context_id})")
-            else:
-                self._line(f"resumed: task {task.id}")
-            self._seen_task = True
-            self._status(task.status)
-        elif member == "status_update":
-            if not self._seen_task:
-                update = event.status_update
-                self._line(f"task {update.task_id} (context {update.context_id})")
-                self._seen_task = True
-            self._status(event.status_update.status)
-        elif member == "artifact_update":
-            self._artifact(event.artifact_update)
-
-    def _status(self, status: a2a_pb2.TaskStatus) -> None:
-        if status.state != self._state:
-            self._state = status.state
-            self._line(f"state: {state_name(status.state)}")
-        if status.HasField("message") and status.message.parts:
-            label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
-            self._line(f"{label}: {_render_parts(status.message.parts)}")
-
-    def _artifact(self, update: a2a_pb2.TaskArtifactUpdateEvent) -> None:
-        artifact = update.artifact
-        if not (update.append and self._open_artifact == artifact.artifact_id):
-            self.close_line()
-            name = artifact.name or artifact.artifact_id
-            self._out.write(f"artifact {name}: ")
-            self._open_artifact = artifact.artifact_id
-            self._line_ended = False
-        text = _render_parts(artifact.parts, separator="")
-        self._out.write(text)
-        self._out.flush()
-        if text:
-            self._line_ended = text.endswith("\n")
-        if update.last_chunk:
-            self.close_line()
-
-    def _line(self, text: str) -> None:
-        self.close_line()
-        print(text, file=self._out, flush=True)
-
-    def close_line(self) -> None:
-        if self._open_artifact is not None:
-            if not self._line_ended:
-                print(file=self._out, flush=True)
-            self._open_artifact = None
 
 
 # --- plumbing -----------------------------------------------------------------------------------
@@ -409,12 +344,9 @@ def _exit_for(state: int) -> int | None:
 
 
 def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
-    if task.status.state in INTERRUPTED_STATES and not args.json:
-        print(
-            f'reply with: a2a-grpc send {args.target} "..." '
-            f"--task-id {task.id} --context-id {task.context_id}",
-            file=sys.stderr,
-        )
+    hint = reply_hint(args.target, task)
+    if hint is not None and not args.json:
+        print(hint, file=sys.stderr)
 
 
 def _parse_state(text: str) -> a2a_pb2.TaskState:
@@ -425,85 +357,11 @@ def _parse_state(text: str) -> a2a_pb2.TaskState:
 
 
 def _emit(args: argparse.Namespace, message: Message, text: str) -> None:
-    print(_json(message) if args.json else text, flush=True)
-
-
-def _json(message: Message) -> str:
-    return json_format.MessageToJson(message, indent=None)
+    print(json_line(message) if args.json else text, flush=True)
 
 
 def _fail(text: str) -> None:
     print(f"a2a-grpc: {' '.join(text.split())}", file=sys.stderr, flush=True)
-
-
-def _render_parts(parts: Any, separator: str = " ") -> str:
-    rendered = []
-    for part in parts:
-        kind = part.WhichOneof("content")
-        if kind == "text":
-            rendered.append(part.text)
-        elif kind == "data":
-            value = _integral(json_format.MessageToDict(part.data))
-            rendered.append(json.dumps(value, separators=(",", ":")))
-        elif kind == "raw":
-            label = ", ".join(x for x in (part.media_type, f"{len(part.raw)} bytes") if x)
-            rendered.append(f"[file {part.filename or 'unnamed'} ({label})]")
-        elif kind == "url":
-            rendered.append(f"[{part.url}{f' ({part.media_type})' if part.media_type else ''}]")
-    return separator.join(rendered)
-
-
-def _integral(value: Any) -> Any:
-    """JSON numbers travel as doubles: show 1.0 as 1 again."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    return value
-
-
-def _render_message(message: a2a_pb2.Message) -> str:
-    return f"agent: {_render_parts(message.parts)}"
-
-
-def _render_task(task: a2a_pb2.Task, *, history: bool = False) -> str:
-    lines = [f"task {task.id} (context {task.context_id}): {state_name(task.status.state)}"]
-    status = task.status
-    if status.HasField("message") and status.message.parts:
-        label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
-        lines.append(f"{label}: {_render_parts(status.message.parts)}")
-    for artifact in task.artifacts:
-        name = artifact.name or artifact.artifact_id
-        lines.append(f"artifact {name}: {_render_parts(artifact.parts, separator='')}")
-    if history:
-        for message in task.history:
-            role = "user" if message.role == a2a_pb2.ROLE_USER else "agent"
-            lines.append(f"  {role}: {_render_parts(message.parts)}")
-    return "\n".join(lines)
-
-
-def _render_card(card: a2a_pb2.AgentCard) -> str:
-    lines = [f"{card.name} {card.version}: {card.description}"]
-    for interface in card.supported_interfaces:
-        tenant = f" tenant {interface.tenant}" if interface.tenant else ""
-        lines.append(
-            f"  {interface.protocol_binding} {interface.protocol_version} {interface.url}{tenant}"
-        )
-    capabilities = card.capabilities
-    flags = [
-        name
-        for name, on in (
-            ("streaming", capabilities.streaming),
-            ("push-notifications", capabilities.push_notifications),
-            ("extended-agent-card", capabilities.extended_agent_card),
-        )
-        if on
-    ]
-    lines.append(f"  capabilities: {', '.join(flags) or 'none'}")
-    lines += [f"  skill {skill.id}: {skill.name}: {skill.description}" for skill in card.skills]
-    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
