@@ -1,18 +1,8 @@
 """The client half of the `a2a-grpc` command: send, get, list, cancel, subscribe, card.
 
-Exit codes (also in `EXIT_CODES_HELP`):
-  0  the task completed, the agent answered directly, or the command succeeded
-  1  an unexpected internal error of this program
-  2  usage error: bad arguments, bad TARGET, unreadable --file, invalid --data JSON
-  3  the task ended failed, rejected or canceled
-  4  the task waits for the caller: input-required or auth-required
-  5  the agent returned an error (an A2A error, or another failed gRPC status)
-  6  could not talk: unavailable, deadline exceeded, cancelled, stream lost and not resumable,
-     agent card not fetchable or without a GRPC interface
-  7  the agent's response broke the protocol (InvalidAgentResponseError)
-  130 interrupted (Ctrl-C)
-  141 stdout was closed early (e.g. piped into `head`); nothing more is printed
-Every failure ends with one line on stderr, never a traceback.
+This module parses the arguments, runs one command and turns its outcome into an exit code (the
+EXIT_* constants; `EXIT_CODES_HELP` is what --help shows). Every failure ends with one line on
+stderr, never a traceback. How tasks, cards and streams look is client/render.py's.
 """
 
 from __future__ import annotations
@@ -61,15 +51,27 @@ from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
 EXIT_OK = 0
+"""The task completed, the agent answered directly, or the command succeeded."""
 EXIT_INTERNAL = 1
+"""An unexpected internal error of this program."""
 EXIT_USAGE = 2
+"""Bad arguments, bad TARGET, unreadable --file, invalid --data JSON."""
 EXIT_TASK_FAILED = 3
+"""The task ended failed, rejected or canceled."""
 EXIT_TASK_WAITING = 4
+"""The task waits for the caller: input-required or auth-required."""
 EXIT_AGENT_ERROR = 5
+"""The agent returned an error: an A2A error, or another failed gRPC status."""
 EXIT_COULD_NOT_TALK = 6
+"""Unavailable, deadline exceeded, cancelled, stream lost and not resumable, agent card not
+fetchable or without a GRPC interface."""
 EXIT_INVALID_RESPONSE = 7
+"""The agent's response broke the protocol (InvalidAgentResponseError), including a blocking
+send that returned an unsettled task."""
 EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C)."""
 EXIT_BROKEN_PIPE = 141
+"""Stdout was closed early (e.g. piped into `head`); nothing more is printed."""
 
 EXIT_CODES_HELP = """exit codes:
   0  completed, a direct answer, or the command succeeded
