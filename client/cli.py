@@ -102,7 +102,6 @@ class Target:
 
     address: str
     tenant: str
-    card: a2a_pb2.AgentCard | None = None
 
 
 def main(argv: list[str]) -> int:
@@ -156,7 +155,7 @@ def main(argv: list[str]) -> int:
 
 async def _send(args: argparse.Namespace) -> int:
     message = _message(args)
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         if not args.stream:
             result = await client.send_message(message, timeout=args.timeout)
             if isinstance(result, a2a_pb2.Message):
@@ -176,7 +175,7 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _subscribe(args: argparse.Namespace) -> int:
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         return await _follow(args, client.subscribe_to_task(args.id, timeout=args.timeout))
 
 
@@ -184,7 +183,7 @@ async def _get(args: argparse.Namespace) -> int:
     request = a2a_pb2.GetTaskRequest(id=args.id)
     if args.history is not None:
         request.history_length = args.history
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         task = await client.get_task(request, timeout=args.timeout)
     _emit(args, task, render_task(task, history=True))
     return EXIT_OK
@@ -196,14 +195,14 @@ async def _list(args: argparse.Namespace) -> int:
         request.status = _parse_state(args.state)
     if args.page_size is not None:
         request.page_size = args.page_size
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         response = await client.list_tasks(request, timeout=args.timeout)
     _emit(args, response, render_task_list(response))
     return EXIT_OK
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         task = await client.cancel_task(args.id, timeout=args.timeout)
     _emit(args, task, render_task(task))
     return EXIT_OK
@@ -213,7 +212,7 @@ async def _card(args: argparse.Namespace) -> int:
     if _is_url(args.target):
         card = await _fetch_card(args.target, args.timeout)
     else:
-        async with _Connection(args) as (client, _):
+        async with _Connection(args) as client:
             card = await client.get_extended_agent_card(timeout=args.timeout)
     _emit(args, card, render_card(card))
     return EXIT_OK
@@ -245,13 +244,13 @@ async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -
 
 
 class _Connection:
-    """`async with _Connection(args) as (client, target)`: resolves TARGET, opens, closes."""
+    """`async with _Connection(args) as client`: resolves TARGET, opens, closes."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
         self._client: A2AClient | None = None
 
-    async def __aenter__(self) -> tuple[A2AClient, Target]:
+    async def __aenter__(self) -> A2AClient:
         args = self._args
         target = await _resolve_target(args.target, args.timeout)
         tls = _tls(args)
@@ -264,7 +263,7 @@ class _Connection:
             credentials=credentials,
             retry=SEND_RETRY,
         )
-        return self._client, target
+        return self._client
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._client is not None:
@@ -278,7 +277,7 @@ async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
         except ValueError as error:
             raise UsageError(f"bad TARGET {text!r}: {error}") from error
         interface = grpc_interface(card)
-        return Target(interface.url, interface.tenant, card)
+        return Target(interface.url, interface.tenant)
     match = _HOST_PORT.match(text)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise UsageError(
