@@ -35,6 +35,7 @@ from a2a_grpc.client.follow import StreamItem
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.render import (
+    PROGRAM,
     LivePrinter,
     json_line,
     render_card,
@@ -362,7 +363,7 @@ def _emit(args: argparse.Namespace, message: Message, text: str) -> None:
 
 
 def _fail(text: str) -> None:
-    print(f"a2a-grpc: {' '.join(text.split())}", file=sys.stderr, flush=True)
+    print(f"{PROGRAM}: {' '.join(text.split())}", file=sys.stderr, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -384,7 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--key", metavar="PEM", help="client key for mutual TLS")
 
     parser = argparse.ArgumentParser(
-        prog="a2a-grpc",
+        prog=PROGRAM,
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
         "commands are a client. TARGET is host:port or the http(s) URL of an agent card.",
         epilog=EXIT_CODES_HELP,

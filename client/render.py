@@ -17,6 +17,9 @@ from a2a_grpc.client.state_names import state_name
 from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
 
+PROGRAM = "a2a-grpc"
+"""The command's name, as its usage, errors and hints print it."""
+
 
 def json_line(message: Message) -> str:
     """The message as ProtoJSON on one line."""
@@ -91,7 +94,7 @@ def reply_hint(target: str, task: a2a_pb2.Task) -> str | None:
     if task.status.state not in INTERRUPTED_STATES:
         return None
     return (
-        f'reply with: a2a-grpc send {target} "..." '
+        f'reply with: {PROGRAM} send {target} "..." '
         f"--task-id {task.id} --context-id {task.context_id}"
     )
 
