@@ -106,7 +106,7 @@ class Target:
 
 
 def main(argv: list[str]) -> int:
-    """Runs one client command; returns the process exit code (see the module docstring)."""
+    """Runs one client command; returns the process exit code (one of the EXIT_* constants)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
