@@ -23,6 +23,8 @@ from a2a_grpc.generated import a2a_pb2
 
 WELL_KNOWN_PATH = "/.well-known/agent-card.json"
 GRPC_BINDING = "GRPC"
+DEFAULT_CARD_TIMEOUT_S = 10.0
+"""Seconds one agent-card fetch may take unless the caller gives a timeout."""
 
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
 
@@ -124,7 +126,7 @@ class CardResolver:
         self,
         http: httpx.AsyncClient | None = None,
         *,
-        timeout_s: float = 10.0,
+        timeout_s: float = DEFAULT_CARD_TIMEOUT_S,
         clock: Callable[[], float] | None = None,
         keyset: KeySet | None = None,
     ) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-SERVICE_NAME = "lf.a2a.v1.A2AService"
+from a2a_grpc.core.service import SERVICE_NAME
 
 IDEMPOTENT_RPCS: tuple[str, ...] = (
     "GetTask",

@@ -1,18 +1,8 @@
 """The client half of the `a2a-grpc` command: send, get, list, cancel, subscribe, card.
 
-Exit codes (also in `EXIT_CODES_HELP`):
-  0  the task completed, the agent answered directly, or the command succeeded
-  1  an unexpected internal error of this program
-  2  usage error: bad arguments, bad TARGET, unreadable --file, invalid --data JSON
-  3  the task ended failed, rejected or canceled
-  4  the task waits for the caller: input-required or auth-required
-  5  the agent returned an error (an A2A error, or another failed gRPC status)
-  6  could not talk: unavailable, deadline exceeded, cancelled, stream lost and not resumable,
-     agent card not fetchable or without a GRPC interface
-  7  the agent's response broke the protocol (InvalidAgentResponseError)
-  130 interrupted (Ctrl-C)
-  141 stdout was closed early (e.g. piped into `head`); nothing more is printed
-Every failure ends with one line on stderr, never a traceback.
+This module parses the arguments, runs one command and turns its outcome into an exit code (the
+EXIT_* constants; `EXIT_CODES_HELP` is what --help shows). Every failure ends with one line on
+stderr, never a traceback. How tasks, cards and streams look is client/render.py's.
 """
 
 from __future__ import annotations
@@ -27,12 +17,11 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from a2a_grpc.client.card import CardResolver, grpc_interface
+from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
 from a2a_grpc.client.channel import TlsConfig
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import BearerToken
@@ -42,23 +31,48 @@ from a2a_grpc.client.errors import (
     AgentCardError,
     RpcFailedError,
 )
+from a2a_grpc.client.follow import StreamItem
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.reducer import TaskView
+from a2a_grpc.client.render import (
+    PROGRAM,
+    LivePrinter,
+    json_line,
+    render_card,
+    render_message,
+    render_outcome,
+    render_task,
+    render_task_list,
+    reply_hint,
+)
 from a2a_grpc.client.retry import RetryPolicy
+from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
 EXIT_OK = 0
+"""The task completed, the agent answered directly, or the command succeeded."""
 EXIT_INTERNAL = 1
+"""An unexpected internal error of this program."""
 EXIT_USAGE = 2
+"""Bad arguments, bad TARGET, unreadable --file, invalid --data JSON."""
 EXIT_TASK_FAILED = 3
+"""The task ended failed, rejected or canceled."""
 EXIT_TASK_WAITING = 4
+"""The task waits for the caller: input-required or auth-required."""
 EXIT_AGENT_ERROR = 5
+"""The agent returned an error: an A2A error, or another failed gRPC status."""
 EXIT_COULD_NOT_TALK = 6
+"""Unavailable, deadline exceeded, cancelled, stream lost and not resumable, agent card not
+fetchable or without a GRPC interface."""
 EXIT_INVALID_RESPONSE = 7
+"""The agent's response broke the protocol (InvalidAgentResponseError), including a blocking
+send that returned an unsettled task."""
 EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C)."""
 EXIT_BROKEN_PIPE = 141
+"""Stdout was closed early (e.g. piped into `head`); nothing more is printed."""
 
 EXIT_CODES_HELP = """exit codes:
   0  completed, a direct answer, or the command succeeded
@@ -69,6 +83,10 @@ EXIT_CODES_HELP = """exit codes:
   6  could not talk to the agent (unreachable, deadline, stream lost, card unusable)
   7  the agent's response broke the A2A protocol
 """
+
+SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
+"""SendMessage from the command line: fewer and shorter retries than the library's default, so a
+person learns sooner that the agent cannot be reached."""
 
 _HOST_PORT = re.compile(
     r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
@@ -85,11 +103,10 @@ class Target:
 
     address: str
     tenant: str
-    card: a2a_pb2.AgentCard | None = None
 
 
 def main(argv: list[str]) -> int:
-    """Runs one client command; returns the process exit code (see the module docstring)."""
+    """Runs one client command; returns the process exit code (one of the EXIT_* constants)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -139,18 +156,18 @@ def main(argv: list[str]) -> int:
 
 async def _send(args: argparse.Namespace) -> int:
     message = _message(args)
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         if not args.stream:
             result = await client.send_message(message, timeout=args.timeout)
             if isinstance(result, a2a_pb2.Message):
-                _emit(args, a2a_pb2.SendMessageResponse(message=result), _render_message(result))
+                _emit(args, a2a_pb2.SendMessageResponse(message=result), render_message(result))
                 return EXIT_OK
-            _emit(args, a2a_pb2.SendMessageResponse(task=result), _render_task(result))
+            _emit(args, a2a_pb2.SendMessageResponse(task=result), render_task(result))
             code = _exit_for(result.status.state)
             if code is None:
                 raise InvalidAgentResponseError(
                     f"a blocking SendMessage returned task {result.id} still "
-                    f"{_state(result.status.state)}"
+                    f"{state_name(result.status.state)}"
                 )
             _hint(args, result)
             return code
@@ -159,7 +176,7 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _subscribe(args: argparse.Namespace) -> int:
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         return await _follow(args, client.subscribe_to_task(args.id, timeout=args.timeout))
 
 
@@ -167,9 +184,9 @@ async def _get(args: argparse.Namespace) -> int:
     request = a2a_pb2.GetTaskRequest(id=args.id)
     if args.history is not None:
         request.history_length = args.history
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         task = await client.get_task(request, timeout=args.timeout)
-    _emit(args, task, _render_task(task, history=True))
+    _emit(args, task, render_task(task, history=True))
     return EXIT_OK
 
 
@@ -179,138 +196,62 @@ async def _list(args: argparse.Namespace) -> int:
         request.status = _parse_state(args.state)
     if args.page_size is not None:
         request.page_size = args.page_size
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         response = await client.list_tasks(request, timeout=args.timeout)
-    lines = [
-        f"{t.id}  {_state(t.status.state):<15} context {t.context_id}"
-        + (f"  {t.status.timestamp.ToJsonString()}" if t.status.HasField("timestamp") else "")
-        for t in response.tasks
-    ]
-    lines.append(f"{len(response.tasks)} of {response.total_size} task(s)")
-    if response.next_page_token:
-        lines.append(f"next page: --page-token {response.next_page_token}")
-    _emit(args, response, "\n".join(lines))
+    _emit(args, response, render_task_list(response))
     return EXIT_OK
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    async with _Connection(args) as (client, _):
+    async with _Connection(args) as client:
         task = await client.cancel_task(args.id, timeout=args.timeout)
-    _emit(args, task, _render_task(task))
+    _emit(args, task, render_task(task))
     return EXIT_OK
 
 
 async def _card(args: argparse.Namespace) -> int:
     if _is_url(args.target):
-        async with CardResolver(timeout_s=args.timeout or 10.0) as resolver:
-            card = await resolver.get(args.target)
+        card = await _fetch_card(args.target, args.timeout)
     else:
-        async with _Connection(args) as (client, _):
+        async with _Connection(args) as client:
             card = await client.get_extended_agent_card(timeout=args.timeout)
-    _emit(args, card, _render_card(card))
+    _emit(args, card, render_card(card))
     return EXIT_OK
 
 
 # --- streams ------------------------------------------------------------------------------------
 
 
-async def _follow(
-    args: argparse.Namespace, stream: AsyncIterator[tuple[a2a_pb2.StreamResponse, TaskView]]
-) -> int:
-    printer = _LivePrinter(sys.stdout)
+async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -> int:
+    printer = LivePrinter(sys.stdout)
     view = TaskView()
-    async for event, view in stream:
+    async for event, latest in stream:
+        view = latest
         if args.json:
-            print(_json(event), flush=True)
+            print(json_line(event), flush=True)
         else:
-            printer.show(event, view)
+            printer.show(event)
     printer.close_line()
     if view.message is not None:
         return EXIT_OK
     if not args.json:
-        print(f"task {view.task_id} {_state(view.state)}", flush=True)
+        print(render_outcome(view), flush=True)
     if view.task is not None:
         _hint(args, view.task)
     return _exit_for(view.state) or EXIT_OK
-
-
-class _LivePrinter:
-    """Prints a stream for a person: state changes, questions, artifacts as they grow."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-        self._state = a2a_pb2.TASK_STATE_UNSPECIFIED
-        self._open_artifact: str | None = None
-        self._seen_task = False
-        self._line_ended = True
-
-    def show(self, event: a2a_pb2.StreamResponse, view: TaskView) -> None:
-        member = event.WhichOneof("payload")
-        if member == "message":
-            self._line(f"agent: {_render_parts(event.message.parts)}")
-        elif member == "task":
-            task = event.task
-            if not self._seen_task:
-                self._line(f"task {task.id} (context {task.context_id})")
-            else:
-                self._line(f"resumed: task {task.id}")
-            self._seen_task = True
-            self._status(task.status)
-        elif member == "status_update":
-            if not self._seen_task:
-                update = event.status_update
-                self._line(f"task {update.task_id} (context {update.context_id})")
-                self._seen_task = True
-            self._status(event.status_update.status)
-        elif member == "artifact_update":
-            self._artifact(event.artifact_update)
-
-    def _status(self, status: a2a_pb2.TaskStatus) -> None:
-        if status.state != self._state:
-            self._state = status.state
-            self._line(f"state: {_state(status.state)}")
-        if status.HasField("message") and status.message.parts:
-            label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
-            self._line(f"{label}: {_render_parts(status.message.parts)}")
-
-    def _artifact(self, update: a2a_pb2.TaskArtifactUpdateEvent) -> None:
-        artifact = update.artifact
-        if not (update.append and self._open_artifact == artifact.artifact_id):
-            self.close_line()
-            name = artifact.name or artifact.artifact_id
-            self._out.write(f"artifact {name}: ")
-            self._open_artifact = artifact.artifact_id
-            self._line_ended = False
-        text = _render_parts(artifact.parts, separator="")
-        self._out.write(text)
-        self._out.flush()
-        if text:
-            self._line_ended = text.endswith("\n")
-        if update.last_chunk:
-            self.close_line()
-
-    def _line(self, text: str) -> None:
-        self.close_line()
-        print(text, file=self._out, flush=True)
-
-    def close_line(self) -> None:
-        if self._open_artifact is not None:
-            if not self._line_ended:
-                print(file=self._out, flush=True)
-            self._open_artifact = None
 
 
 # --- plumbing -----------------------------------------------------------------------------------
 
 
 class _Connection:
-    """`async with _Connection(args) as (client, target)`: resolves TARGET, opens, closes."""
+    """`async with _Connection(args) as client`: resolves TARGET, opens, closes."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
         self._client: A2AClient | None = None
 
-    async def __aenter__(self) -> tuple[A2AClient, Target]:
+    async def __aenter__(self) -> A2AClient:
         args = self._args
         target = await _resolve_target(args.target, args.timeout)
         tls = _tls(args)
@@ -321,9 +262,9 @@ class _Connection:
             tenant=args.tenant if args.tenant is not None else target.tenant,
             extensions=args.extension,
             credentials=credentials,
-            retry=RetryPolicy(max_attempts=4, max_backoff_s=2.0),
+            retry=SEND_RETRY,
         )
-        return self._client, target
+        return self._client
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._client is not None:
@@ -333,18 +274,22 @@ class _Connection:
 async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
     if _is_url(text):
         try:
-            async with CardResolver(timeout_s=fetch_timeout_s or 10.0) as resolver:
-                card = await resolver.get(text)
+            card = await _fetch_card(text, fetch_timeout_s)
         except ValueError as error:
             raise UsageError(f"bad TARGET {text!r}: {error}") from error
         interface = grpc_interface(card)
-        return Target(interface.url, interface.tenant, card)
+        return Target(interface.url, interface.tenant)
     match = _HOST_PORT.match(text)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise UsageError(
             f"bad TARGET {text!r}: expected host:port or an http(s) URL of an agent card"
         )
     return Target(text, "")
+
+
+async def _fetch_card(url: str, timeout_s: float | None) -> a2a_pb2.AgentCard:
+    async with CardResolver(timeout_s=timeout_s or DEFAULT_CARD_TIMEOUT_S) as resolver:
+        return await resolver.get(url)
 
 
 def _is_url(text: str) -> bool:
@@ -401,106 +346,24 @@ def _exit_for(state: int) -> int | None:
 
 
 def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
-    if task.status.state in INTERRUPTED_STATES and not args.json:
-        print(
-            f'reply with: a2a-grpc send {args.target} "..." '
-            f"--task-id {task.id} --context-id {task.context_id}",
-            file=sys.stderr,
-        )
+    hint = reply_hint(args.target, task)
+    if hint is not None and not args.json:
+        print(hint, file=sys.stderr)
 
 
 def _parse_state(text: str) -> a2a_pb2.TaskState:
-    name = "TASK_STATE_" + text.upper().replace("-", "_").removeprefix("TASK_STATE_")
     try:
-        return cast(a2a_pb2.TaskState, a2a_pb2.TaskState.Value(name))
+        return parse_state_name(text)
     except ValueError:
         raise UsageError(f"unknown --state {text!r}") from None
 
 
 def _emit(args: argparse.Namespace, message: Message, text: str) -> None:
-    print(_json(message) if args.json else text, flush=True)
-
-
-def _json(message: Message) -> str:
-    return json_format.MessageToJson(message, indent=None)
+    print(json_line(message) if args.json else text, flush=True)
 
 
 def _fail(text: str) -> None:
-    print(f"a2a-grpc: {' '.join(text.split())}", file=sys.stderr, flush=True)
-
-
-def _state(state: int) -> str:
-    return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-def _render_parts(parts: Any, separator: str = " ") -> str:
-    rendered = []
-    for part in parts:
-        kind = part.WhichOneof("content")
-        if kind == "text":
-            rendered.append(part.text)
-        elif kind == "data":
-            value = _integral(json_format.MessageToDict(part.data))
-            rendered.append(json.dumps(value, separators=(",", ":")))
-        elif kind == "raw":
-            label = ", ".join(x for x in (part.media_type, f"{len(part.raw)} bytes") if x)
-            rendered.append(f"[file {part.filename or 'unnamed'} ({label})]")
-        elif kind == "url":
-            rendered.append(f"[{part.url}{f' ({part.media_type})' if part.media_type else ''}]")
-    return separator.join(rendered)
-
-
-def _integral(value: Any) -> Any:
-    """JSON numbers travel as doubles: show 1.0 as 1 again."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    return value
-
-
-def _render_message(message: a2a_pb2.Message) -> str:
-    return f"agent: {_render_parts(message.parts)}"
-
-
-def _render_task(task: a2a_pb2.Task, *, history: bool = False) -> str:
-    lines = [f"task {task.id} (context {task.context_id}): {_state(task.status.state)}"]
-    status = task.status
-    if status.HasField("message") and status.message.parts:
-        label = "agent asks" if status.state in INTERRUPTED_STATES else "agent"
-        lines.append(f"{label}: {_render_parts(status.message.parts)}")
-    for artifact in task.artifacts:
-        name = artifact.name or artifact.artifact_id
-        lines.append(f"artifact {name}: {_render_parts(artifact.parts, separator='')}")
-    if history:
-        for message in task.history:
-            role = "user" if message.role == a2a_pb2.ROLE_USER else "agent"
-            lines.append(f"  {role}: {_render_parts(message.parts)}")
-    return "\n".join(lines)
-
-
-def _render_card(card: a2a_pb2.AgentCard) -> str:
-    lines = [f"{card.name} {card.version}: {card.description}"]
-    for interface in card.supported_interfaces:
-        tenant = f" tenant {interface.tenant}" if interface.tenant else ""
-        lines.append(
-            f"  {interface.protocol_binding} {interface.protocol_version} {interface.url}{tenant}"
-        )
-    capabilities = card.capabilities
-    flags = [
-        name
-        for name, on in (
-            ("streaming", capabilities.streaming),
-            ("push-notifications", capabilities.push_notifications),
-            ("extended-agent-card", capabilities.extended_agent_card),
-        )
-        if on
-    ]
-    lines.append(f"  capabilities: {', '.join(flags) or 'none'}")
-    lines += [f"  skill {skill.id}: {skill.name}: {skill.description}" for skill in card.skills]
-    return "\n".join(lines)
+    print(f"{PROGRAM}: {' '.join(text.split())}", file=sys.stderr, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -522,7 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--key", metavar="PEM", help="client key for mutual TLS")
 
     parser = argparse.ArgumentParser(
-        prog="a2a-grpc",
+        prog=PROGRAM,
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
         "commands are a client. TARGET is host:port or the http(s) URL of an agent card.",
         epilog=EXIT_CODES_HELP,

@@ -14,26 +14,21 @@ import grpc
 from google.protobuf import empty_pb2
 
 from a2a_grpc.client.card import grpc_interface
-from a2a_grpc.client.channel import SERVICE_NAME, ChannelOptions, TlsConfig, create_channel
+from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
-from a2a_grpc.client.errors import (
-    A2ATransportError,
-    DeadlineExceededError,
-    StreamResumeError,
-    from_rpc_error,
-)
-from a2a_grpc.client.events import decode_send_message_response, decode_stream_response
-from a2a_grpc.client.reducer import TaskView, fold
+from a2a_grpc.client.errors import from_rpc_error
+from a2a_grpc.client.events import decode_send_message_response
+from a2a_grpc.client.follow import Mode, StreamCall, StreamDeadline, StreamItem, follow
+from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
-from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
-from a2a_grpc.core.states import TaskState
+from a2a_grpc.core.service import method_path
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
 MetadataEntries = Sequence[tuple[str, str | bytes]]
-StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
 
 DEFAULT_RETRY = RetryPolicy()
 """SendMessage: up to 5 attempts, bounded overall by the call's timeout."""
@@ -93,17 +88,17 @@ class A2AClient:
         # SendMessage and the streams are read as raw bytes: only there can a response with two
         # payload members still be seen (see events.py).
         self._send_raw = channel.unary_unary(
-            f"/{SERVICE_NAME}/SendMessage",
+            method_path("SendMessage"),
             request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
             response_deserializer=None,
         )
         self._send_stream_raw = channel.unary_stream(
-            f"/{SERVICE_NAME}/SendStreamingMessage",
+            method_path("SendStreamingMessage"),
             request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
             response_deserializer=None,
         )
         self._subscribe_raw = channel.unary_stream(
-            f"/{SERVICE_NAME}/SubscribeToTask",
+            method_path("SubscribeToTask"),
             request_serializer=a2a_pb2.SubscribeToTaskRequest.SerializeToString,
             response_deserializer=None,
         )
@@ -215,11 +210,11 @@ class A2AClient:
         """
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
-        deadline = self._deadline(timeout)
-        call = self._send_stream_raw(send, timeout=self._remaining(deadline), metadata=entries)
+        deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
+        call = self._send_stream_raw(send, timeout=deadline.remaining(), metadata=entries)
         view = TaskView(expected_task_id=send.message.task_id)
-        opening = "continuation" if send.message.task_id else "send"
-        async for item in self._follow(call, view, opening, entries, deadline, resume):
+        mode = Mode.CONTINUATION if send.message.task_id else Mode.SEND
+        async for item in self._follow(call, view, mode, entries, deadline, resume):
             yield item
 
     async def get_task(
@@ -278,10 +273,10 @@ class A2AClient:
             a2a_pb2.SubscribeToTaskRequest(id=request) if isinstance(request, str) else request
         )
         entries = await self._call_metadata(metadata)
-        deadline = self._deadline(timeout)
-        call = self._subscribe_raw(subscribe, timeout=self._remaining(deadline), metadata=entries)
+        deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
+        call = self._subscribe_raw(subscribe, timeout=deadline.remaining(), metadata=entries)
         view = TaskView(expected_task_id=subscribe.id)
-        async for item in self._follow(call, view, "subscribe", entries, deadline, resume):
+        async for item in self._follow(call, view, Mode.SUBSCRIBE, entries, deadline, resume):
             yield item
 
     async def create_task_push_notification_config(
@@ -365,98 +360,46 @@ class A2AClient:
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
 
-    async def _follow(
+    def _follow(
         self,
-        call: Any,
+        call: StreamCall,
         view: TaskView,
-        opening: str,
+        mode: Mode,
         entries: tuple[tuple[str, str | bytes], ...],
-        deadline: float | None,
+        deadline: StreamDeadline,
         resume: RetryPolicy | bool | None,
     ) -> AsyncIterator[StreamItem]:
-        """Reads `call` into the view; resumes with SubscribeToTask until the task settles.
+        """`follow` with this client's resume policy, backoff and tenant, and the stream's
+        metadata and deadline."""
 
-        A send stream ends once the view is done (terminal, interrupted or a direct answer),
-        also when it was resumed on a SubscribeToTask stream, which the server keeps open
-        through interrupted states; a subscription reads until the server ends it.
-        """
-        policy = resume if isinstance(resume, RetryPolicy) else self._resume if resume else None
-        stop_when_done = opening != "subscribe"
-        failures = 0
-        drop_deadline: float | None = None
-        while True:
-            events = 0
-            error: A2ATransportError | None = None
+        def resubscribe(task_id: str) -> StreamCall:
+            request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+            return self._subscribe_raw(request, timeout=deadline.remaining(), metadata=entries)
+
+        async def fetch_task(task_id: str) -> a2a_pb2.Task:
+            request = self._with_tenant(a2a_pb2.GetTaskRequest(id=task_id))
             try:
-                try:
-                    async for raw in call:
-                        event = decode_stream_response(raw)
-                        if events == 0:
-                            _check_opening(event, opening)
-                        view = fold(view, event)
-                        events += 1
-                        yield event, view
-                        if stop_when_done and view.done:
-                            break
-                finally:
-                    call.cancel()
-            except grpc.aio.AioRpcError as rpc_error:
-                mapped = from_rpc_error(rpc_error)
-                if not isinstance(mapped, A2ATransportError):
-                    if opening == "resume" and isinstance(mapped, UnsupportedOperationError):
-                        # The task became terminal while we were away: fetch its final state.
-                        final = await self._final_snapshot(view, entries, deadline)
-                        view = fold(view, final)
-                        yield final, view
-                        if view.done:
-                            return
-                    raise mapped from rpc_error
-                error = mapped
-            if view.done:
-                return
-            if not view.task_id:
-                if error is not None:
-                    raise error
-                raise InvalidAgentResponseError("the stream ended without any event")
-            if isinstance(error, DeadlineExceededError) and self._expired(deadline):
-                raise error
-            if policy is None:
-                raise _resume_error(view, "resumption is off", error)
-            if opening != "resume" or events > 1:
-                failures = 0
-                drop_deadline = self._window(policy)
-            else:
-                failures += 1
-            if failures >= policy.max_attempts:
-                raise _resume_error(view, f"{failures} resume attempts failed", error)
-            delay = policy.backoff(failures, self._backoff.rand)
-            now = self._backoff.clock()
-            if _past(now + delay, drop_deadline) or _past(now + delay, deadline):
-                if deadline is not None and _past(now + delay, deadline):
-                    raise DeadlineExceededError(
-                        f"the deadline expired while task {view.task_id} was "
-                        f"{_state_name(view.state)}"
-                    ) from error
-                raise _resume_error(view, "the resume deadline expired", error)
-            await self._backoff.sleep(delay)
-            request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=view.task_id))
-            call = self._subscribe_raw(request, timeout=self._remaining(deadline), metadata=entries)
-            opening = "resume"
+                task: a2a_pb2.Task = await self._stub.GetTask(
+                    request, timeout=deadline.remaining(), metadata=entries
+                )
+            except grpc.aio.AioRpcError as error:
+                raise from_rpc_error(error) from error
+            return task
 
-    async def _final_snapshot(
-        self,
-        view: TaskView,
-        entries: tuple[tuple[str, str | bytes], ...],
-        deadline: float | None,
-    ) -> a2a_pb2.StreamResponse:
-        request = self._with_tenant(a2a_pb2.GetTaskRequest(id=view.task_id))
-        try:
-            task = await self._stub.GetTask(
-                request, timeout=self._remaining(deadline), metadata=entries
-            )
-        except grpc.aio.AioRpcError as error:
-            raise from_rpc_error(error) from error
-        return a2a_pb2.StreamResponse(task=task)
+        if isinstance(resume, RetryPolicy):
+            policy: RetryPolicy | None = resume
+        else:
+            policy = self._resume if resume else None
+        return follow(
+            call,
+            view,
+            mode,
+            deadline=deadline,
+            policy=policy,
+            backoff=self._backoff,
+            resubscribe=resubscribe,
+            fetch_task=fetch_task,
+        )
 
     def _prepare_send(
         self, request: a2a_pb2.SendMessageRequest | a2a_pb2.Message
@@ -509,56 +452,6 @@ class A2AClient:
 
     def _effective_timeout(self, timeout: float | None) -> float | None:
         return timeout if timeout is not None else self._timeout
-
-    def _deadline(self, timeout: float | None) -> float | None:
-        effective = self._effective_timeout(timeout)
-        return None if effective is None else self._backoff.clock() + effective
-
-    def _remaining(self, deadline: float | None) -> float | None:
-        return None if deadline is None else max(deadline - self._backoff.clock(), 0.0)
-
-    def _expired(self, deadline: float | None) -> bool:
-        return deadline is not None and self._backoff.clock() >= deadline
-
-    def _window(self, policy: RetryPolicy) -> float | None:
-        if policy.deadline_s is None:
-            return None
-        return self._backoff.clock() + policy.deadline_s
-
-
-def _check_opening(event: a2a_pb2.StreamResponse, opening: str) -> None:
-    member = event.WhichOneof("payload")
-    allowed = {
-        "send": ("task", "message"),
-        # The official SDK server opens a continuation with a status update (spec: a Task).
-        "continuation": ("task", "message", "status_update", "artifact_update"),
-        "subscribe": ("task",),
-        "resume": ("task",),
-    }[opening]
-    if member not in allowed:
-        expected = "Task" if opening in ("subscribe", "resume") else "Task or Message"
-        raise InvalidAgentResponseError(
-            f"the stream's first event is a {member}; expected a {expected}"
-        )
-
-
-def _resume_error(view: TaskView, why: str, cause: BaseException | None) -> StreamResumeError:
-    error = StreamResumeError(
-        f"the stream of task {view.task_id} ended while it was {_state_name(view.state)} "
-        f"and could not be resumed: {why}",
-        task_id=view.task_id,
-        last_state=view.state,
-    )
-    error.__cause__ = cause
-    return error
-
-
-def _past(moment: float, deadline: float | None) -> bool:
-    return deadline is not None and moment >= deadline
-
-
-def _state_name(state: int) -> str:
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:

@@ -1,6 +1,7 @@
 """The pure fold of StreamResponse events into one task view (streams, GetTask polling, pushes).
 
-Semantics (issue 4):
+Every source of events goes through the same rules, so a view built from a stream, from polled
+snapshots or from push notifications comes out the same:
 - a Task snapshot replaces the view's task;
 - a status update replaces the status (its message is progress, or a question when interrupted);
 - an artifact update creates the artifact (replacing one with the same id), or with `append`

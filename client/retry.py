@@ -51,9 +51,6 @@ class RetryPolicy:
         return ceiling * rand()
 
 
-NO_RETRY = RetryPolicy(max_attempts=1, deadline_s=None)
-
-
 def is_retryable(error: BaseException) -> bool:
     """Could not talk, or the server said in ErrorInfo that trying again can help."""
     if isinstance(error, A2ATransportError):

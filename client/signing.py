@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from a2a_grpc.core.jws import PrivateKey, load_private_key
-from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, sign_message
+from a2a_grpc.core.signing import (
+    DEFAULT_SIGNATURE_TTL_S,
+    SIGNED_MESSAGE_EXTENSION,
+    sign_message,
+)
 from a2a_grpc.generated import a2a_pb2
 
 __all__ = ["SIGNED_MESSAGE_EXTENSION", "MessageSigner"]
@@ -20,11 +24,13 @@ class MessageSigner:
 
     private_key: PrivateKey
     kid: str
-    ttl: float = 300.0
+    ttl: float = DEFAULT_SIGNATURE_TTL_S
     """Seconds the signature stays valid (its `exp`)."""
 
     @classmethod
-    def from_pem(cls, pem: bytes, kid: str, *, ttl: float = 300.0) -> MessageSigner:
+    def from_pem(
+        cls, pem: bytes, kid: str, *, ttl: float = DEFAULT_SIGNATURE_TTL_S
+    ) -> MessageSigner:
         return cls(load_private_key(pem), kid, ttl)
 
     def sign(self, message: a2a_pb2.Message, *, tenant: str) -> a2a_pb2.Message:

@@ -53,6 +53,8 @@ __all__ = [
 
 SIGNED_MESSAGE_EXTENSION = "urn:a2a-grpc:signed-message:v1"
 TENANT_HEADER = "a2a-tenant"
+DEFAULT_SIGNATURE_TTL_S = 300.0
+"""Seconds a message signature stays valid (`exp` - `iat`) unless the signer says otherwise."""
 _TOKEN_FIELD = "jws"
 
 
@@ -75,7 +77,7 @@ def sign_message(
     kid: str,
     *,
     tenant: str,
-    ttl: float = 300,
+    ttl: float = DEFAULT_SIGNATURE_TTL_S,
     now: float | None = None,
 ) -> a2a_pb2.Message:
     """A signed copy of `message` (the argument is not modified); an earlier signature entry is

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from a2a_grpc.generated import a2a_pb2
 
-TaskState = a2a_pb2.TaskState
-
 TERMINAL_STATES: frozenset[int] = frozenset(
     {
         a2a_pb2.TASK_STATE_COMPLETED,

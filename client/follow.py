@@ -1,0 +1,221 @@
+"""Following one task's stream to its end: first-event checks, folding, and resumption.
+
+A stream that ends or breaks before its task settles is resumed with SubscribeToTask; the message
+is never sent again. Resumption is bounded by the policy's attempts, by its window (`deadline_s`
+from the latest drop that followed progress) and by the stream's overall deadline.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from a2a_grpc.client.errors import (
+    A2ATransportError,
+    DeadlineExceededError,
+    StreamResumeError,
+    from_rpc_error,
+)
+from a2a_grpc.client.events import decode_stream_response
+from a2a_grpc.client.reducer import TaskView, fold
+from a2a_grpc.client.retry import Backoff, Clock, RetryPolicy
+from a2a_grpc.client.state_names import state_name
+from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.generated import a2a_pb2
+
+StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
+"""An event and the view after it."""
+
+StreamCall = Any
+"""A `grpc.aio` unary-stream call whose responses are raw bytes."""
+
+Resubscribe = Callable[[str], StreamCall]
+"""Opens SubscribeToTask for a task id, with the stream's tenant, metadata and deadline."""
+
+FetchTask = Callable[[str], Awaitable[a2a_pb2.Task]]
+"""GetTask for a task id, with the stream's tenant, metadata and deadline."""
+
+
+class Mode(enum.Enum):
+    """Which call a stream is: fixes the events it may open with."""
+
+    SEND = "send"
+    """SendStreamingMessage for a new task: opens with a Task or a Message."""
+    CONTINUATION = "continuation"
+    """SendStreamingMessage naming a task: opens with a Task or a Message, or with a status or
+    artifact update, as the official SDK server does (the spec says a Task)."""
+    SUBSCRIBE = "subscribe"
+    """SubscribeToTask asked for by the caller: opens with the Task."""
+    RESUME = "resume"
+    """SubscribeToTask opened by `follow` after a drop: opens with the Task."""
+
+
+_FIRST_EVENTS: dict[Mode, tuple[str, ...]] = {
+    Mode.SEND: ("task", "message"),
+    Mode.CONTINUATION: ("task", "message", "status_update", "artifact_update"),
+    Mode.SUBSCRIBE: ("task",),
+    Mode.RESUME: ("task",),
+}
+
+
+class StreamDeadline:
+    """A stream's overall deadline (its `timeout`) and the window its resumption must succeed in.
+
+    Both are instants on `clock`; None means unbounded. The window is unbounded until
+    `open_window` is called.
+    """
+
+    def __init__(self, timeout_s: float | None, clock: Clock) -> None:
+        self._clock = clock
+        self._overall = None if timeout_s is None else clock() + timeout_s
+        self._window: float | None = None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def remaining(self) -> float | None:
+        """Seconds left before the overall deadline, never negative; None when unbounded."""
+        return None if self._overall is None else max(self._overall - self._clock(), 0.0)
+
+    def expired(self, at: float | None = None) -> bool:
+        """Whether the overall deadline has passed now, or will have at the clock reading `at`."""
+        if self._overall is None:
+            return False
+        return (self._clock() if at is None else at) >= self._overall
+
+    def open_window(self, seconds: float | None) -> None:
+        """Resumption must succeed within `seconds` from now (None: only the overall deadline)."""
+        self._window = None if seconds is None else self._clock() + seconds
+
+    def window_closed(self, at: float) -> bool:
+        """Whether the resume window will have closed at the clock reading `at`."""
+        return self._window is not None and at >= self._window
+
+
+async def follow(
+    call: StreamCall,
+    view: TaskView,
+    mode: Mode,
+    *,
+    deadline: StreamDeadline,
+    policy: RetryPolicy | None,
+    backoff: Backoff,
+    resubscribe: Resubscribe,
+    fetch_task: FetchTask,
+) -> AsyncIterator[StreamItem]:
+    """Reads `call` into `view`, yielding each event with the view after it, and resumes with
+    SubscribeToTask under `policy` (None: resumption off) until the task settles.
+
+    A send stream (SEND or CONTINUATION) stops reading once the view is done (terminal,
+    interrupted, or a direct answer), also after it was resumed on SubscribeToTask, which the
+    server keeps open through interrupted states; a subscription reads until the server ends
+    it. Whenever reading stops, the call is cancelled.
+
+    A resumed stream refused with UnsupportedOperationError means the task finished while we were
+    away: its final state is fetched with `fetch_task` and yielded as a Task event.
+
+    Raises the agent's A2A error; InvalidAgentResponseError for a contract break; the transport
+    error when a new task's stream fails before its first event; DeadlineExceededError when the
+    overall deadline expires; StreamResumeError when resumption is off or fails.
+    """
+    stop_when_done = mode is not Mode.SUBSCRIBE
+    resumption = _Resumption(policy, backoff, deadline)
+    while True:
+        events = 0
+        error: A2ATransportError | None = None
+        try:
+            try:
+                async for raw in call:
+                    event = decode_stream_response(raw)
+                    if events == 0:
+                        _check_first_event(event, mode)
+                    view = fold(view, event)
+                    events += 1
+                    yield event, view
+                    if stop_when_done and view.done:
+                        break
+            finally:
+                call.cancel()
+        except grpc.aio.AioRpcError as rpc_error:
+            mapped = from_rpc_error(rpc_error)
+            if not isinstance(mapped, A2ATransportError):
+                if mode is Mode.RESUME and isinstance(mapped, UnsupportedOperationError):
+                    final = a2a_pb2.StreamResponse(task=await fetch_task(view.task_id))
+                    view = fold(view, final)
+                    yield final, view
+                    if view.done:
+                        return
+                raise mapped from rpc_error
+            error = mapped
+        if view.done:
+            return
+        # A resumed stream that only replayed its opening snapshot brought nothing new.
+        progressed = mode is not Mode.RESUME or events > 1
+        await backoff.sleep(resumption.delay(view, error, progressed=progressed))
+        call = resubscribe(view.task_id)
+        mode = Mode.RESUME
+
+
+@dataclass
+class _Resumption:
+    """Whether a stream that ended before its task settled may be resumed, and when."""
+
+    policy: RetryPolicy | None
+    backoff: Backoff
+    deadline: StreamDeadline
+    failures: int = 0
+    """Resume attempts in a row that brought nothing new."""
+
+    def delay(self, view: TaskView, error: A2ATransportError | None, *, progressed: bool) -> float:
+        """Seconds to wait before resubscribing after the stream ended with `error` (None: the
+        server ended it); raises instead when it may not be resumed. After progress the attempt
+        count and the window start over."""
+        if not view.task_id:
+            if error is not None:
+                raise error
+            raise InvalidAgentResponseError("the stream ended without any event")
+        if isinstance(error, DeadlineExceededError) and self.deadline.expired():
+            raise error
+        policy = self.policy
+        if policy is None:
+            raise _resume_error(view, "resumption is off", error)
+        if progressed:
+            self.failures = 0
+            self.deadline.open_window(policy.deadline_s)
+        else:
+            self.failures += 1
+        if self.failures >= policy.max_attempts:
+            raise _resume_error(view, f"{self.failures} resume attempts failed", error)
+        delay = policy.backoff(self.failures, self.backoff.rand)
+        wake = self.deadline.now() + delay
+        if self.deadline.expired(at=wake):
+            raise DeadlineExceededError(
+                f"the deadline expired while task {view.task_id} was {state_name(view.state)}"
+            ) from error
+        if self.deadline.window_closed(at=wake):
+            raise _resume_error(view, "the resume deadline expired", error)
+        return delay
+
+
+def _check_first_event(event: a2a_pb2.StreamResponse, mode: Mode) -> None:
+    member = event.WhichOneof("payload")
+    if member not in _FIRST_EVENTS[mode]:
+        expected = "Task" if mode in (Mode.SUBSCRIBE, Mode.RESUME) else "Task or Message"
+        raise InvalidAgentResponseError(
+            f"the stream's first event is a {member}; expected a {expected}"
+        )
+
+
+def _resume_error(view: TaskView, why: str, cause: BaseException | None) -> StreamResumeError:
+    error = StreamResumeError(
+        f"the stream of task {view.task_id} ended while it was {state_name(view.state)} "
+        f"and could not be resumed: {why}",
+        task_id=view.task_id,
+        last_state=view.state,
+    )
+    error.__cause__ = cause
+    return error
