@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import grpc
 
-from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.core.service import method_path
 
-A2A_SERVICE_PREFIX = "/" + a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name + "/"
+A2A_SERVICE_PREFIX = method_path("")
 TOKENS_ENV = "A2A_GRPC_TOKENS"
 
 

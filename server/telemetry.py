@@ -16,11 +16,11 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
+from a2a_grpc.core.service import SERVICE_NAME
 from a2a_grpc.core.tracing import incoming_context, tracing_configured
 from a2a_grpc.generated import a2a_pb2
 
 tracer = trace.get_tracer("a2a_grpc.server")
-SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
 
 
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
@@ -38,10 +38,10 @@ class RpcTracing:
         if not trace_headers and not self.recording:
             return _NO_SPAN  # the common case costs one test
         return tracer.start_as_current_span(
-            f"{SERVICE}/{rpc}",
+            f"{SERVICE_NAME}/{rpc}",
             context=incoming_context(trace_headers),
             kind=SpanKind.SERVER,
-            attributes={"rpc.system": "grpc", "rpc.service": SERVICE, "rpc.method": rpc},
+            attributes={"rpc.system": "grpc", "rpc.service": SERVICE_NAME, "rpc.method": rpc},
             record_exception=False,
             set_status_on_exception=False,
         )
