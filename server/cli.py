@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let webhooks target loopback/private/link-local addresses (disables the SSRF guard)",
     )
+    add(
+        "--max-streams-per-connection",
+        type=int,
+        default=d.max_streams_per_connection,
+        help="HTTP/2 streams one connection may hold (%(default)s)",
+    )
     return parser
 
 
@@ -165,6 +171,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
             audit_log=args.audit_log,
+            max_streams_per_connection=args.max_streams_per_connection,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,

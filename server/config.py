@@ -41,6 +41,10 @@ class ServerConfig:
     """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
     """With signature keys: refuse messages without a valid signature (the extension required)."""
+    max_streams_per_connection: int = 8192
+    """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
+    rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
+    than go past it, but at the edge gRPC refuses streams (the caller sees UNAVAILABLE)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -52,6 +56,7 @@ class ServerConfig:
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
+            (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:
