@@ -3,6 +3,7 @@
     .venv/bin/python -m tests.load.rapid_reset [--seconds 10] [--streams N] [--callers 4]
                                                [--config FIELD=INT ...]
     .venv/bin/python -m tests.load.rapid_reset flood --port P [--streams N] [--seconds S]
+                                                     [--batch 50]
 
 The first form starts our server (`tests.load.servers ours`, demo agent, `--config` passed on)
 as a child process, floods it from a second child process for `--seconds` (or until `--streams`
@@ -14,9 +15,9 @@ GOAWAY, a closed or stalled connection).
 `flood` is the flooder alone: one plain TCP connection to 127.0.0.1 (never another host). It
 completes the HTTP/2 handshake (acknowledging the server's SETTINGS, like any client), then
 sends HEADERS for /lf.a2a.v1.A2AService/SendMessage followed at once by RST_STREAM(CANCEL),
-`BATCH` streams per write, until the count or the time is spent, the server sends GOAWAY or
-closes the connection, or a write waits 5 s (the server stopped reading). It reads `DRAIN`
-seconds more (a GOAWAY may be on its way) and prints one JSON line (`FloodResult`).
+`--batch` streams per write (50), until the count or the time is spent, the server sends
+GOAWAY or closes the connection, or a write waits 5 s (the server stopped reading). It reads
+`DRAIN` seconds more (a GOAWAY may be on its way) and prints one JSON line (`FloodResult`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from tests.load.servers import ours_in_child
 LOOPBACK = "127.0.0.1"
 PATH = "/lf.a2a.v1.A2AService/SendMessage"
 BATCH = 50
-"""Streams opened and reset per socket write."""
+"""Streams opened and reset per socket write, by default."""
 DRAIN = 1.0
 """Seconds the flooder keeps reading after its last stream."""
 CALL_TIMEOUT = 10.0
@@ -97,11 +98,11 @@ class _Flooder:
         self._sock = socket.create_connection((LOOPBACK, port), timeout=5)
         self._inbound = bytearray()
 
-    def run(self, streams: int, seconds: float) -> FloodResult:
+    def run(self, streams: int, seconds: float, batch: int) -> FloodResult:
         try:
             self._handshake()
             start = time.monotonic()
-            self._flood(streams, start + seconds)
+            self._flood(streams, start + seconds, batch)
             self.result.seconds = round(time.monotonic() - start, 3)
             drain_until = time.monotonic() + DRAIN
             while not self.result.closed_by_server and time.monotonic() < drain_until:
@@ -124,12 +125,12 @@ class _Flooder:
             self._read(0.1)
         self._send()
 
-    def _flood(self, streams: int, end: float) -> None:
+    def _flood(self, streams: int, end: float, batch: int) -> None:
         result = self.result
         while result.streams < streams and time.monotonic() < end:
             if result.goaway is not None or result.closed_by_server:
                 return
-            for _ in range(min(BATCH, streams - result.streams)):
+            for _ in range(min(batch, streams - result.streams)):
                 stream_id = self._h2.get_next_available_stream_id()
                 self._h2.send_headers(stream_id, self._headers)
                 self._h2.reset_stream(stream_id, h2.errors.ErrorCodes.CANCEL)
@@ -185,12 +186,12 @@ class _Flooder:
                 result.pings += 1
 
 
-def flood(port: int, *, streams: int, seconds: float) -> FloodResult:
+def flood(port: int, *, streams: int, seconds: float, batch: int = BATCH) -> FloodResult:
     """Rapid-resets up to `streams` streams on one connection to 127.0.0.1:`port`.
 
     Stops after `seconds`, or once the server sends GOAWAY or closes the connection.
     """
-    return _Flooder(port).run(streams, seconds)
+    return _Flooder(port).run(streams, seconds, batch)
 
 
 def _code_name(code: int) -> str:
@@ -211,7 +212,7 @@ async def call_while(port: int, running: asyncio.Event, callers: int) -> Counter
     outcomes: Counter[str] = Counter()
     async with grpc.aio.insecure_channel(f"{LOOPBACK}:{port}") as channel:
         stub = a2a_pb2_grpc.A2AServiceStub(channel)
-        await channel.channel_ready()
+        await asyncio.wait_for(channel.channel_ready(), CALL_TIMEOUT)
 
         async def caller() -> None:
             while running.is_set():
@@ -237,7 +238,9 @@ def echo_request(text: str = "hello") -> a2a_pb2.SendMessageRequest:
     )
 
 
-async def flood_in_child(port: int, *, streams: int, seconds: float) -> FloodResult:
+async def flood_in_child(
+    port: int, *, streams: int, seconds: float, batch: int = BATCH
+) -> FloodResult:
     """Runs `flood` in a child process (so it has its own interpreter) and returns its result."""
     child = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -250,6 +253,8 @@ async def flood_in_child(port: int, *, streams: int, seconds: float) -> FloodRes
         str(streams),
         "--seconds",
         str(seconds),
+        "--batch",
+        str(batch),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await child.communicate()
@@ -284,6 +289,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, help="flood: the server's port on 127.0.0.1")
     parser.add_argument("--streams", type=int, default=1_000_000, help="at most this many")
     parser.add_argument("--seconds", type=float, default=10.0, help="at most this long")
+    parser.add_argument("--batch", type=int, default=BATCH, help="flood: streams per write")
     parser.add_argument("--callers", type=int, default=4, help="well-behaved closed-loop callers")
     parser.add_argument(
         "--config", action="append", default=[], metavar="FIELD=INT", help="a server setting"
@@ -292,7 +298,7 @@ def main() -> None:
     if args.mode == "flood":
         if args.port is None:
             parser.error("flood needs --port")
-        result = flood(args.port, streams=args.streams, seconds=args.seconds)
+        result = flood(args.port, streams=args.streams, seconds=args.seconds, batch=args.batch)
         print(json.dumps(dataclasses.asdict(result), sort_keys=True), flush=True)
         return
     print(json.dumps(asyncio.run(_with_server(args)), sort_keys=True), flush=True)
