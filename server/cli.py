@@ -98,6 +98,19 @@ def _parser() -> argparse.ArgumentParser:
         default=d.max_streams_per_connection,
         help="HTTP/2 streams one connection may hold (%(default)s)",
     )
+    add(
+        "--max-concurrent-calls",
+        type=int,
+        default=d.max_concurrent_calls,
+        help="A2A unary calls handled at once; more get RESOURCE_EXHAUSTED + RetryInfo "
+        "(%(default)s)",
+    )
+    add(
+        "--max-open-streams",
+        type=int,
+        default=d.max_open_streams,
+        help="A2A streams open at once, counted apart from calls (%(default)s)",
+    )
     return parser
 
 
@@ -172,6 +185,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
             require_signed_messages=args.require_signed_messages,
             audit_log=args.audit_log,
             max_streams_per_connection=args.max_streams_per_connection,
+            max_concurrent_calls=args.max_concurrent_calls,
+            max_open_streams=args.max_open_streams,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,

@@ -45,6 +45,12 @@ class ServerConfig:
     """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
     rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
     than go past it, but at the edge gRPC refuses streams (the caller sees UNAVAILABLE)."""
+    max_concurrent_calls: int = 1000
+    """A2A unary calls handled at once; past it a call is refused with RESOURCE_EXHAUSTED and
+    RetryInfo. Streams are not counted here (see max_open_streams)."""
+    max_open_streams: int = 10_000
+    """A2A streams (SendStreamingMessage, SubscribeToTask) open at once; past it a new one is
+    refused like a call. Counted apart so that idle subscriptions never lock out calls."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -57,6 +63,8 @@ class ServerConfig:
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
+            (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
+            (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:
