@@ -134,6 +134,25 @@ def _parser() -> argparse.ArgumentParser:
         default=d.max_push_configs_per_task,
         help="push notification configs (webhooks) one task may have (%(default)s)",
     )
+    add(
+        "--max-streams-per-connection",
+        type=int,
+        default=d.max_streams_per_connection,
+        help="HTTP/2 streams one connection may hold (%(default)s)",
+    )
+    add(
+        "--max-concurrent-calls",
+        type=int,
+        default=d.max_concurrent_calls,
+        help="A2A unary calls handled at once; more get RESOURCE_EXHAUSTED + RetryInfo "
+        "(%(default)s)",
+    )
+    add(
+        "--max-open-streams",
+        type=int,
+        default=d.max_open_streams,
+        help="A2A streams open at once, counted apart from calls (%(default)s)",
+    )
     return parser
 
 
@@ -216,6 +235,9 @@ def _setup(args: argparse.Namespace) -> _Setup:
             max_live_tasks_per_tenant=args.max_live_tasks_per_tenant,
             interrupted_ttl=args.interrupted_ttl,
             max_push_configs_per_task=args.max_push_configs,
+            max_streams_per_connection=args.max_streams_per_connection,
+            max_concurrent_calls=args.max_concurrent_calls,
+            max_open_streams=args.max_open_streams,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,

@@ -76,6 +76,16 @@ class ServerConfig:
     instead of serving them with the records held in memory."""
     max_push_configs_per_task: int = 16
     """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
+    max_streams_per_connection: int = 8192
+    """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
+    rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
+    than go past it, but at the edge gRPC refuses streams (the caller sees UNAVAILABLE)."""
+    max_concurrent_calls: int = 1000
+    """A2A unary calls handled at once; past it a call is refused with RESOURCE_EXHAUSTED and
+    RetryInfo. Streams are not counted here (see max_open_streams)."""
+    max_open_streams: int = 10_000
+    """A2A streams (SendStreamingMessage, SubscribeToTask) open at once; past it a new one is
+    refused like a call. Counted apart so that idle subscriptions never lock out calls."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -103,6 +113,9 @@ class ServerConfig:
             ),
             (self.interrupted_ttl > 0, "interrupted_ttl must be positive"),
             (self.max_push_configs_per_task >= 1, "max_push_configs_per_task must be at least 1"),
+            (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
+            (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
+            (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
         if problems:

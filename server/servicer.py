@@ -1,15 +1,16 @@
 """The grpc.aio servicer: service parameters in, errors out, and nothing else.
 
-Every RPC goes through one unary wrapper or is the one stream wrapper, which read `a2a-version`,
-`a2a-extensions` and the trace context, open the call's server span, call the handler, echo the
-activated extensions, and turn exceptions into the spec's rich statuses. An unexpected exception
-becomes INTERNAL / INTERNAL_ERROR with a generic message (the details go to the log), and the
-server keeps serving.
+Every RPC goes through one unary wrapper or is the one stream wrapper, which admit it (or refuse
+it when the server is at capacity), read `a2a-version`, `a2a-extensions` and the trace context,
+open the call's server span, call the handler, echo the activated extensions, and turn
+exceptions into the spec's rich statuses. An unexpected exception becomes INTERNAL /
+INTERNAL_ERROR with a generic message (the details go to the log), and the server keeps serving.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, TypeVar
@@ -51,10 +52,20 @@ AUDIT_RETRY_DELAY = 1.0
 """Seconds a caller refused because the audit trail cannot be written is told to wait."""
 STORE_FULL_RETRY_DELAY = 1.0
 """Seconds a caller refused for a full store is told to wait (finished tasks expire meanwhile)."""
+AT_CAPACITY_RETRY_DELAY = 1.0
+"""Seconds a caller refused at max_concurrent_calls / max_open_streams is told to wait: a burst
+of demo-agent calls at the default limit drains in well under that."""
+REFUSAL_LOG_INTERVAL = 10.0
+"""At most one warning per this many seconds while calls or streams are being refused."""
 
 
 class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
-    """lf.a2a.v1.A2AService over a RequestHandler."""
+    """lf.a2a.v1.A2AService over a RequestHandler.
+
+    Admission: at most `config.max_concurrent_calls` unary calls and, counted apart,
+    `config.max_open_streams` streams are handled at once; past either, a call or stream is
+    refused at once with RESOURCE_EXHAUSTED, retryable, with RetryInfo.
+    """
 
     def __init__(self, handler: RequestHandler, *, strict_version: bool = False) -> None:
         self.handler = handler
@@ -63,6 +74,13 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         self._declared_extensions = frozenset(
             ext.uri for ext in handler.card.capabilities.extensions
         )
+        self.calls = 0
+        """Unary calls being handled now."""
+        self.streams = 0
+        """Streams open now."""
+        self._max_calls = handler.config.max_concurrent_calls
+        self._max_streams = handler.config.max_open_streams
+        self._last_refusal_log = float("-inf")
 
     # -- RPCs -----------------------------------------------------------------------------
 
@@ -138,20 +156,45 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     ) -> Response:
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
+            if self.calls >= self._max_calls:
+                await self._abort(context, self._at_capacity("calls"), span, rpc, request)
+            self.calls += 1
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
                 result = await method(request, call)
             except Exception as exc:
                 await self._abort(context, exc, span, rpc, request)
+            finally:
+                self.calls -= 1
             if span is not None:
                 annotate(span, request, result)
             if self.handler.audit is not None:
                 self._audit(rpc, request, "OK", result)
             return result
 
+    def _at_capacity(self, kind: str) -> ResourceExhaustedError:
+        """The refusal for a call or stream past its limit (warned about now and then)."""
+        now = time.monotonic()
+        if now - self._last_refusal_log >= REFUSAL_LOG_INTERVAL:
+            self._last_refusal_log = now
+            log.warning(
+                "at capacity: refusing new %s with RESOURCE_EXHAUSTED (%d calls, %d streams "
+                "open; limits %d and %d)",
+                kind,
+                self.calls,
+                self.streams,
+                self._max_calls,
+                self._max_streams,
+            )
+        return ResourceExhaustedError(
+            f"the server is handling as many {kind} as it takes at once; retry after the delay "
+            "in RetryInfo",
+            retry_delay=AT_CAPACITY_RETRY_DELAY,
+        )
+
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
-        principal = current_principal()  # UNAUTHENTICATED first, before anything else
+        principal = current_principal()  # UNAUTHENTICATED before anything is looked up
         audit = self.handler.audit
         if audit is not None and audit.refusing:
             raise ServiceUnavailableError(
@@ -234,6 +277,9 @@ def _streaming_rpc(
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
+            if self.streams >= self._max_streams:
+                await self._abort(context, self._at_capacity("streams"), span, rpc, request)
+            self.streams += 1
             first: a2a_pb2.StreamResponse | None = None
             try:
                 call = await self._call_context(context, params)
@@ -248,6 +294,8 @@ def _streaming_rpc(
             except BaseException:  # the caller went away (cancelled) or the server is stopping
                 self._audit(rpc, request, "CANCELLED", first)
                 raise
+            finally:
+                self.streams -= 1
             self._audit(rpc, request, "OK", first)
 
     stream.__name__ = stream.__qualname__ = rpc

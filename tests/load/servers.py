@@ -1,11 +1,13 @@
 """The benchmark's own servers, each run in a child process: ours, and the bare gRPC limit.
 
     .venv/bin/python -m tests.load.servers ours  [--agent demo|burst] [--preload N] [--audit-log F]
+                                                 [--config FIELD=INT ...]
     .venv/bin/python -m tests.load.servers limit
 
 Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
 - `ours`: a2a_grpc.server.app.start_server with the DemoAgent (`--agent burst` adds the
-  fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks).
+  fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks;
+  `--config max_streams_per_connection=100` sets a ServerConfig field).
 - `limit`: a bare grpc.aio servicer on our generated stubs returning canned responses (a
   completed Task; a four-event stream), with server reflection and no A2A logic at all.
 """
@@ -14,7 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -111,7 +116,12 @@ def preload(store: Any, count: int) -> None:
         store.create(template, scope)
 
 
-async def serve_ours(agent_name: str, preload_count: int, audit_log: str | None = None) -> None:
+async def serve_ours(
+    agent_name: str,
+    preload_count: int,
+    audit_log: str | None = None,
+    overrides: dict[str, int] | None = None,
+) -> None:
     agent = BurstAgent() if agent_name == "burst" else DemoAgent()
     config = ServerConfig(
         port=0,
@@ -119,6 +129,7 @@ async def serve_ours(agent_name: str, preload_count: int, audit_log: str | None 
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
     )
+    config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agent)
     preload(running.handler.store, preload_count)
     await _until_signalled(running.port)
@@ -146,15 +157,35 @@ async def _until_signalled(port: int) -> None:
     await stop.wait()
 
 
+@contextlib.asynccontextmanager
+async def ours_in_child(*args: str) -> AsyncIterator[int]:
+    """Runs `tests.load.servers ours ARGS...` as a child process; yields its port, then stops it."""
+    child = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.load.servers", "ours", *args),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    try:
+        line = (await asyncio.wait_for(child.stdout.readline(), 30)).decode()
+        yield int(line.split()[1])
+    finally:
+        child.terminate()
+        await child.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=("ours", "limit"))
     parser.add_argument("--agent", choices=("demo", "burst"), default="demo")
     parser.add_argument("--preload", type=int, default=0)
     parser.add_argument("--audit-log", help="ours: write the audit trail to this file")
+    parser.add_argument(
+        "--config", action="append", default=[], metavar="FIELD=INT", help="ours: a setting"
+    )
     args = parser.parse_args()
+    overrides = {name: int(value) for name, _, value in (c.partition("=") for c in args.config)}
     if args.kind == "ours":
-        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log))
+        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log, overrides))
     else:
         asyncio.run(serve_limit())
 
