@@ -47,7 +47,8 @@ Response = TypeVar("Response")
 
 INTERNAL_MESSAGE = "internal error: the server failed to handle this request"
 _SERVED_VERSIONS: set[str] = set()
-"""a2a-version values already found acceptable, so the common case is one set lookup."""
+"""a2a-version values already found acceptable, so the common case is one set lookup (without
+it, 10.8k more instructions per blocking SendMessage, +2.4%, tests.load.instructions)."""
 AUDIT_RETRY_DELAY = 1.0
 """Seconds a caller refused because the audit trail cannot be written is told to wait."""
 STORE_FULL_RETRY_DELAY = 1.0
@@ -87,7 +88,21 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
     async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
         return await self._unary("SendMessage", self.handler.send_message, request, context)
 
-    # The streaming RPCs are the stream wrapper itself (see _streaming_rpc, after the class).
+    async def SendStreamingMessage(
+        self, request: a2a_pb2.SendMessageRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        stream = self._stream(
+            "SendStreamingMessage", self.handler.send_streaming_message, request, context
+        )
+        async for event in stream:
+            yield event
+
+    async def SubscribeToTask(
+        self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        stream = self._stream("SubscribeToTask", self.handler.subscribe_to_task, request, context)
+        async for event in stream:
+            yield event
 
     async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> Any:
         return await self._unary("GetTask", self.handler.get_task, request, context)
@@ -193,6 +208,36 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             retry_delay=AT_CAPACITY_RETRY_DELAY,
         )
 
+    async def _stream(
+        self,
+        rpc: str,
+        method: Callable[[Request, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
+        request: Request,
+        context: Any,
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        params = _ServiceParams.read(context)
+        with self.tracing.span(rpc, params.trace_headers) as span:
+            if self.streams >= self._max_streams:
+                await self._abort(context, self._at_capacity("streams"), span, rpc, request)
+            self.streams += 1
+            first: a2a_pb2.StreamResponse | None = None
+            try:
+                call = await self._call_context(context, params)
+                _check_parsed(request)
+                async for event in method(request, call):
+                    if first is None:
+                        first = event
+                        annotate(span, request, event)
+                    yield event
+            except Exception as exc:
+                await self._abort(context, exc, span, rpc, request)
+            except BaseException:  # the caller went away (cancelled) or the server is stopping
+                self._audit(rpc, request, "CANCELLED", first)
+                raise
+            finally:
+                self.streams -= 1
+            self._audit(rpc, request, "OK", first)
+
     async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
         principal = current_principal()  # UNAUTHENTICATED before anything is looked up
         audit = self.handler.audit
@@ -261,49 +306,6 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             task_id=task_id_of(request, result),
             message=message,
         )
-
-
-def _streaming_rpc(
-    rpc: str,
-    handler_method: str,
-) -> Callable[[A2AServicer, Any, Any], AsyncIterator[a2a_pb2.StreamResponse]]:
-    """The stream wrapper as the RPC method itself (grpc.aio wants an async generator function).
-
-    Being the RPC rather than a layer under it saves one generator hop per streamed event.
-    """
-
-    async def stream(
-        self: A2AServicer, request: Any, context: Any
-    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        params = _ServiceParams.read(context)
-        with self.tracing.span(rpc, params.trace_headers) as span:
-            if self.streams >= self._max_streams:
-                await self._abort(context, self._at_capacity("streams"), span, rpc, request)
-            self.streams += 1
-            first: a2a_pb2.StreamResponse | None = None
-            try:
-                call = await self._call_context(context, params)
-                _check_parsed(request)
-                async for event in getattr(self.handler, handler_method)(request, call):
-                    if first is None:
-                        first = event
-                        annotate(span, request, event)
-                    yield event
-            except Exception as exc:
-                await self._abort(context, exc, span, rpc, request)
-            except BaseException:  # the caller went away (cancelled) or the server is stopping
-                self._audit(rpc, request, "CANCELLED", first)
-                raise
-            finally:
-                self.streams -= 1
-            self._audit(rpc, request, "OK", first)
-
-    stream.__name__ = stream.__qualname__ = rpc
-    return stream
-
-
-A2AServicer.SendStreamingMessage = _streaming_rpc("SendStreamingMessage", "send_streaming_message")
-A2AServicer.SubscribeToTask = _streaming_rpc("SubscribeToTask", "subscribe_to_task")
 
 
 @dataclass(frozen=True, slots=True)
