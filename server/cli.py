@@ -25,12 +25,13 @@ from a2a_grpc.server.telemetry import configure_from_environment
 CARD_PORT_OFF = -1
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The `serve` command line (every option with its default)."""
     d = ServerConfig()
-    parser = argparse.ArgumentParser(
+    command = argparse.ArgumentParser(
         prog="a2a-grpc serve", description="Run an A2A 1.0 gRPC server."
     )
-    add = parser.add_argument
+    add = command.add_argument
     add("--host", default=d.host, help="address to bind (%(default)s)")
     add("--port", type=int, default=d.port, help="gRPC port, 0 for any (%(default)s)")
     add(
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
         default=d.max_open_streams,
         help="A2A streams open at once, counted apart from calls (%(default)s)",
     )
-    return parser
+    return command
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -197,7 +198,9 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
 
 
 @dataclasses.dataclass
-class _Setup:
+class Setup:
+    """What `serve` will run: the checked configuration and what it loaded from files."""
+
     config: ServerConfig
     agent: AgentExecutor
     card: a2a_pb2.AgentCard | None
@@ -208,11 +211,12 @@ class _Setup:
     card_signer: tuple[PrivateKey, str] | None
 
 
-def _setup(args: argparse.Namespace) -> _Setup:
+def setup(args: argparse.Namespace) -> Setup:
+    """Checks and loads what `args` name; ValueError (one line) for anything unusable."""
     card_port = args.card_port
     if card_port is None:
         card_port = 0 if args.port == 0 else args.port + 1
-    return _Setup(
+    return Setup(
         config=ServerConfig(
             host=args.host,
             port=args.port,
@@ -272,7 +276,7 @@ def _card_signer(args: argparse.Namespace) -> tuple[PrivateKey, str] | None:
         raise ValueError(f"--card-signing-key {args.card_signing_key}: {exc}") from exc
 
 
-async def _serve(setup: _Setup) -> int:
+async def _serve(setup: Setup) -> int:
     telemetry = configure_from_environment()
     try:
         running = await start_server(
@@ -328,11 +332,11 @@ def _say(text: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        setup = _setup(args)
+        loaded = setup(args)
     except ValueError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(setup))
+    return asyncio.run(_serve(loaded))

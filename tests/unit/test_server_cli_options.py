@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_grpc.server.cli import _parser, _setup
+from a2a_grpc.server.cli import parser, setup
 from a2a_grpc.server.config import ServerConfig
 
 
 def test_max_push_configs_reaches_the_config() -> None:
-    assert _setup(_parser().parse_args([])).config.max_push_configs_per_task == 16
-    args = _parser().parse_args(["--max-push-configs", "3"])
-    assert _setup(args).config.max_push_configs_per_task == 3
+    assert setup(parser().parse_args([])).config.max_push_configs_per_task == 16
+    args = parser().parse_args(["--max-push-configs", "3"])
+    assert setup(args).config.max_push_configs_per_task == 3
 
 
 def test_max_push_configs_must_be_positive() -> None:
