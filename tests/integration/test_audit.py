@@ -67,6 +67,16 @@ async def test_requests_and_outcomes_are_recorded(make_server: Factory, tmp_path
     assert verify(log)[0] == len(rows)
 
 
+def verify_command(log: Path) -> subprocess.CompletedProcess[str]:
+    """`a2a-grpc audit verify LOG` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "a2a_grpc.cli.main", "audit", "verify", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
 def test_the_chain_detects_changes_insertions_and_deletions(tmp_path: Path) -> None:
     log = tmp_path / "audit.jsonl"
     trail = AuditLog(log)
@@ -107,19 +117,11 @@ def test_audit_verify_command(tmp_path: Path) -> None:
     trail.outcome(task_id="u", state="S", principal="", tenant="", message_id="", cost=None)
     trail.close()
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "a2a_grpc.cli.main", "audit", "verify", str(log)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-
-    ok = run()
+    ok = verify_command(log)
     assert ok.returncode == 0 and "2 records, chain intact" in ok.stdout
     lines = log.read_text().splitlines()
     log.write_text(lines[0].replace('"t"', '"x"') + "\n" + lines[1] + "\n")
-    broken = run()
+    broken = verify_command(log)
     assert broken.returncode == 1
     assert "line 2" in broken.stderr and "Traceback" not in broken.stderr
 
@@ -228,15 +230,7 @@ def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: 
     whole = log.read_bytes()
     log.write_bytes(whole[:-40])  # a crash cut the last write short
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "a2a_grpc.cli.main", "audit", "verify", str(log)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-
-    torn_tail = run()
+    torn_tail = verify_command(log)
     assert torn_tail.returncode == 3
     assert "2 records, chain intact" in torn_tail.stdout
     assert "torn line(s) 3" in torn_tail.stderr and "not tampering" in torn_tail.stderr
@@ -248,12 +242,12 @@ def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: 
     assert len(lines) == 5 and json.loads(lines[3])["kind"] == "fence"
     assert json.loads(lines[4])["task_id"] == "t9"
     assert verify(log) == (4, hashlib.sha256(lines[4]).hexdigest(), (3,))
-    fenced = run()
+    fenced = verify_command(log)
     assert fenced.returncode == 3 and "4 records, chain intact" in fenced.stdout
 
     lines[1] = lines[1].replace(b'"t1"', b'"tX"')  # tampering is still tampering
     log.write_bytes(b"\n".join(lines) + b"\n")
-    tampered = run()
+    tampered = verify_command(log)
     assert tampered.returncode == 1 and "chain is broken" in tampered.stderr
 
 
