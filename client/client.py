@@ -84,7 +84,7 @@ class A2AClient:
         self._retry = retry
         self._resume = resume
         self._backoff = backoff
-        self._stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        self._stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
         # SendMessage and the streams are read as raw bytes: only there can a response with two
         # payload members still be seen (see events.py).
         self._send_raw = channel.unary_unary(

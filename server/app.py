@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.jws import KeySet, PrivateKey
+from a2a_grpc.core.service import SERVICE_NAME, method_path
 from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
@@ -35,7 +36,7 @@ from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
 
-A2A_SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].full_name
+A2A_SERVICE = SERVICE_NAME
 
 
 AUDIT_HEALTH_SERVICE = "a2a_grpc.audit"
@@ -88,7 +89,7 @@ def _public_bytes(key: Any) -> bytes:
     )
 
 
-class DrainGate(grpc.GenericRpcHandler):  # type: ignore[misc]
+class DrainGate(grpc.GenericRpcHandler):
     """Once closed, answers every new A2A call with UNAVAILABLE; other services are untouched.
 
     Registered ahead of the A2A service, so while the server drains on its way down, Health and
@@ -100,8 +101,8 @@ class DrainGate(grpc.GenericRpcHandler):  # type: ignore[misc]
     def __init__(self) -> None:
         self.closed = False
         service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
-        self._refusals = {
-            f"/{service.full_name}/{method.name}": (
+        self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            method_path(method.name): (
                 grpc.unary_stream_rpc_method_handler(_refuse)
                 if method.server_streaming
                 else grpc.unary_unary_rpc_method_handler(_refuse)

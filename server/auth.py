@@ -178,7 +178,7 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
     return tokens
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every A2A call; health and reflection stay open for probes and tools."""
 
     def __init__(self, authenticator: Authenticator) -> None:

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import grpc
 from google.protobuf import message_factory
@@ -42,6 +42,8 @@ from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
 
 log = logging.getLogger(__name__)
 
+Context = grpc.aio.ServicerContext[Any, Any]
+"""grpc's servicer context (typed by types-grpcio); requests and responses vary per RPC."""
 Request = TypeVar("Request")
 Response = TypeVar("Response")
 
@@ -60,7 +62,7 @@ REFUSAL_LOG_INTERVAL = 10.0
 """At most one warning per this many seconds while calls or streams are being refused."""
 
 
-class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
+class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     """lf.a2a.v1.A2AService over a RequestHandler.
 
     Admission: at most `config.max_concurrent_calls` unary calls and, counted apart,
@@ -85,11 +87,11 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
 
     # -- RPCs -----------------------------------------------------------------------------
 
-    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Any) -> Any:
+    async def SendMessage(self, request: a2a_pb2.SendMessageRequest, context: Context) -> Any:
         return await self._unary("SendMessage", self.handler.send_message, request, context)
 
     async def SendStreamingMessage(
-        self, request: a2a_pb2.SendMessageRequest, context: Any
+        self, request: a2a_pb2.SendMessageRequest, context: Context
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         stream = self._stream(
             "SendStreamingMessage", self.handler.send_streaming_message, request, context
@@ -98,23 +100,23 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
             yield event
 
     async def SubscribeToTask(
-        self, request: a2a_pb2.SubscribeToTaskRequest, context: Any
+        self, request: a2a_pb2.SubscribeToTaskRequest, context: Context
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         stream = self._stream("SubscribeToTask", self.handler.subscribe_to_task, request, context)
         async for event in stream:
             yield event
 
-    async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Any) -> Any:
+    async def GetTask(self, request: a2a_pb2.GetTaskRequest, context: Context) -> Any:
         return await self._unary("GetTask", self.handler.get_task, request, context)
 
-    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Any) -> Any:
+    async def ListTasks(self, request: a2a_pb2.ListTasksRequest, context: Context) -> Any:
         return await self._unary("ListTasks", self.handler.list_tasks, request, context)
 
-    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Any) -> Any:
+    async def CancelTask(self, request: a2a_pb2.CancelTaskRequest, context: Context) -> Any:
         return await self._unary("CancelTask", self.handler.cancel_task, request, context)
 
     async def CreateTaskPushNotificationConfig(
-        self, request: a2a_pb2.TaskPushNotificationConfig, context: Any
+        self, request: a2a_pb2.TaskPushNotificationConfig, context: Context
     ) -> Any:
         return await self._unary(
             "CreateTaskPushNotificationConfig",
@@ -124,7 +126,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         )
 
     async def GetTaskPushNotificationConfig(
-        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, context: Any
+        self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
             "GetTaskPushNotificationConfig",
@@ -134,7 +136,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         )
 
     async def ListTaskPushNotificationConfigs(
-        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: Any
+        self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, context: Context
     ) -> Any:
         return await self._unary(
             "ListTaskPushNotificationConfigs",
@@ -144,7 +146,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         )
 
     async def DeleteTaskPushNotificationConfig(
-        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: Any
+        self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
             "DeleteTaskPushNotificationConfig",
@@ -154,7 +156,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         )
 
     async def GetExtendedAgentCard(
-        self, request: a2a_pb2.GetExtendedAgentCardRequest, context: Any
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, context: Context
     ) -> Any:
         return await self._unary(
             "GetExtendedAgentCard", self.handler.get_extended_agent_card, request, context
@@ -167,7 +169,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         rpc: str,
         method: Callable[[Request, CallContext], Awaitable[Response]],
         request: Request,
-        context: Any,
+        context: Context,
     ) -> Response:
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
@@ -213,7 +215,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         rpc: str,
         method: Callable[[Request, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
         request: Request,
-        context: Any,
+        context: Context,
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
@@ -238,7 +240,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
                 self.streams -= 1
             self._audit(rpc, request, "OK", first)
 
-    async def _call_context(self, context: Any, params: _ServiceParams) -> CallContext:
+    async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
         principal = current_principal()  # UNAUTHENTICATED before anything is looked up
         audit = self.handler.audit
         if audit is not None and audit.refusing:
@@ -280,7 +282,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
         )
 
     async def _abort(
-        self, context: Any, exc: Exception, span: Span | None, rpc: str, request: Any
+        self, context: Context, exc: Exception, span: Span | None, rpc: str, request: Any
     ) -> NoReturn:
         error = _as_status_error(exc)
         if error is None:
@@ -376,11 +378,13 @@ class _ServiceParams(NamedTuple):
     trace_headers: Sequence[tuple[str, str]]
 
     @classmethod
-    def read(cls, context: Any) -> _ServiceParams:
+    def read(cls, context: Context) -> _ServiceParams:
         version = None
         extension_values: list[str] | tuple[()] = ()
         trace_headers: list[tuple[str, str]] | tuple[()] = ()
-        for key, value in context.invocation_metadata() or ():
+        # Only keys ending in -bin carry bytes (gRPC); these three never do.
+        entries = cast("Sequence[tuple[str, str]]", context.invocation_metadata() or ())
+        for key, value in entries:
             if key == VERSION_KEY:
                 version = value
             elif key == EXTENSIONS_KEY:
