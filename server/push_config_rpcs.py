@@ -16,7 +16,8 @@ from a2a_grpc.server.store import InMemoryTaskStore, Scope
 from a2a_grpc.server.validation import raise_violations
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher, WebhookRefusedError
 
-DEFAULT_PAGE_SIZE = 100
+CONFIGS_PAGE_SIZE = 100
+"""Push configs per ListTaskPushNotificationConfigs page when the request sets none."""
 DEFAULT_MAX_PER_TASK = 16
 
 
@@ -129,7 +130,7 @@ class PushConfigService:
         self._task(request.task_id, scope)
         configs = self.configs.for_task(request.task_id)
         start = _offset(request.page_token, len(configs))
-        size = request.page_size or DEFAULT_PAGE_SIZE
+        size = request.page_size or CONFIGS_PAGE_SIZE
         page = configs[start : start + size]
         more = start + size < len(configs)
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(

@@ -16,8 +16,8 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 
-MAX_PAGE_SIZE = 100
-DEFAULT_PAGE_SIZE = 50
+MAX_TASKS_PAGE_SIZE = 100
+TASKS_PAGE_SIZE = 50
 
 _IMPLIED_MEDIA_TYPES = {"text": "text/plain", "data": "application/json"}
 
@@ -157,11 +157,13 @@ def check_get(request: a2a_pb2.GetTaskRequest) -> None:
 def list_page_size(request: a2a_pb2.ListTasksRequest) -> int:
     """The validated page size of a ListTasks request (50 when unset)."""
     violations = _history_length(request, "history_length")
-    if request.HasField("page_size") and not 1 <= request.page_size <= MAX_PAGE_SIZE:
+    if request.HasField("page_size") and not 1 <= request.page_size <= MAX_TASKS_PAGE_SIZE:
         violations.append(
-            FieldViolation("page_size", f"must be between 1 and {MAX_PAGE_SIZE}, or left unset")
+            FieldViolation(
+                "page_size", f"must be between 1 and {MAX_TASKS_PAGE_SIZE}, or left unset"
+            )
         )
     if request.status not in a2a_pb2.TaskState.values():
         violations.append(FieldViolation("status", "not a known TaskState"))
     raise_violations(violations)
-    return request.page_size if request.HasField("page_size") else DEFAULT_PAGE_SIZE
+    return request.page_size if request.HasField("page_size") else TASKS_PAGE_SIZE
