@@ -386,19 +386,26 @@ class RequestHandler:
         if run is not None:
             run.cancel()
         else:  # interrupted: no agent is running, so the state changes alone
-            record_status(
-                self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_CANCELED
-            )
-            if self.audit is not None:
-                self.audit.outcome(
-                    task_id=task.id,
-                    state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
-                    principal=scope.owner,
-                    tenant=scope.tenant,
-                    message_id="",
-                    cost=None,
-                )
+            self._cancel_idle(task.id, task.context_id, scope, None)
         return self._lookup(task.id, scope, None)
+
+    def _cancel_idle(
+        self, task_id: str, context_id: str, scope: Scope, message: a2a_pb2.Message | None
+    ) -> None:
+        """CANCELED for a task no agent is working on (it waits for input), with `message` as
+        the status message; streams and webhooks see it, and it is audited as an outcome."""
+        record_status(
+            self.store, self.broker, task_id, context_id, a2a_pb2.TASK_STATE_CANCELED, message
+        )
+        if self.audit is not None:
+            self.audit.outcome(
+                task_id=task_id,
+                state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
+                principal=scope.owner,
+                tenant=scope.tenant,
+                message_id="",
+                cost=None,
+            )
 
     async def subscribe_to_task(
         self, request: a2a_pb2.SubscribeToTaskRequest, call: CallContext
@@ -542,19 +549,9 @@ class RequestHandler:
             f"{waited}; start a new task, listing this one in reference_task_ids"
         )
         message = agent_message(text, context_id=task.context_id, task_id=task_id)
-        record_status(
-            self.store, self.broker, task_id, task.context_id, a2a_pb2.TASK_STATE_CANCELED, message
-        )
-        if self.audit is not None:
-            scope = self.store.scope_of(task_id)
-            self.audit.outcome(
-                task_id=task_id,
-                state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
-                principal=scope.owner if scope else "",
-                tenant=scope.tenant if scope else "",
-                message_id="",
-                cost=None,
-            )
+        scope = self.store.scope_of(task_id)
+        assert scope is not None  # peek just found the task
+        self._cancel_idle(task_id, task.context_id, scope, message)
 
     async def drain(self, grace: float) -> None:
         """Shutdown: lets running agents finish within `grace` seconds, then cancels them."""
