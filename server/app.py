@@ -227,7 +227,7 @@ async def start_server(
         final_card = sign_card(final_card, *card_signer)
         if extended_card is not None:
             extended_card = sign_card(extended_card, *card_signer)
-    handler = RequestHandler(
+    handler = RequestHandler.in_memory(
         agent,
         final_card,
         config,

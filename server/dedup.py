@@ -19,7 +19,7 @@ from typing import NamedTuple, Protocol
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.run import TaskRun
-from a2a_grpc.server.store import Scope
+from a2a_grpc.server.tasks.base import Scope
 
 Key = tuple[str, str, str]
 """(tenant, principal, message id)."""
@@ -95,8 +95,33 @@ def fingerprint(message: a2a_pb2.Message) -> int:
     return hash(message.SerializeToString(deterministic=True))
 
 
+class Idempotency(Protocol):
+    """Who runs each message id. `repeat_of`, `remember`, `settle` and `expire` keep this
+    process's window (synchronous, on the event loop: a repeat that arrives here while the first
+    delivery runs finds its run). `claim` decides, atomically and for every process sharing the
+    window, which delivery runs; a window of one process decides in `repeat_of` alone."""
+
+    def repeat_of(self, key: Key, message: a2a_pb2.Message) -> Outcome | None: ...
+
+    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+        """None when this delivery runs (as task `task_id` if it makes one); else the outcome
+        of the first delivery. InvalidParamsError when the id was used for other content."""
+        ...
+
+    async def unclaim(self, key: Key) -> None:
+        """The claimed delivery was refused before its run started: a retry may run it."""
+        ...
+
+    def remember(self, key: Key, message: a2a_pb2.Message, run: TaskRun) -> None: ...
+
+    def settle(self, key: Key, run: TaskRun) -> None: ...
+
+    def expire(self, now: float | None = None) -> None: ...
+
+
 class DedupWindow:
-    """Message ids seen within the last `window` seconds, at most `capacity` of them."""
+    """Message ids seen within the last `window` seconds, at most `capacity` of them, in this
+    process only (`claim` always lets the delivery run: `repeat_of` already decided)."""
 
     def __init__(
         self, *, window: float, capacity: int, clock: Callable[[], float] = time.monotonic
@@ -128,6 +153,12 @@ class DedupWindow:
                 ],
             )
         return entry.run if isinstance(entry, _Delivery) else entry
+
+    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+        return None
+
+    async def unclaim(self, key: Key) -> None:
+        pass
 
     def remember(self, key: Key, message: a2a_pb2.Message, run: TaskRun) -> None:
         """Records that this message id started `run`; forgets the ids that fell out."""

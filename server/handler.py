@@ -1,8 +1,10 @@
 """The protocol logic of A2AService: validation order, task runs, idempotency, streams, listing.
 
-Works on pb2 messages and core errors only; the servicer adapts it to grpc. Nothing here awaits
-between checking a request and registering its run, so concurrent repeats of one message id
-always find the first.
+Works on pb2 messages and core errors only; the servicer adapts it to grpc. It receives its
+collaborators (task store, idempotency window, push configs) and keeps the protocol's order over
+them; `RequestHandler.in_memory` builds the default, single-process set. Every decision that must
+hold across replicas is made atomically by a collaborator: who runs a message id (`claim`), who
+works on an interrupted task (`resume`), whether a write still applies (the store's check).
 """
 
 from __future__ import annotations
@@ -35,18 +37,28 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, verify_message
-from a2a_grpc.core.states import SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.audit import AuditLog
-from a2a_grpc.server.broker import Broker, Subscription
+from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.dedup import DedupWindow
+from a2a_grpc.server.dedup import DedupWindow, Idempotency, Outcome
 from a2a_grpc.server.push_config_rpcs import PushConfigService
-from a2a_grpc.server.run import TaskRun, record_status
-from a2a_grpc.server.store import InMemoryTaskStore, InvalidPageTokenError, Scope, TaskQuery
+from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.tasks.base import (
+    InvalidPageTokenError,
+    Scope,
+    Subscription,
+    TaskBusyError,
+    TaskFinishedError,
+    TaskQuery,
+    TaskStore,
+)
+from a2a_grpc.server.tasks.memory import InMemoryTaskStore
+from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 
 log = logging.getLogger(__name__)
@@ -80,40 +92,71 @@ class RequestHandler:
         card: a2a_pb2.AgentCard,
         config: ServerConfig,
         *,
+        store: TaskStore,
+        dedup: Idempotency,
+        push: PushConfigService | None = None,
         extended_card: a2a_pb2.AgentCard | None = None,
-        webhooks: WebhookDispatcher | None = None,
         signature_keys: KeySet | None = None,
     ) -> None:
-        """`webhooks` delivers push notifications; one is made from `config` when not given."""
+        """`push` serves the push-config RPCs and delivers webhooks (None when the card does
+        not offer push notifications)."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card
         self.config = config
         self.signature_keys = signature_keys
-        self.store = InMemoryTaskStore(
-            max_tasks=config.max_tasks,
-            max_bytes=config.max_store_bytes,
-            max_live_per_owner=config.live_tasks_per_principal,
-            max_live_per_tenant=config.live_tasks_per_tenant,
-            terminal_ttl=config.task_ttl,
-        )
-        self.push: PushConfigService | None = None
-        if card.capabilities.push_notifications:
-            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
-            self.push = PushConfigService(
-                self.store, webhooks, max_per_task=config.max_push_configs_per_task
-            )
-            self.store.on_evict = webhooks.forget_task
-        self.webhooks = webhooks
-        self.broker = Broker(config.subscriber_queue_size, observer=webhooks)
+        self.store = store
+        self.dedup = dedup
+        self.push = push
+        self.webhooks = None if push is None else push.dispatcher
+        store.on_remote_cancel = self._canceled_elsewhere
         self.audit: AuditLog | None = None
         self._traced = tracing_configured()  # give each agent run a span of its own
         self._input_modes = validation.accepted_input_modes(card)
         self._required_extensions = validation.required_extensions(card)
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
-        self.dedup = DedupWindow(window=config.dedup_window, capacity=config.max_tasks)
         self._housekeeper: asyncio.Task[None] | None = None
+
+    @classmethod
+    def in_memory(
+        cls,
+        agent: AgentExecutor,
+        card: a2a_pb2.AgentCard,
+        config: ServerConfig,
+        *,
+        extended_card: a2a_pb2.AgentCard | None = None,
+        webhooks: WebhookDispatcher | None = None,
+        signature_keys: KeySet | None = None,
+    ) -> RequestHandler:
+        """A handler over this process's memory: tasks, events and message ids are not shared.
+        `webhooks` delivers push notifications; one is made from `config` when not given."""
+        push = None
+        if card.capabilities.push_notifications:
+            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
+        else:
+            webhooks = None
+        table = TaskTable(
+            max_tasks=config.max_tasks,
+            max_bytes=config.max_store_bytes,
+            max_live_per_owner=config.live_tasks_per_principal,
+            max_live_per_tenant=config.live_tasks_per_tenant,
+            terminal_ttl=config.task_ttl,
+        )
+        store = InMemoryTaskStore(table, Broker(config.subscriber_queue_size, observer=webhooks))
+        if webhooks is not None:
+            push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs_per_task)
+            store.on_evict = webhooks.forget_task
+        return cls(
+            agent,
+            card,
+            config,
+            store=store,
+            dedup=DedupWindow(window=config.dedup_window, capacity=config.max_tasks),
+            push=push,
+            extended_card=extended_card,
+            signature_keys=signature_keys,
+        )
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 
@@ -126,17 +169,19 @@ class RequestHandler:
             await self._check_inline_webhook(configuration.task_push_notification_config)
         message = request.message
         key = (request.tenant, call.principal, message.message_id)
-        run = (
-            self.dedup.repeat_of(key, message)
-            or self._accept(request, key, call, subscribe=False)[0]
-        )
+        run = self.dedup.repeat_of(key, message)
+        if run is None:
+            run = (await self._accept(request, key, call, subscribe=False))[0]
         history = configuration.history_length if configuration.HasField("history_length") else None
         # `settled` implies `started`: a blocking call waits on it alone.
         await (run.started if configuration.return_immediately else run.settled).wait()
         if run.reply_message is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply_message)
         response = a2a_pb2.SendMessageResponse()
-        if not self.store.copy_into(run.task_id, run.scope, response.task, history_length=history):
+        found = await self.store.copy_into(
+            run.task_id, run.scope, response.task, history_length=history
+        )
+        if not found:
             raise TaskNotFoundError(f"task {run.task_id} is no longer stored")  # evicted since
         return response
 
@@ -150,40 +195,42 @@ class RequestHandler:
             await self._check_inline_webhook(configuration.task_push_notification_config)
         message = request.message
         key = (request.tenant, call.principal, message.message_id)
-        repeat = self.dedup.repeat_of(key, message)
-        if repeat is not None:
-            await repeat.started.wait()
-            if repeat.reply_message is not None:
-                yield a2a_pb2.StreamResponse(message=repeat.reply_message)
+        outcome: Outcome | None = self.dedup.repeat_of(key, message)
+        opened: Subscription | None = None
+        snapshot: a2a_pb2.Task | None = None
+        if outcome is None:
+            outcome, opened, snapshot = await self._accept(request, key, call, subscribe=True)
+        if opened is None:  # a repeat: follow what the first delivery led to
+            await outcome.started.wait()
+            if outcome.reply_message is not None:
+                yield a2a_pb2.StreamResponse(message=outcome.reply_message)
                 return
-            async for event in self._follow(repeat.task_id, repeat.scope, until_terminal=False):
+            async for event in self._follow(outcome.task_id, outcome.scope, until_terminal=False):
                 yield event
             return
-        run, subscription = self._accept(request, key, call, subscribe=True)
-        assert subscription is not None
         try:
-            if run.context.task is not None:
+            if snapshot is not None:
                 # A continuation: the stream opens with the task as it stands now.
-                snapshot = self.store.get(run.task_id, run.scope)
-                if snapshot is not None:
-                    yield a2a_pb2.StreamResponse(task=snapshot)
-            async for event in subscription:
+                yield a2a_pb2.StreamResponse(task=snapshot)
+            async for event in opened:
                 yield event
         finally:
-            subscription.cancel()
+            opened.cancel()
 
-    def _accept(
+    async def _accept(
         self,
         request: a2a_pb2.SendMessageRequest,
         key: tuple[str, str, str],
         call: CallContext,
         *,
         subscribe: bool,
-    ) -> tuple[TaskRun, Subscription | None]:
-        """Checks a new message (after required fields and dedup) and starts its run.
+    ) -> tuple[Outcome, Subscription | None, a2a_pb2.Task | None]:
+        """Checks a new message (after required fields and the local dedup) and starts its run.
 
-        `key` is the message's dedup key: (tenant, principal, message id). With `subscribe`, a
-        broker subscription is opened before the agent can emit anything.
+        `key` is the message's dedup key: (tenant, principal, message id). Returns the run, or
+        the outcome of a first delivery that another replica claimed (with no subscription).
+        With `subscribe`, a subscription is opened before the agent can emit anything, and for
+        a continuation also the task's snapshot it starts after.
         """
         message = request.message
         tenant = key[0]
@@ -196,11 +243,11 @@ class RequestHandler:
             validation.check_extensions(self._required_extensions, call.extensions)
         signed_by = self._check_signature(message, tenant)
         budget = _budget(message)
-        existing = self._existing_task(message, scope)
+        existing = await self._existing_task(message, scope)
         if existing is not None and self.push is not None:
             inline = request.configuration.task_push_notification_config
             if inline.url:  # validated up front: a given inline config has a url
-                self.push.check_room(
+                await self.push.check_room(
                     existing.id, inline.id, "configuration.task_push_notification_config"
                 )
         context_id = existing.context_id if existing is not None else message.context_id or new_id()
@@ -219,32 +266,47 @@ class RequestHandler:
                 json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
             ),
         )
-        if existing is None:
-            # StoreFullError now, rather than when the agent first speaks. Nothing below fails,
-            # so the room is always used or released by the run.
-            self.store.reserve(scope, size)
+        first = await self.dedup.claim(key, message, context.task_id)
+        if first is not None:
+            return first, None, None  # another replica runs this message id
+        try:
+            if existing is None:
+                # StoreFullError now, rather than when the agent first speaks; the room is used
+                # or released by the run.
+                await self.store.reserve(scope, size)
+            else:
+                await self._resume(existing, scope, message)
+        except BaseException:
+            await self.dedup.unclaim(key)  # nothing ran: a retry may run it
+            raise
         run = TaskRun(
             store=self.store,
-            broker=self.broker,
             scope=scope,
             context=context,
             on_settled=self._settled,
             traced=self._traced,
             reserved_size=size,
         )
-        if existing is not None:
-            self._continue(existing, message)
         if self.push is not None:
             configuration = request.configuration
             if configuration.HasField("task_push_notification_config"):
-                self.push.register(configuration.task_push_notification_config, run.task_id, tenant)
-        subscription = self.broker.subscribe(run.task_id) if subscribe else None
+                await self.push.register(
+                    configuration.task_push_notification_config, run.task_id, tenant
+                )
+        subscription: Subscription | None = None
+        snapshot = None
+        if subscribe and existing is None:
+            subscription = await self.store.subscribe(run.task_id)
+        elif subscribe:
+            watched = await self.store.watch(run.task_id, scope, until_terminal=False)
+            if watched is not None:
+                snapshot, subscription = watched
         self._active[run.task_id] = run
         self.dedup.remember(key, message, run)
         runner = run.start(self.agent)
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
-        return run, subscription
+        return run, subscription, snapshot
 
     def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
         """The verified signer's key id; "" for an unsigned message this agent accepts."""
@@ -276,10 +338,10 @@ class RequestHandler:
             )
         await self.push.validate(webhook, "configuration.task_push_notification_config")
 
-    def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
+    async def _existing_task(self, message: a2a_pb2.Message, scope: Scope) -> a2a_pb2.Task | None:
         if not message.task_id:
             return None
-        task = self.store.get(message.task_id, scope)
+        task = await self.store.get(message.task_id, scope)
         if task is None:
             raise TaskNotFoundError(
                 f"task {message.task_id} not found", metadata={"taskId": message.task_id}
@@ -293,37 +355,29 @@ class RequestHandler:
                 ],
             )
         if task.status.state in TERMINAL_STATES:
-            raise UnsupportedOperationError(
-                f"task {task.id} is {a2a_pb2.TaskState.Name(task.status.state)} and takes no more "
-                "messages: start a new task, listing this one in reference_task_ids",
-                metadata={"taskId": task.id},
-            )
+            raise _takes_no_more(task.id, task.status.state)
         if task.id in self._active:
-            raise UnsupportedOperationError(
-                f"task {task.id} is still working on an earlier message: send the next one when "
-                "it asks for input",
-                metadata={"taskId": task.id},
-            )
+            raise _busy(task.id)
         return task
 
-    def _continue(self, task: a2a_pb2.Task, message: a2a_pb2.Message) -> None:
-        """Records the caller's answer on an interrupted task and marks it SUBMITTED again."""
-        stored = a2a_pb2.Message()
-        stored.CopyFrom(message)
-        stored.task_id = task.id
-        stored.context_id = task.context_id
-
-        self.store.apply(task.id, lambda t: t.history.append(stored), status_changed=False)
-        record_status(
-            self.store, self.broker, task.id, task.context_id, a2a_pb2.TASK_STATE_SUBMITTED
-        )
+    async def _resume(self, task: a2a_pb2.Task, scope: Scope, message: a2a_pb2.Message) -> None:
+        """Records the caller's answer on an interrupted task and marks it SUBMITTED again,
+        unless a run took it (here or on another replica) since it was read."""
+        try:
+            resumed = await self.store.resume(task.id, scope, message)
+        except TaskBusyError:
+            raise _busy(task.id) from None
+        except TaskFinishedError as finished:
+            raise _takes_no_more(task.id, finished.state) from None
+        if resumed is None:
+            raise TaskNotFoundError(f"task {task.id} not found", metadata={"taskId": task.id})
 
     def _settled(self, run: TaskRun) -> None:
         if self._active.get(run.task_id) is run:
             del self._active[run.task_id]
         self.dedup.settle((run.scope.tenant, run.scope.owner, run.context.message.message_id), run)
         if run.reply_message is not None and self.push is not None:
-            self.push.configs.drop_task(run.task_id)  # a direct reply made no task to watch
+            self.push.forget_task(run.task_id)  # a direct reply made no task to watch
         if self.audit is not None:
             self._audit_outcome(self.audit, run)
 
@@ -346,7 +400,7 @@ class RequestHandler:
     async def get_task(self, request: a2a_pb2.GetTaskRequest, call: CallContext) -> a2a_pb2.Task:
         validation.check_get(request)
         history = request.history_length if request.HasField("history_length") else None
-        return self._lookup(request.id, Scope(request.tenant, call.principal), history)
+        return await self._lookup(request.id, Scope(request.tenant, call.principal), history)
 
     async def list_tasks(
         self, request: a2a_pb2.ListTasksRequest, call: CallContext
@@ -363,7 +417,7 @@ class RequestHandler:
             include_artifacts=request.include_artifacts,
         )
         try:
-            return self.store.list(Scope(request.tenant, call.principal), query)
+            return await self.store.list(Scope(request.tenant, call.principal), query)
         except InvalidPageTokenError:
             raise InvalidParamsError(
                 "page_token is not one this server issued: pass next_page_token from the "
@@ -376,27 +430,29 @@ class RequestHandler:
     ) -> a2a_pb2.Task:
         validation.check_task_id(request.id)
         scope = Scope(request.tenant, call.principal)
-        task = self._lookup(request.id, scope, None)
+        task = await self._lookup(request.id, scope, None)
         if task.status.state in TERMINAL_STATES:
-            raise TaskNotCancelableError(
-                f"task {task.id} is already {a2a_pb2.TaskState.Name(task.status.state)}",
-                metadata={"taskId": task.id},
-            )
+            raise _not_cancelable(task.id, task.status.state)
         run = self._active.get(task.id)
         if run is not None:
-            run.cancel()
-        else:  # interrupted: no agent is running, so the state changes alone
-            self._cancel_idle(task.id, task.context_id, scope, None)
-        return self._lookup(task.id, scope, None)
+            await run.cancel()
+        else:  # waiting for input, or worked on by another replica (the store tells it)
+            try:
+                await self.store.cancel(task.id, scope)
+            except TaskFinishedError as finished:
+                raise _not_cancelable(task.id, finished.state) from None
+            if task.status.state in INTERRUPTED_STATES:  # no run: no run will audit it
+                self._audit_canceled(task.id, scope)
+        return await self._lookup(task.id, scope, None)
 
-    def _cancel_idle(
-        self, task_id: str, context_id: str, scope: Scope, message: a2a_pb2.Message | None
-    ) -> None:
-        """CANCELED for a task no agent is working on (it waits for input), with `message` as
-        the status message; streams and webhooks see it, and it is audited as an outcome."""
-        record_status(
-            self.store, self.broker, task_id, context_id, a2a_pb2.TASK_STATE_CANCELED, message
-        )
+    def _canceled_elsewhere(self, task_id: str) -> None:
+        """A caller on another replica canceled a task a run of ours works on."""
+        run = self._active.get(task_id)
+        if run is not None:
+            run.abort(a2a_pb2.TASK_STATE_CANCELED)
+
+    def _audit_canceled(self, task_id: str, scope: Scope) -> None:
+        """Audits CANCELED as the outcome of a task no agent was working on."""
         if self.audit is not None:
             self.audit.outcome(
                 task_id=task_id,
@@ -413,7 +469,7 @@ class RequestHandler:
         self._require_streaming()
         validation.check_task_id(request.id)
         scope = Scope(request.tenant, call.principal)
-        task = self._lookup(request.id, scope, None)
+        task = await self._lookup(request.id, scope, None)
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
                 f"task {task.id} is {a2a_pb2.TaskState.Name(task.status.state)}: there is nothing "
@@ -430,19 +486,21 @@ class RequestHandler:
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         """The task's current snapshot, then its events until it is terminal, or (without
         `until_terminal`) until it is terminal or interrupted."""
-        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal)
-        snapshot = self.store.get(task_id, scope)
-        if snapshot is None:
-            subscription.cancel()
+        watched = await self.store.watch(task_id, scope, until_terminal=until_terminal)
+        if watched is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
-        yield a2a_pb2.StreamResponse(task=snapshot)
-        state = snapshot.status.state
-        closes_at = TERMINAL_STATES if until_terminal else SETTLED_STATES
-        if state in closes_at and task_id not in self._active:
+        snapshot, subscription = watched
+        try:
+            yield a2a_pb2.StreamResponse(task=snapshot)
+            # Runs claim interrupted tasks atomically (SUBMITTED at once), so a snapshot at a
+            # closing state means no event will follow for this stream.
+            closes_at = TERMINAL_STATES if until_terminal else SETTLED_STATES
+            if snapshot.status.state in closes_at:
+                return
+            async for event in subscription:
+                yield event
+        finally:
             subscription.cancel()
-            return
-        async for event in subscription:
-            yield event
 
     # -- push notification configs and the extended card ---------------------------------
 
@@ -495,8 +553,8 @@ class RequestHandler:
 
     # -- shared ---------------------------------------------------------------------------
 
-    def _lookup(self, task_id: str, scope: Scope, history: int | None) -> a2a_pb2.Task:
-        task = self.store.get(task_id, scope, history_length=history)
+    async def _lookup(self, task_id: str, scope: Scope, history: int | None) -> a2a_pb2.Task:
+        task = await self.store.get(task_id, scope, history_length=history)
         if task is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         return task
@@ -509,7 +567,8 @@ class RequestHandler:
 
     def start(self) -> None:
         """Starts the timer that expires tasks and message ids on time, also on an idle server
-        (otherwise they would only go when new work arrives). Call on the server's loop."""
+        (otherwise they would only go when new work arrives). Call on the server's loop, after
+        the store's `start`."""
         if self._housekeeper is None:
             self._housekeeper = asyncio.get_running_loop().create_task(self._keep_house())
 
@@ -524,34 +583,28 @@ class RequestHandler:
         while True:
             await asyncio.sleep(self.sweep_interval)
             try:
-                self.sweep()
+                await self.sweep()
             except Exception:  # never let one bad sweep stop the next ones
                 log.exception("housekeeping failed")
 
-    def sweep(self) -> None:
+    async def sweep(self) -> None:
         """Cancels tasks that waited for input longer than `interrupted_ttl`, drops finished
         tasks past `task_ttl` and message ids past the dedup window."""
-        config = self.config
         store = self.store
-        now = time.monotonic()
-        for task_id in store.parked_since(now - config.interrupted_ttl):
-            self._expire_parked(task_id)
-        store.evict_expired()
-        self.dedup.expire(now)
+        for task_id in await store.parked_longer_than(self.config.interrupted_ttl):
+            await self._expire_parked(task_id)
+        await store.evict_expired()
+        self.dedup.expire(time.monotonic())
 
-    def _expire_parked(self, task_id: str) -> None:
-        task = self.store.peek(task_id)
-        if task is None or task_id in self._active:
-            return
-        waited = a2a_pb2.TaskState.Name(task.status.state)
+    async def _expire_parked(self, task_id: str) -> None:
         text = (
-            f"canceled: no answer arrived within {self.config.interrupted_ttl:g} s of "
-            f"{waited}; start a new task, listing this one in reference_task_ids"
+            f"canceled: no answer arrived within {self.config.interrupted_ttl:g} s of a request "
+            "for input; start a new task, listing this one in reference_task_ids"
         )
-        message = agent_message(text, context_id=task.context_id, task_id=task_id)
-        scope = self.store.scope_of(task_id)
-        assert scope is not None  # peek just found the task
-        self._cancel_idle(task_id, task.context_id, scope, message)
+        message = agent_message(text, context_id="", task_id=task_id)  # the store sets it
+        scope = await self.store.cancel_parked(task_id, message)
+        if scope is not None:
+            self._audit_canceled(task_id, scope)
 
     async def drain(self, grace: float) -> None:
         """Shutdown: lets running agents finish within `grace` seconds, then cancels them."""
@@ -565,3 +618,26 @@ class RequestHandler:
                 runner.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
+
+
+def _takes_no_more(task_id: str, state: int) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"task {task_id} is {a2a_pb2.TaskState.Name(state)} and takes no more "
+        "messages: start a new task, listing this one in reference_task_ids",
+        metadata={"taskId": task_id},
+    )
+
+
+def _busy(task_id: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"task {task_id} is still working on an earlier message: send the next one when it "
+        "asks for input",
+        metadata={"taskId": task_id},
+    )
+
+
+def _not_cancelable(task_id: str, state: int) -> TaskNotCancelableError:
+    return TaskNotCancelableError(
+        f"task {task_id} is already {a2a_pb2.TaskState.Name(state)}",
+        metadata={"taskId": task_id},
+    )

@@ -12,7 +12,7 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.store import InMemoryTaskStore, Scope
+from a2a_grpc.server.tasks.base import Scope, TaskStore
 from a2a_grpc.server.validation import raise_violations
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher, WebhookRefusedError
 
@@ -31,7 +31,7 @@ class PushConfigService:
 
     def __init__(
         self,
-        store: InMemoryTaskStore,
+        store: TaskStore,
         dispatcher: WebhookDispatcher,
         *,
         max_per_task: int = DEFAULT_MAX_PER_TASK,
@@ -73,7 +73,7 @@ class PushConfigService:
                 str(exc), field_violations=[FieldViolation(f"{path}.url", str(exc))]
             ) from None
 
-    def check_room(self, task_id: str, config_id: str, field: str) -> None:
+    async def check_room(self, task_id: str, config_id: str, field: str) -> None:
         """InvalidParams (naming `field`) when the task cannot take one more config.
 
         Replacing a config (same id) always fits. The cap is a permanent limit, so this is not
@@ -89,7 +89,7 @@ class PushConfigService:
         )
         raise InvalidParamsError(problem, field_violations=[FieldViolation(field, problem)])
 
-    def register(
+    async def register(
         self, config: a2a_pb2.TaskPushNotificationConfig, task_id: str, tenant: str
     ) -> a2a_pb2.TaskPushNotificationConfig:
         """Stores an already validated config for `task_id` (also used for inline configs)."""
@@ -104,15 +104,15 @@ class PushConfigService:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         _require_task_id(request.task_id, "task_id")
         await self.validate(request, "config")
-        self._task(request.task_id, scope)
-        self.check_room(request.task_id, request.id, "task_id")
-        return self.register(request, request.task_id, scope.tenant)
+        await self._task(request.task_id, scope)
+        await self.check_room(request.task_id, request.id, "task_id")
+        return await self.register(request, request.task_id, scope.tenant)
 
     async def get(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, scope: Scope
     ) -> a2a_pb2.TaskPushNotificationConfig:
         _require_ids(request.task_id, request.id)
-        self._task(request.task_id, scope)
+        await self._task(request.task_id, scope)
         config = self.configs.get(request.task_id, request.id)
         if config is None:
             raise TaskNotFoundError(
@@ -127,7 +127,7 @@ class PushConfigService:
         _require_task_id(request.task_id, "task_id")
         if request.page_size < 0:
             raise_violations([FieldViolation("page_size", "must not be negative")])
-        self._task(request.task_id, scope)
+        await self._task(request.task_id, scope)
         configs = self.configs.for_task(request.task_id)
         start = _offset(request.page_token, len(configs))
         size = request.page_size or CONFIGS_PAGE_SIZE
@@ -141,13 +141,17 @@ class PushConfigService:
         self, request: a2a_pb2.DeleteTaskPushNotificationConfigRequest, scope: Scope
     ) -> empty_pb2.Empty:
         _require_ids(request.task_id, request.id)
-        self._task(request.task_id, scope)
+        await self._task(request.task_id, scope)
         self.configs.delete(request.task_id, request.id)
         self.dispatcher.forget(request.task_id, request.id)
         return empty_pb2.Empty()
 
-    def _task(self, task_id: str, scope: Scope) -> None:
-        if self.store.get(task_id, scope, history_length=0) is None:
+    def forget_task(self, task_id: str) -> None:
+        """Drops the task's configs (e.g. a direct reply made no task to watch)."""
+        self.configs.drop_task(task_id)
+
+    async def _task(self, task_id: str, scope: Scope) -> None:
+        if await self.store.get(task_id, scope, history_length=0) is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
 
 

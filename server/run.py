@@ -1,7 +1,7 @@
 """One execution of the agent for one accepted message: its event sink and its supervisor.
 
-A run turns the agent's calls into task changes (through the store) and stream events (through
-the broker), creating the task on the first task event. It settles at a terminal or interrupted
+A run turns the agent's calls into task changes and their stream events (both written through
+the task store), creating the task on the first task event. It settles at a terminal or interrupted
 state, or when the agent answers with a direct message; settling wakes blocking callers.
 """
 
@@ -17,7 +17,7 @@ from opentelemetry import trace
 
 from a2a_grpc.core.budget import Money, cost_of
 from a2a_grpc.core.ids import new_id
-from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
     AgentContractError,
@@ -26,9 +26,8 @@ from a2a_grpc.server.agent import (
     RequestContext,
     agent_message,
 )
-from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.spend import Ledger, OverBudget
-from a2a_grpc.server.store import InMemoryTaskStore, Scope
+from a2a_grpc.server.tasks.base import EventBuilder, Scope, TaskFinishedError, TaskStore
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("a2a_grpc.server")
@@ -38,40 +37,6 @@ AGENT_FAILED_TEXT = "the agent failed while working on this task"
 MessageLike = a2a_pb2.Message | str | None
 
 _REPORTABLE_STATES = frozenset(a2a_pb2.TaskState.values()) - {a2a_pb2.TASK_STATE_UNSPECIFIED}
-
-
-def record_status(
-    store: InMemoryTaskStore,
-    broker: Broker,
-    task_id: str,
-    context_id: str,
-    state: int,
-    message: a2a_pb2.Message | None = None,
-    event_metadata: dict[str, Any] | None = None,
-) -> bool:
-    """Sets a task's status, keeps its message in the history, and tells the task's streams.
-
-    Streams close after a terminal state; send streams also after an interrupted one (see
-    `Broker.subscribe`). Without subscribers nothing is copied
-    and no event is built (the common case of a blocking SendMessage). `event_metadata` goes
-    into the status update event (not the task). Returns the broker's backlog signal.
-    """
-    task = store.set_status(task_id, state, message)
-    if broker.has_subscribers(task_id):
-        event = a2a_pb2.StreamResponse()
-        update = event.status_update
-        update.task_id = task_id
-        update.context_id = context_id
-        update.status.CopyFrom(task.status)
-        if event_metadata:
-            update.metadata.update(event_metadata)
-        return broker.publish(
-            task_id,
-            event,
-            last=state in TERMINAL_STATES,
-            interrupted=state in INTERRUPTED_STATES,
-        )
-    return False
 
 
 class TaskRun:
@@ -85,8 +50,7 @@ class TaskRun:
     def __init__(
         self,
         *,
-        store: InMemoryTaskStore,
-        broker: Broker,
+        store: TaskStore,
         scope: Scope,
         context: RequestContext,
         on_settled: Callable[[TaskRun], None],
@@ -96,7 +60,6 @@ class TaskRun:
         """`reserved_size`: the size the handler reserved in the store for a new task."""
         self.store = store
         self.reserved_size = reserved_size
-        self.broker = broker
         self.scope = scope
         self.context = context
         self.task_id = context.task_id
@@ -113,6 +76,8 @@ class TaskRun:
         self._traced = traced
         self._runner: asyncio.Task[None] | None = None
         self._open = True  # until settled (a plain flag: it is read on every event)
+        self.stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
+        """How the task ends when the server stops the agent (state, status text)."""
         if self._task_exists:
             self.started.set()
 
@@ -130,12 +95,23 @@ class TaskRun:
         self._runner = asyncio.get_running_loop().create_task(coroutine)
         return self._runner
 
-    def cancel(self) -> None:
+    async def cancel(self) -> None:
         """CancelTask: the task is CANCELED now; the agent is told at its next await."""
         if not self.is_settled:
-            self._settle_with(a2a_pb2.TASK_STATE_CANCELED, None)
-        if self._runner is not None and not self._runner.done():
-            self._runner.cancel()
+            await self._settle_with(a2a_pb2.TASK_STATE_CANCELED, None)
+        self._stop_agent()
+
+    def abort(self, state: int = a2a_pb2.TASK_STATE_CANCELED) -> None:
+        """The task ended elsewhere (canceled on another replica): `state` is already stored.
+        Settles without writing and stops the agent at its next await."""
+        self.last_state = state
+        self._mark_settled()
+        self._stop_agent()
+
+    def _stop_agent(self) -> None:
+        runner = self._runner
+        if runner is not None and not runner.done() and runner is not asyncio.current_task():
+            runner.cancel()
 
     async def _traced_execute(self, agent: AgentExecutor) -> None:
         # The agent always runs in the server span's context (asyncio copies it into its task);
@@ -153,20 +129,21 @@ class TaskRun:
             pass  # the task has already ended REJECTED / FAILED with the reason
         except asyncio.CancelledError:
             if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
-                self._settle_safely(a2a_pb2.TASK_STATE_CANCELED, None)
+                state, text = self.stop_outcome
+                await self._settle_safely(state, text)
             raise
         except Exception:
             log.exception("agent raised while working on task %s", self.task_id)
             if not self.is_settled:
-                self._settle_safely(a2a_pb2.TASK_STATE_FAILED, AGENT_FAILED_TEXT)
+                await self._settle_safely(a2a_pb2.TASK_STATE_FAILED, AGENT_FAILED_TEXT)
         else:
             if not self.is_settled:
-                self._settle_safely(a2a_pb2.TASK_STATE_COMPLETED, None)
+                await self._settle_safely(a2a_pb2.TASK_STATE_COMPLETED, None)
 
-    def _settle_safely(self, state: int, text: str | None) -> None:
+    async def _settle_safely(self, state: int, text: str | None) -> None:
         # Whatever goes wrong here, waiting callers must be answered rather than left hanging.
         try:
-            self._settle_with(state, text)
+            await self._settle_with(state, text)
         except Exception:
             log.exception("could not record the end of task %s", self.task_id)
             self._mark_settled()
@@ -177,21 +154,31 @@ class TaskRun:
         if state not in _REPORTABLE_STATES:
             raise AgentContractError(f"not a task state: {state}")
         self._check_open()
-        self._ensure_task()
+        await self._ensure_task()
         status_message = None if message is None else self._agent_message(message)
-        backlog = self._record(state, status_message)
+        backlog = await self._record(state, status_message)
         if state in SETTLED_STATES:
             self._mark_settled()
         elif backlog:
             await asyncio.sleep(0)  # the readers' turn, see below
 
-    def _record(self, state: int, message: a2a_pb2.Message | None) -> bool:
-        self.last_state = state
+    async def _record(self, state: int, message: a2a_pb2.Message | None) -> bool:
         # The status update that ends a run carries the spend (budget extension).
         spend = self._ledger.metadata() if state in SETTLED_STATES else None
-        return record_status(
-            self.store, self.broker, self.task_id, self.context_id, state, message, spend
-        )
+        try:
+            backlog = await self.store.set_status(
+                self.task_id, state, message, event_metadata=spend
+            )
+        except TaskFinishedError as finished:
+            self._ended_elsewhere(finished)
+        self.last_state = state
+        return backlog
+
+    def _ended_elsewhere(self, finished: TaskFinishedError) -> NoReturn:
+        """The task turned terminal behind this run's back (canceled by a caller on another
+        replica, or failed by a lease reaper): the agent stops here."""
+        self.abort(finished.state)
+        raise asyncio.CancelledError(str(finished))
 
     # -- budget and cost (the budget extension; the arithmetic is `Ledger`'s) ---------------
 
@@ -199,25 +186,31 @@ class TaskRun:
         refusal = self._ledger.quote(amount)
         if refusal is not None:
             self._check_open()
-            self._ensure_task()
-            self._refuse_spend(a2a_pb2.TASK_STATE_REJECTED, refusal)
+            await self._ensure_task()
+            await self._refuse_spend(a2a_pb2.TASK_STATE_REJECTED, refusal)
 
     async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
         self._check_open()
-        self._ensure_task()
+        await self._ensure_task()
         refusal = self._ledger.charge(amount, currency)
         if refusal is not None:
-            self._refuse_spend(a2a_pb2.TASK_STATE_FAILED, refusal)
+            await self._refuse_spend(a2a_pb2.TASK_STATE_FAILED, refusal)
         spend = self._ledger.metadata() or {}
-        self.store.apply(
-            self.task_id, lambda task: task.metadata.update(spend), status_changed=False
-        )
+        await self._update(lambda task: task.metadata.update(spend))
 
-    def _refuse_spend(self, state: int, refusal: OverBudget) -> NoReturn:
+    async def _update(
+        self, mutate: Callable[[a2a_pb2.Task], None], event: EventBuilder | None = None
+    ) -> bool:
+        try:
+            return await self.store.update(self.task_id, mutate, event)
+        except TaskFinishedError as finished:
+            self._ended_elsewhere(finished)
+
+    async def _refuse_spend(self, state: int, refusal: OverBudget) -> NoReturn:
         """Ends the task in `state` with a status message saying why, then stops the agent."""
         message = self._agent_message(refusal.text)
         message.parts.add().data.struct_value.update(refusal.details)
-        self._record(state, message)
+        await self._record(state, message)
         self._mark_settled()
         raise BudgetExceededError(refusal.summary)
 
@@ -253,7 +246,7 @@ class TaskRun:
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
         self._check_open()
-        self._ensure_task()
+        await self._ensure_task()
         fresh = artifact_id is None
         if artifact_id is None:
             artifact_id = new_id()
@@ -278,17 +271,18 @@ class TaskRun:
                 existing.Clear()
                 fill(existing)
 
-        self.store.apply(self.task_id, mutate, status_changed=False)
-        if self.broker.has_subscribers(self.task_id):
-            event = a2a_pb2.StreamResponse()
-            update = event.artifact_update
+        def event() -> a2a_pb2.StreamResponse:
+            built = a2a_pb2.StreamResponse()
+            update = built.artifact_update
             update.task_id = self.task_id
             update.context_id = self.context_id
             fill(update.artifact)  # the event carries this chunk only
             update.append = append
             update.last_chunk = last_chunk
-            if self.broker.publish(self.task_id, event):
-                await asyncio.sleep(0)  # the readers' turn, see below
+            return built
+
+        if await self._update(mutate, event):
+            await asyncio.sleep(0)  # the readers' turn, see below
         return artifact_id
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:
@@ -299,10 +293,9 @@ class TaskRun:
             )
         reply = agent_message(message, context_id=self.context_id)
         self.reply_message = reply
-        self.store.release(self.scope)  # the room reserved for this run's task will not be used
+        await self.store.release(self.scope)  # the room reserved for this task will not be used
         self.started.set()
-        if self.broker.has_subscribers(self.task_id):
-            self.broker.publish(self.task_id, a2a_pb2.StreamResponse(message=reply), last=True)
+        await self.store.reply(self.task_id, reply)
         self._mark_settled()
 
     # -- internals ------------------------------------------------------------------------
@@ -324,11 +317,11 @@ class TaskRun:
             f"task {self.task_id} has settled; this run can report nothing more"
         )
 
-    def _ensure_task(self) -> None:
+    async def _ensure_task(self) -> None:
         if not self._task_exists:
-            self._create_task()
+            await self._create_task()
 
-    def _create_task(self) -> None:
+    async def _create_task(self) -> None:
         task = a2a_pb2.Task(id=self.task_id, context_id=self.context_id)
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         user_message = task.history.add()
@@ -339,18 +332,19 @@ class TaskRun:
         if spend is not None:
             task.metadata.update(spend)
         # Built here and never touched again: no copy in. The handler reserved its room.
-        self.store.adopt(task, self.scope, reserved_size=self.reserved_size)
+        await self.store.create(task, self.scope, reserved_size=self.reserved_size)
         self._task_exists = True
-        if self.broker.has_subscribers(self.task_id):
-            self.broker.publish(self.task_id, a2a_pb2.StreamResponse(task=task))
         self.started.set()
 
-    def _settle_with(self, state: int, text: str | None) -> None:
-        self._ensure_task()
-        current = self.store.get(self.task_id, self.scope, history_length=0)
-        if current is not None and current.status.state not in TERMINAL_STATES:
-            message = None if text is None else self._agent_message(text)
-            self._record(state, message)
+    async def _settle_with(self, state: int, text: str | None) -> None:
+        await self._ensure_task()
+        message = None if text is None else self._agent_message(text)
+        spend = self._ledger.metadata() if state in SETTLED_STATES else None
+        try:
+            await self.store.set_status(self.task_id, state, message, event_metadata=spend)
+            self.last_state = state
+        except TaskFinishedError as finished:
+            self.last_state = finished.state  # ended elsewhere meanwhile: nothing to record
         self._mark_settled()
 
     def _mark_settled(self) -> None:

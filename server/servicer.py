@@ -37,7 +37,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import AuthenticationError, current_principal
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
-from a2a_grpc.server.store import StoreFullError
+from a2a_grpc.server.tasks.base import StoreFullError
 from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ class Harness:
 
     @property
     def store(self) -> Any:
-        return self.running.handler.store
+        """The in-memory store's task table (synchronous), for assertions on what is stored."""
+        return self.running.handler.store.table
 
 
 Factory = Callable[..., Awaitable[Harness]]

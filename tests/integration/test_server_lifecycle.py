@@ -17,7 +17,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import PortInUseError, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.store import Scope
+from a2a_grpc.server.tasks.base import Scope
 from tests.integration.conftest import Factory, Harness, Held, send_request
 
 

@@ -154,10 +154,10 @@ async def test_agent_exception_fails_the_task_generically_and_server_keeps_servi
 async def test_server_exception_is_internal_error_with_generic_message(
     demo: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("secret detail")
 
-    monkeypatch.setattr(demo.store, "get", broken)
+    monkeypatch.setattr(demo.running.handler.store, "get", broken)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await demo.stub.GetTask(a2a_pb2.GetTaskRequest(id="x"))
     assert caught.value.code() == grpc.StatusCode.INTERNAL

@@ -38,7 +38,7 @@ async def test_text_and_data_parts_count_toward_the_message_size_limit(
         assert "limit is 65536" in (caught.value.details() or "")
     ok = await harness.stub.SendMessage(send_request("x" * 60_000))
     assert ok.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    assert len(harness.running.handler.store) == 1  # the refused ones stored nothing
+    assert len(harness.store) == 1  # the refused ones stored nothing
 
 
 async def test_store_byte_budget_refuses_new_work_when_live_tasks_fill_it(

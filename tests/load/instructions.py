@@ -49,7 +49,7 @@ async def _drive(total: int, max_tasks: int) -> None:
     from a2a_grpc.server.handler import RequestHandler
     from a2a_grpc.server.servicer import A2AServicer
 
-    handler = RequestHandler(
+    handler = RequestHandler.in_memory(
         DemoAgent(), demo_card("127.0.0.1:1"), ServerConfig(max_tasks=max_tasks)
     )
     servicer = A2AServicer(handler)

@@ -32,7 +32,7 @@ from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import A2A_SERVICE, MethodAwareReflection, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.store import Scope
+from a2a_grpc.server.tasks.base import Scope
 from tests.load.store_memory import small_task
 
 BURST_KEYWORD = "burst"
@@ -131,7 +131,7 @@ async def serve_ours(
     )
     config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agent)
-    preload(running.handler.store, preload_count)
+    preload(running.handler.store.table, preload_count)
     await _until_signalled(running.port)
     await running.stop()
 

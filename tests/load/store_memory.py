@@ -1,7 +1,7 @@
 """Measures resident memory per stored small task (run by hand or by `make bench`, never by tests).
 
 Two figures at N tasks (default 100,000):
-- store: tasks put straight into the InMemoryTaskStore (task + ListTasks indexes);
+- store: tasks put straight into the TaskTable (task + ListTasks indexes);
 - server: the same through RequestHandler.send_message with the demo agent, so it includes what
   the server keeps per accepted message (the idempotency record and the run that settled).
 A small task: one text message in, its echo artifact out, COMPLETED.
@@ -27,7 +27,8 @@ from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.handler import CallContext, RequestHandler
-from a2a_grpc.server.store import InMemoryTaskStore, Scope
+from a2a_grpc.server.tasks.base import Scope
+from a2a_grpc.server.tasks.table import TaskTable
 
 PAYLOAD_TASKS = 2000
 PAYLOAD_BYTES = 64 * 1024
@@ -62,7 +63,7 @@ def small_task() -> a2a_pb2.Task:
 
 
 def measure_store(count: int) -> float:
-    store = InMemoryTaskStore(max_tasks=count + 1)
+    store = TaskTable(max_tasks=count + 1)
     scope = Scope("", "")
     tasks = [small_task() for _ in range(1000)]
     before = rss_bytes()
@@ -76,7 +77,7 @@ def measure_store(count: int) -> float:
 def measure_payload(count: int, payload: int) -> tuple[float, float]:
     """(memory per payload byte, memory per byte the store counts) for `count` finished tasks
     whose message and echo artifact each carry `payload` bytes of text."""
-    store = InMemoryTaskStore(max_tasks=count + 1)
+    store = TaskTable(max_tasks=count + 1)
     scope = Scope("", "")
     text = "x" * payload
     before = rss_bytes()
@@ -91,7 +92,7 @@ def measure_payload(count: int, payload: int) -> tuple[float, float]:
 
 async def measure_server(count: int) -> float:
     config = ServerConfig(max_tasks=count + 1)
-    handler = RequestHandler(DemoAgent(), demo_card("127.0.0.1:0"), config)
+    handler = RequestHandler.in_memory(DemoAgent(), demo_card("127.0.0.1:0"), config)
     call = CallContext()
     before = rss_bytes()
     for _ in range(count):

@@ -29,7 +29,7 @@ from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.handler import CallContext, RequestHandler
-from a2a_grpc.server.store import LiveTaskLimitError, StoreFullError
+from a2a_grpc.server.tasks.base import LiveTaskLimitError, StoreFullError
 
 ALICE = CallContext(principal="alice")
 BOB = CallContext(principal="bob")
@@ -103,7 +103,7 @@ async def make() -> AsyncIterator[Make]:
     def build(
         agent: Any = None, card: a2a_pb2.AgentCard | None = None, **config: Any
     ) -> RequestHandler:
-        handler = RequestHandler(
+        handler = RequestHandler.in_memory(
             agent or Recorder(), card or demo_card("localhost:50051"), ServerConfig(**config)
         )
         made.append(handler)

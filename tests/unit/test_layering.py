@@ -1,7 +1,7 @@
 """The layers import one way: generated <- core <- {server, client} <- cli (no sockets).
 
 Server and client never import each other. The server's protocol core (handler, run, store,
-broker, validation, agent API) imports no grpc and none of the server's transport modules:
+broker, dedup, validation, agent API) imports no grpc and none of the server's transport modules:
 transport errors are translated in the servicer, and the handler raises core errors.
 """
 
@@ -20,7 +20,18 @@ LAYERS = {
     "server": ("a2a_grpc.server", "a2a_grpc.core", "a2a_grpc.generated"),
     "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
 }
-PROTOCOL_CORE = ("handler", "run", "store", "broker", "validation", "agent")
+PROTOCOL_CORE = (
+    "handler",
+    "run",
+    "tasks/base",
+    "tasks/memory",
+    "tasks/table",
+    "tasks/index",
+    "broker",
+    "dedup",
+    "validation",
+    "agent",
+)
 TRANSPORT = ("a2a_grpc.server.auth", "a2a_grpc.server.servicer", "a2a_grpc.server.app")
 
 
@@ -37,7 +48,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def modules_of(layer: str) -> list[Path]:
-    return sorted(path for path in (ROOT / layer).glob("*.py") if path.name != "__init__.py")
+    return sorted(path for path in (ROOT / layer).rglob("*.py") if path.name != "__init__.py")
 
 
 @pytest.mark.parametrize(

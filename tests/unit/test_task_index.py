@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.store import Scope
-from a2a_grpc.server.task_index import MAX_DIRTY, TaskIndex, TaskQuery
+from a2a_grpc.server.tasks.base import Scope
+from a2a_grpc.server.tasks.index import MAX_DIRTY, TaskIndex, TaskQuery
 
 SCOPE = Scope("tenant", "alice")
 

@@ -1,6 +1,6 @@
-"""The in-memory task store: tasks by id, scoped by tenant and owner, indexed for ListTasks.
+"""The in-memory store's table: tasks by id, scoped by tenant and owner, indexed for ListTasks.
 
-Contract (any other store must keep it):
+Synchronous; `InMemoryTaskStore` (memory.py) puts the `TaskStore` contract over it. Contract:
 - Copies in and out: callers never hold a reference to a stored Task, so mutating a returned
   Task changes nothing stored, and mutating an argument after the call changes nothing either.
 - Scoping: every read takes a `Scope`; a task of another tenant or owner is reported exactly as
@@ -24,40 +24,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.task_index import InvalidPageTokenError, TaskIndex, TaskQuery, trim_history
-
-__all__ = [
-    "InMemoryTaskStore",
-    "InvalidPageTokenError",
-    "LiveTaskLimitError",
-    "Scope",
-    "StoreFullError",
-    "TaskQuery",
-]
-
-
-class StoreFullError(Exception):
-    """The store has no room for another task: every slot, or its byte budget, is taken by live
-    (non-terminal) tasks. Retrying later can help."""
-
-
-class LiveTaskLimitError(StoreFullError):
-    """The caller (or its tenant) already holds as many live tasks as it may."""
-
-
-class Scope(NamedTuple):
-    """Who may see a task: the request's tenant and the authenticated caller.
-
-    A NamedTuple rather than a dataclass: it is made and hashed on every request, and a tuple's
-    hash and equality are C code.
-    """
-
-    tenant: str
-    owner: str
+from a2a_grpc.server.tasks.base import (
+    LiveTaskLimitError,
+    Scope,
+    StoreFullError,
+    TaskFinishedError,
+)
+from a2a_grpc.server.tasks.index import TaskIndex, TaskQuery, trim_history
 
 
 @dataclass(slots=True)
@@ -71,7 +47,7 @@ class _Record:
     indexed: tuple[tuple[int, str], str, int] | None = None
 
 
-class InMemoryTaskStore:
+class TaskTable:
     """Tasks in process memory. See the module docstring for the contract."""
 
     def __init__(
@@ -231,7 +207,7 @@ class InMemoryTaskStore:
         """Applies `mutate` to the stored task and returns a copy of the result.
 
         With `status_changed`, the status is stamped with the server's clock and the task moves to
-        the front of ListTasks. A terminal task never changes again: that raises ValueError.
+        the front of ListTasks. A terminal task never changes again: that raises TaskFinishedError.
         """
         return self._copy(self.apply(task_id, mutate, status_changed=status_changed))
 
@@ -245,7 +221,7 @@ class InMemoryTaskStore:
         record = self._records[task_id]
         task = record.task
         if task.status.state in TERMINAL_STATES:
-            raise ValueError(f"task {task_id!r} is terminal")
+            raise TaskFinishedError(task_id, task.status.state)
         mutate(task)
         if status_changed:
             record.updated_ns = self._stamp(task.status)
@@ -264,7 +240,7 @@ class InMemoryTaskStore:
         task = record.task
         status = task.status
         if status.state in TERMINAL_STATES:
-            raise ValueError(f"task {task_id!r} is terminal")
+            raise TaskFinishedError(task_id, status.state)
         status.state = state  # type: ignore[assignment]
         if message is not None:
             status.message.CopyFrom(message)

@@ -1,18 +1,19 @@
-"""The task store contract: copies, scoping, eviction, TTL, paging (no sockets)."""
+"""The in-memory task table: copies, scoping, eviction, TTL, paging (no sockets)."""
 
 from __future__ import annotations
 
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.store import (
-    InMemoryTaskStore,
+from a2a_grpc.server.tasks.base import (
     InvalidPageTokenError,
     LiveTaskLimitError,
     Scope,
     StoreFullError,
+    TaskFinishedError,
     TaskQuery,
 )
+from a2a_grpc.server.tasks.table import TaskTable
 
 SCOPE = Scope("tenant", "alice")
 
@@ -29,7 +30,7 @@ def task(task_id: str, state: int = a2a_pb2.TASK_STATE_WORKING, context: str = "
     return a2a_pb2.Task(id=task_id, context_id=context, status=a2a_pb2.TaskStatus(state=state))
 
 
-def finish(store: InMemoryTaskStore, task_id: str) -> None:
+def finish(store: TaskTable, task_id: str) -> None:
     def mutate(t: a2a_pb2.Task) -> None:
         t.status.state = a2a_pb2.TASK_STATE_COMPLETED
 
@@ -37,7 +38,7 @@ def finish(store: InMemoryTaskStore, task_id: str) -> None:
 
 
 def test_copies_in_and_out() -> None:
-    store = InMemoryTaskStore()
+    store = TaskTable()
     original = task("t1")
     store.create(original, SCOPE)
     original.context_id = "changed after create"
@@ -54,7 +55,7 @@ def test_copies_in_and_out() -> None:
 
 
 def test_other_scopes_see_nothing() -> None:
-    store = InMemoryTaskStore()
+    store = TaskTable()
     store.create(task("t1"), SCOPE)
     assert store.get("t1", Scope("tenant", "bob")) is None
     assert store.get("t1", Scope("other", "alice")) is None
@@ -62,15 +63,15 @@ def test_other_scopes_see_nothing() -> None:
 
 
 def test_terminal_tasks_are_frozen() -> None:
-    store = InMemoryTaskStore()
+    store = TaskTable()
     store.create(task("t1"), SCOPE)
     finish(store, "t1")
-    with pytest.raises(ValueError, match="terminal"):
+    with pytest.raises(TaskFinishedError, match="TASK_STATE"):
         finish(store, "t1")
 
 
 def test_full_store_evicts_the_oldest_terminal_task_first() -> None:
-    store = InMemoryTaskStore(max_tasks=3)
+    store = TaskTable(max_tasks=3)
     for name in ("a", "b", "c"):
         store.create(task(name), SCOPE)
     finish(store, "b")
@@ -84,7 +85,7 @@ def test_full_store_evicts_the_oldest_terminal_task_first() -> None:
 
 
 def test_full_store_of_live_tasks_refuses_new_ones() -> None:
-    store = InMemoryTaskStore(max_tasks=2)
+    store = TaskTable(max_tasks=2)
     store.create(task("a"), SCOPE)
     store.create(task("b"), SCOPE)
     with pytest.raises(StoreFullError, match="retry later"):
@@ -94,7 +95,7 @@ def test_full_store_of_live_tasks_refuses_new_ones() -> None:
 
 def test_terminal_tasks_expire_after_the_ttl() -> None:
     clock = Clock()
-    store = InMemoryTaskStore(terminal_ttl=60, monotonic=clock)
+    store = TaskTable(terminal_ttl=60, monotonic=clock)
     store.create(task("a"), SCOPE)
     store.create(task("b"), SCOPE)
     finish(store, "a")
@@ -107,7 +108,7 @@ def test_terminal_tasks_expire_after_the_ttl() -> None:
 
 def test_list_orders_by_last_status_change_and_pages_stably() -> None:
     ticks = iter(range(1, 1000))
-    store = InMemoryTaskStore(clock_ns=lambda: next(ticks))
+    store = TaskTable(clock_ns=lambda: next(ticks))
     for name in "abcde":
         store.create(task(name), SCOPE)
     finish(store, "b")  # b changed last, so it comes first
@@ -121,13 +122,13 @@ def test_list_orders_by_last_status_change_and_pages_stably() -> None:
 
 
 def test_list_rejects_foreign_tokens() -> None:
-    store = InMemoryTaskStore()
+    store = TaskTable()
     with pytest.raises(InvalidPageTokenError):
         store.list(SCOPE, TaskQuery(page_size=2, page_token="garbage"))
 
 
 def test_history_length_trims_oldest_first() -> None:
-    store = InMemoryTaskStore()
+    store = TaskTable()
     t = task("a")
     for index in range(5):
         t.history.add(message_id=str(index))
@@ -139,7 +140,7 @@ def test_history_length_trims_oldest_first() -> None:
 
 
 def test_reserved_room_is_kept_for_the_task_that_claimed_it() -> None:
-    store = InMemoryTaskStore(max_tasks=2)
+    store = TaskTable(max_tasks=2)
     store.create(task("a"), SCOPE)
     store.reserve(SCOPE)
     with pytest.raises(StoreFullError):
@@ -158,7 +159,7 @@ def test_reserved_room_is_kept_for_the_task_that_claimed_it() -> None:
 
 def test_set_status_stamps_keeps_the_message_in_history_and_freezes_terminal_tasks() -> None:
     ticks = iter(range(5_000_000_000, 5_000_000_100))
-    store = InMemoryTaskStore(clock_ns=lambda: next(ticks))
+    store = TaskTable(clock_ns=lambda: next(ticks))
     store.create(task("t1"), SCOPE)
     note = a2a_pb2.Message(message_id="m1", role=a2a_pb2.ROLE_AGENT)
     note.parts.add(text="need input")
@@ -174,13 +175,13 @@ def test_set_status_stamps_keeps_the_message_in_history_and_freezes_terminal_tas
     assert store.list(SCOPE, TaskQuery(page_size=5)).tasks[0].status.state == (
         a2a_pb2.TASK_STATE_COMPLETED
     )
-    with pytest.raises(ValueError, match="terminal"):
+    with pytest.raises(TaskFinishedError, match="TASK_STATE"):
         store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
 
 
 def test_eviction_keeps_oldest_first_order_across_many_turns() -> None:
     # The queues of finished tasks drain from the front; order must hold after many turns.
-    store = InMemoryTaskStore(max_tasks=50)
+    store = TaskTable(max_tasks=50)
     for number in range(500):
         store.create(task(f"t{number}"), SCOPE)
         finish(store, f"t{number}")
@@ -192,7 +193,7 @@ def test_context_filter_through_one_two_and_no_tasks_in_a_context() -> None:
     # A context's index starts as a bare key, becomes a list at its second task, and goes away
     # with its last task; every step must list the same as a full scan would.
     ticks = iter(range(1, 1000))
-    store = InMemoryTaskStore(max_tasks=3, clock_ns=lambda: next(ticks))
+    store = TaskTable(max_tasks=3, clock_ns=lambda: next(ticks))
 
     def listed(context: str, state: int = a2a_pb2.TASK_STATE_UNSPECIFIED) -> list[str]:
         query = TaskQuery(page_size=10, context_id=context, state=state)
@@ -214,7 +215,7 @@ def test_context_filter_through_one_two_and_no_tasks_in_a_context() -> None:
 
 def test_a_full_large_store_evicts_a_small_batch_of_the_oldest_at_once() -> None:
     # 1/64 of the store (at most 64) goes per eviction; small stores evict one at a time.
-    store = InMemoryTaskStore(max_tasks=640)
+    store = TaskTable(max_tasks=640)
     for number in range(640):
         store.create(task(f"t{number}"), SCOPE)
         finish(store, f"t{number}")
@@ -231,7 +232,7 @@ def big_task(task_id: str, size: int, state: int = a2a_pb2.TASK_STATE_WORKING) -
 
 
 def test_byte_budget_evicts_finished_tasks_then_refuses() -> None:
-    store = InMemoryTaskStore(max_bytes=10_000)
+    store = TaskTable(max_bytes=10_000)
     store.create(big_task("done", 4000, a2a_pb2.TASK_STATE_COMPLETED), SCOPE)
     store.create(big_task("live", 4000), SCOPE)
     assert 8000 < store.bytes < 8200
@@ -246,7 +247,7 @@ def test_byte_budget_evicts_finished_tasks_then_refuses() -> None:
 
 
 def test_a_task_is_measured_again_when_it_settles() -> None:
-    store = InMemoryTaskStore(max_bytes=10**9)
+    store = TaskTable(max_bytes=10**9)
     store.create(task("t"), SCOPE)
     before = store.bytes
 
@@ -262,7 +263,7 @@ def test_a_task_is_measured_again_when_it_settles() -> None:
 
 
 def test_live_tasks_are_capped_per_owner_and_per_tenant() -> None:
-    store = InMemoryTaskStore(max_live_per_owner=2, max_live_per_tenant=3)
+    store = TaskTable(max_live_per_owner=2, max_live_per_tenant=3)
     alice, bob, carol = Scope("t1", "alice"), Scope("t2", "alice"), Scope("t1", "bob")
     store.create(task("a1"), alice)
     store.reserve(bob)  # the same caller in another tenant
@@ -283,7 +284,7 @@ def test_live_tasks_are_capped_per_owner_and_per_tenant() -> None:
 
 def test_parked_tasks_are_listed_oldest_first_until_answered_or_finished() -> None:
     clock = Clock()
-    store = InMemoryTaskStore(monotonic=clock)
+    store = TaskTable(monotonic=clock)
     for name in ("p1", "p2", "p3"):
         store.create(task(name), SCOPE)
         store.set_status(name, a2a_pb2.TASK_STATE_INPUT_REQUIRED)

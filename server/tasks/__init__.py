@@ -1,0 +1,1 @@
+"""Task stores: the contract (base), this process's memory (memory, table, index)."""

@@ -1,0 +1,247 @@
+"""The task-store contract: what the handler and the task runs need of a store, kept by every
+store (in process memory, or Redis shared by replicas), plus the errors a store raises.
+
+Contract of every `TaskStore`:
+- Concurrency: all calls happen on the server's event loop. The in-memory store never suspends
+  inside a call; a shared store does, so every check that must hold at the time of a write is
+  made by the store itself, atomically (`resume`, `cancel`, the version check of each write).
+- Copies: a task handed to `create` belongs to the store afterwards; every task the store
+  returns is a copy the caller owns.
+- Scoping: every read takes a `Scope`; a task of another tenant or owner is reported exactly as
+  an unknown id would be (None / not listed).
+- Writers: the run working on a task (on this replica) writes it. A write to a task that turned
+  terminal meanwhile (canceled by another caller or replica, or failed by a lease reaper) changes
+  nothing and raises `TaskFinishedError`.
+- Events: every write publishes its stream event to the task's subscribers, on every replica
+  that shares the store, in the order of the writes; `watch` gives a snapshot and then exactly
+  the events after it (no gap, no repeat).
+- Failures: a shared store that cannot reach its backend within its timeout raises
+  `StoreUnavailableError` (retryable); nothing half-written is visible afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
+
+__all__ = [
+    "EventBuilder",
+    "InvalidPageTokenError",
+    "LiveTaskLimitError",
+    "Scope",
+    "StoreFullError",
+    "StoreUnavailableError",
+    "Subscription",
+    "TaskBusyError",
+    "TaskFinishedError",
+    "TaskQuery",
+    "TaskStore",
+]
+
+
+class Scope(NamedTuple):
+    """Who may see a task: the request's tenant and the authenticated caller.
+
+    A NamedTuple rather than a dataclass: it is made and hashed on every request, and a tuple's
+    hash and equality are C code.
+    """
+
+    tenant: str
+    owner: str
+
+
+class StoreFullError(Exception):
+    """The store has no room for another task: every slot, or its byte budget, is taken by live
+    (non-terminal) tasks. Retrying later can help."""
+
+
+class LiveTaskLimitError(StoreFullError):
+    """The caller (or its tenant) already holds as many live tasks as it may."""
+
+
+class StoreUnavailableError(Exception):
+    """The store's backend (e.g. Redis) did not answer in time or refused the connection.
+    Nothing was written; the same request may succeed later."""
+
+
+class TaskFinishedError(Exception):
+    """The task is terminal (e.g. canceled meanwhile): the write was not applied."""
+
+    def __init__(self, task_id: str, state: int) -> None:
+        super().__init__(f"task {task_id} is {a2a_pb2.TaskState.Name(state)}")
+        self.task_id = task_id
+        self.state = state
+
+
+class TaskBusyError(Exception):
+    """A run is still working on the task (an earlier message), here or on another replica."""
+
+
+class Subscription(Protocol):
+    """One reader's view of a task's events: iterate it; it ends when the stream should close.
+
+    Raises `SubscriberOverflowError` (broker.py) when the reader fell too far behind.
+    """
+
+    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]: ...
+
+    def cancel(self) -> None:
+        """Stops receiving; safe to call more than once."""
+        ...
+
+
+EventBuilder = Callable[[], a2a_pb2.StreamResponse]
+"""Builds a write's stream event; a store calls it only when someone may read the event."""
+
+
+class TaskStore(Protocol):
+    """Tasks, their events and the room they take. See the module docstring for the contract."""
+
+    shared: bool
+    """Whether other processes see the same tasks (so `--workers` and replicas make sense)."""
+
+    on_remote_cancel: Callable[[str], None] | None
+    """Called with a task id when a caller on another replica canceled a task that a run on
+    this replica works on (its run must stop; the task is already CANCELED). Set by the
+    handler; never called by a store that is not shared."""
+
+    on_evict: Callable[[str], None] | None
+    """Called with the id of every task this store lets go of (e.g. to drop its webhooks)."""
+
+    # -- room -----------------------------------------------------------------------------
+
+    async def reserve(self, scope: Scope, size: int) -> None:
+        """Promises room for one new task of about `size` bytes that `create` stores later.
+
+        LiveTaskLimitError when the scope's owner or tenant holds its share of live tasks,
+        StoreFullError when live tasks fill the store. Unused room goes back with `release`.
+        """
+        ...
+
+    async def release(self, scope: Scope) -> None:
+        """Gives back room promised by `reserve` that no task will use."""
+        ...
+
+    # -- writes by the run working on the task -----------------------------------------------
+
+    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+        """Stores a new task (taking ownership of `task`) in the room `reserve` promised,
+        stamps its status time, marks it worked on by this replica, and publishes it (a
+        StreamResponse with the task) to subscribers of its id."""
+        ...
+
+    async def set_status(
+        self,
+        task_id: str,
+        state: int,
+        message: a2a_pb2.Message | None = None,
+        *,
+        event_metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        """A status change: `state`, and `message` as the status message (also appended to the
+        history; None clears it), stamped with the store's clock, published as a status update
+        (with `event_metadata`). Streams close after a terminal state; send streams also after
+        an interrupted one. Returns True when a reader has a backlog (the writer should yield).
+
+        TaskFinishedError when the task is already terminal.
+        """
+        ...
+
+    async def update(
+        self,
+        task_id: str,
+        mutate: Callable[[a2a_pb2.Task], None],
+        event: EventBuilder | None = None,
+    ) -> bool:
+        """Applies `mutate` to the task (not its status) and publishes `event()` when given.
+        Returns the backlog signal like `set_status`. TaskFinishedError when terminal."""
+        ...
+
+    async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
+        """Publishes a direct reply (no task is stored) to subscribers of `task_id`, last."""
+        ...
+
+    async def resume(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message
+    ) -> a2a_pb2.Task | None:
+        """A follow-up message to an interrupted task, atomically: the message joins the
+        history, the task is SUBMITTED again (published) and worked on by this replica.
+
+        Returns the task as it was before, None when it is unknown in `scope`. TaskBusyError
+        while a run works on it; TaskFinishedError when it is terminal.
+        """
+        ...
+
+    async def cancel(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
+    ) -> a2a_pb2.Task | None:
+        """CANCELED now, with `message` as the status message, published; a run working on it
+        on another replica is told (`on_remote_cancel` there). Returns the task after, or None
+        when it is unknown in `scope`. TaskFinishedError when it is already terminal.
+        """
+        ...
+
+    async def cancel_parked(self, task_id: str, message: a2a_pb2.Message) -> Scope | None:
+        """`cancel` for the housekeeper: only when the task still waits for input (no run works
+        on it). The store sets the message's context id. Returns the task's scope when it was
+        canceled, None otherwise."""
+        ...
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def get(
+        self, task_id: str, scope: Scope, *, history_length: int | None = None
+    ) -> a2a_pb2.Task | None:
+        """A copy of the task, or None when it is unknown or belongs to another scope."""
+        ...
+
+    async def copy_into(
+        self,
+        task_id: str,
+        scope: Scope,
+        target: a2a_pb2.Task,
+        *,
+        history_length: int | None = None,
+    ) -> bool:
+        """`get` into a message the caller owns; False (target untouched) when not found."""
+        ...
+
+    async def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
+        """One page of the scope's tasks, most recently updated first; page tokens are valid on
+        every replica sharing the store. InvalidPageTokenError for a token no store issued."""
+        ...
+
+    async def watch(
+        self, task_id: str, scope: Scope, *, until_terminal: bool
+    ) -> tuple[a2a_pb2.Task, Subscription] | None:
+        """The task now, and a subscription to exactly the events after that snapshot; None
+        when the task is unknown in `scope`. See `subscribe` for `until_terminal`."""
+        ...
+
+    async def subscribe(self, task_id: str) -> Subscription:
+        """Every event of a task this replica is about to create or resume, from the next one
+        on. It closes after a terminal state, an interrupted one, or a direct reply."""
+        ...
+
+    # -- housekeeping ---------------------------------------------------------------------
+
+    async def parked_longer_than(self, seconds: float) -> Sequence[str]:
+        """Ids of tasks waiting for input (INPUT_REQUIRED / AUTH_REQUIRED) for longer than
+        `seconds`, oldest first."""
+        ...
+
+    async def evict_expired(self) -> int:
+        """Drops terminal tasks past their time to live; returns how many went (a store whose
+        backend expires them itself returns 0)."""
+        ...
+
+    async def start(self) -> None:
+        """Starts the store's background work (connections, leases). Call on the server loop."""
+        ...
+
+    async def close(self) -> None:
+        """Stops the background work; for a shared store, gives up this replica's leases."""
+        ...

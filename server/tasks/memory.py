@@ -1,0 +1,192 @@
+"""The default task store: the task table and the event broker of this process.
+
+Keeps the `TaskStore` contract (base.py) for one process: nothing is shared, so a task is only
+seen by the server that created it and is lost when it stops. No method suspends: each is one
+synchronous step on the event loop, which makes every check-then-write atomic here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.broker import Broker, Subscription
+from a2a_grpc.server.tasks.base import (
+    EventBuilder,
+    Scope,
+    TaskBusyError,
+    TaskFinishedError,
+    TaskQuery,
+)
+from a2a_grpc.server.tasks.table import TaskTable
+
+
+class InMemoryTaskStore:
+    """`TaskTable` + `Broker` behind the `TaskStore` contract. See the module docstring."""
+
+    shared = False
+
+    def __init__(self, table: TaskTable, broker: Broker) -> None:
+        self.table = table
+        self.broker = broker
+        self.on_remote_cancel: Callable[[str], None] | None = None
+        self._running: set[str] = set()  # ids of the tasks a run works on
+
+    @property
+    def on_evict(self) -> Callable[[str], None] | None:
+        return self.table.on_evict
+
+    @on_evict.setter
+    def on_evict(self, callback: Callable[[str], None] | None) -> None:
+        self.table.on_evict = callback
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    async def reserve(self, scope: Scope, size: int) -> None:
+        self.table.reserve(scope, size)
+
+    async def release(self, scope: Scope) -> None:
+        self.table.release(scope)
+
+    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+        task_id = task.id
+        self.table.adopt(task, scope, reserved_size=reserved_size)
+        self._running.add(task_id)
+        broker = self.broker
+        if broker.has_subscribers(task_id):
+            broker.publish(task_id, a2a_pb2.StreamResponse(task=task))
+
+    async def set_status(
+        self,
+        task_id: str,
+        state: int,
+        message: a2a_pb2.Message | None = None,
+        *,
+        event_metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        return self._set_status(task_id, state, message, event_metadata)
+
+    def _set_status(
+        self,
+        task_id: str,
+        state: int,
+        message: a2a_pb2.Message | None,
+        event_metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        task = self.table.set_status(task_id, state, message)
+        if state in SETTLED_STATES:
+            self._running.discard(task_id)  # the run's claim ends
+        broker = self.broker
+        # Without subscribers nothing is copied and no event is built (the common case of a
+        # blocking SendMessage).
+        if not broker.has_subscribers(task_id):
+            return False
+        event = a2a_pb2.StreamResponse()
+        update = event.status_update
+        update.task_id = task_id
+        update.context_id = task.context_id
+        update.status.CopyFrom(task.status)
+        if event_metadata:
+            update.metadata.update(event_metadata)
+        return broker.publish(
+            task_id, event, last=state in TERMINAL_STATES, interrupted=state in INTERRUPTED_STATES
+        )
+
+    async def update(
+        self,
+        task_id: str,
+        mutate: Callable[[a2a_pb2.Task], None],
+        event: EventBuilder | None = None,
+    ) -> bool:
+        self.table.apply(task_id, mutate, status_changed=False)
+        if event is not None and self.broker.has_subscribers(task_id):
+            return self.broker.publish(task_id, event())
+        return False
+
+    async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
+        if self.broker.has_subscribers(task_id):
+            self.broker.publish(task_id, a2a_pb2.StreamResponse(message=message), last=True)
+
+    async def resume(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message
+    ) -> a2a_pb2.Task | None:
+        table = self.table
+        task = table.get(task_id, scope)
+        if task is None:
+            return None
+        state = task.status.state
+        if state in TERMINAL_STATES:
+            raise TaskFinishedError(task_id, state)
+        if task_id in self._running:
+            raise TaskBusyError(task_id)
+        stored = a2a_pb2.Message()
+        stored.CopyFrom(message)
+        stored.task_id = task_id
+        stored.context_id = task.context_id
+        table.apply(task_id, lambda t: t.history.append(stored), status_changed=False)
+        self._running.add(task_id)
+        self._set_status(task_id, a2a_pb2.TASK_STATE_SUBMITTED, None)
+        return task
+
+    async def cancel(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
+    ) -> a2a_pb2.Task | None:
+        if self.table.scope_of(task_id) != scope:
+            return None
+        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message)
+        return self.table.get(task_id, scope)
+
+    async def cancel_parked(self, task_id: str, message: a2a_pb2.Message) -> Scope | None:
+        task = self.table.peek(task_id)
+        if task is None or task_id in self._running or task.status.state not in INTERRUPTED_STATES:
+            return None
+        message.context_id = task.context_id
+        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message)
+        return self.table.scope_of(task_id)
+
+    async def get(
+        self, task_id: str, scope: Scope, *, history_length: int | None = None
+    ) -> a2a_pb2.Task | None:
+        return self.table.get(task_id, scope, history_length=history_length)
+
+    async def copy_into(
+        self,
+        task_id: str,
+        scope: Scope,
+        target: a2a_pb2.Task,
+        *,
+        history_length: int | None = None,
+    ) -> bool:
+        return self.table.copy_into(task_id, scope, target, history_length=history_length)
+
+    async def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
+        return self.table.list(scope, query)
+
+    async def watch(
+        self, task_id: str, scope: Scope, *, until_terminal: bool
+    ) -> tuple[a2a_pb2.Task, Subscription] | None:
+        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal)
+        snapshot = self.table.get(task_id, scope)
+        if snapshot is None:
+            subscription.cancel()
+            return None
+        return snapshot, subscription
+
+    async def subscribe(self, task_id: str) -> Subscription:
+        return self.broker.subscribe(task_id)
+
+    async def parked_longer_than(self, seconds: float) -> Sequence[str]:
+        return self.table.parked_since(time.monotonic() - seconds)
+
+    async def evict_expired(self) -> int:
+        return self.table.evict_expired()
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
