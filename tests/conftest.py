@@ -1,0 +1,74 @@
+"""Fixtures for every test directory: real Redis servers (see tests/redis_servers.py).
+
+Without `redis-server` / `redis-cli` on PATH, a test that uses these fixtures, or is marked
+`@pytest.mark.redis`, is skipped with the install command as the reason; with
+A2A_GRPC_REQUIRE_REDIS=1 (CI) it fails instead. Tests using the fixtures get the `redis` marker
+themselves, so `pytest -m "not redis"` leaves them out.
+
+This file must not import a2a_grpc: tests/interop/sdk_client runs under it too, in a process
+where the official SDK owns the lf.a2a.v1 proto symbols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.redis_servers import RedisCluster, RedisServer, RedisServerFactory, require_redis
+
+REDIS_FIXTURES = frozenset({"redis_server", "make_redis_server", "shared_redis", "redis_cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REDIS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.redis)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("redis") is not None:
+        require_redis()
+
+
+@pytest.fixture
+def make_redis_server() -> Iterator[RedisServerFactory]:
+    """A factory: `make_redis_server(appendonly=True, extra_args=[...])` takes `RedisServer`'s
+    keyword arguments and returns a started server; every server it made is closed (stopped,
+    directory deleted) after the test."""
+    require_redis()
+    made: list[RedisServer] = []
+
+    def make(**options: Any) -> RedisServer:
+        server = RedisServer(**options)
+        made.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        server.close()
+
+
+@pytest.fixture
+def redis_server(make_redis_server: RedisServerFactory) -> RedisServer:
+    """A fresh, empty redis-server (no persistence) for this test alone."""
+    return make_redis_server()
+
+
+@pytest.fixture(scope="session")
+def shared_redis() -> Iterator[RedisServer]:
+    """One redis-server (no persistence) for the whole session. Tests that need it empty call
+    `shared_redis.flushall()` first; tests must not stop or restart it."""
+    require_redis()
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A 3-master Redis Cluster, all slots assigned, shared by the tests of one module (about
+    2 s to form). Tests must not stop its nodes."""
+    require_redis()
+    with RedisCluster() as cluster:
+        yield cluster
