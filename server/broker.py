@@ -23,21 +23,29 @@ class SubscriberOverflowError(Exception):
     """This subscriber fell more than its queue size behind and was cut off."""
 
 
+class SubscriptionOwner(Protocol):
+    """Whoever feeds a subscription (a broker); told when the reader stops."""
+
+    def _remove(self, task_id: str, subscription: Subscription) -> None: ...
+
+
 class Subscription:
     """One reader's view of a task's events. Iterate it; it ends when the stream should close."""
 
     __slots__ = (
         "_broker",
         "_closed",
+        "_error",
         "_events",
         "_limit",
-        "_overflowed",
         "_task_id",
         "_wakeup",
         "until_terminal",
     )
 
-    def __init__(self, broker: Broker, task_id: str, limit: int, until_terminal: bool) -> None:
+    def __init__(
+        self, broker: SubscriptionOwner, task_id: str, limit: int, until_terminal: bool
+    ) -> None:
         self._broker = broker
         self._task_id = task_id
         self._limit = limit
@@ -46,14 +54,18 @@ class Subscription:
         self._events: deque[a2a_pb2.StreamResponse] = deque()
         self._wakeup = asyncio.Event()
         self._closed = False
-        self._overflowed = False
+        self._error: Exception | None = None
 
     def _offer(self, event: a2a_pb2.StreamResponse) -> int:
         """Queues `event`; returns how many events wait now, or -1 when this reader overflowed."""
         events = self._events
         if len(events) >= self._limit:
-            self._overflowed = True
-            self._wakeup.set()
+            self._fail(
+                SubscriberOverflowError(
+                    f"this stream fell more than {self._limit} events behind task "
+                    f"{self._task_id}; call SubscribeToTask for a fresh snapshot"
+                )
+            )
             return -1
         events.append(event)
         self._wakeup.set()
@@ -63,16 +75,19 @@ class Subscription:
         self._closed = True
         self._wakeup.set()
 
+    def _fail(self, error: Exception) -> None:
+        """Ends the stream with `error` after the events already queued."""
+        if self._error is None:
+            self._error = error
+        self._wakeup.set()
+
     async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
         try:
             while True:
                 while self._events:
                     yield self._events.popleft()
-                if self._overflowed:
-                    raise SubscriberOverflowError(
-                        f"this stream fell more than {self._limit} events behind task "
-                        f"{self._task_id}; call SubscribeToTask for a fresh snapshot"
-                    )
+                if self._error is not None:
+                    raise self._error
                 if self._closed:
                     return
                 self._wakeup.clear()

@@ -273,7 +273,7 @@ class RequestHandler:
             if existing is None:
                 # StoreFullError now, rather than when the agent first speaks; the room is used
                 # or released by the run.
-                await self.store.reserve(scope, size)
+                await self.store.reserve(scope, size, context.task_id)
             else:
                 await self._resume(existing, scope, message)
         except BaseException:

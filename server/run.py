@@ -293,7 +293,9 @@ class TaskRun:
             )
         reply = agent_message(message, context_id=self.context_id)
         self.reply_message = reply
-        await self.store.release(self.scope)  # the room reserved for this task will not be used
+        await self.store.release(
+            self.scope, self.task_id
+        )  # the room reserved for this task will not be used
         self.started.set()
         await self.store.reply(self.task_id, reply)
         self._mark_settled()

@@ -113,15 +113,15 @@ class TaskStore(Protocol):
 
     # -- room -----------------------------------------------------------------------------
 
-    async def reserve(self, scope: Scope, size: int) -> None:
-        """Promises room for one new task of about `size` bytes that `create` stores later.
+    async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
+        """Promises room for the new task `task_id` of about `size` bytes (`create` stores it).
 
         LiveTaskLimitError when the scope's owner or tenant holds its share of live tasks,
         StoreFullError when live tasks fill the store. Unused room goes back with `release`.
         """
         ...
 
-    async def release(self, scope: Scope) -> None:
+    async def release(self, scope: Scope, task_id: str) -> None:
         """Gives back room promised by `reserve` that no task will use."""
         ...
 

@@ -169,7 +169,7 @@ class TaskIndex:
         (each has its own index); combining context and state walks the context's tasks.
         """
         response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
-        start = self._decode_token(query.page_token) if query.page_token else None
+        start = decode_page_token(query.page_token) if query.page_token else None
         self._flush()
         index = self._indexes.get(scope)
         if index is None:
@@ -187,7 +187,7 @@ class TaskIndex:
                 continue
             if len(page) == query.page_size:
                 last = page[-1]
-                response.next_page_token = self._encode_token((last.updated_ns, last.task.id))
+                response.next_page_token = encode_page_token((last.updated_ns, last.task.id))
                 break
             page.append(record)
         for record in page:
@@ -295,21 +295,24 @@ class TaskIndex:
             return int(len(entries) - entries.bisect_left(floor))
         return sum(1 for key in entries.irange(minimum=floor) if predicate(self._records[key[1]]))
 
-    @staticmethod
-    def _encode_token(key: _Key) -> str:
-        raw = f"{key[0]}:{key[1]}".encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    @staticmethod
-    def _decode_token(token: str) -> _Key:
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-            stamp, _, task_id = raw.partition(":")
-            if not task_id:
-                raise ValueError(token)
-            return int(stamp), task_id
-        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-            raise InvalidPageTokenError(token) from exc
+def encode_page_token(key: tuple[int, str]) -> str:
+    """The ListTasks page token after the task updated at `key[0]` (ns) with id `key[1]`; the
+    same for every store, so a token from one replica works on another."""
+    raw = f"{key[0]}:{key[1]}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> tuple[int, str]:
+    """The cursor in a token from `encode_page_token`; InvalidPageTokenError otherwise."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        stamp, _, task_id = raw.partition(":")
+        if not task_id:
+            raise ValueError(token)
+        return int(stamp), task_id
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidPageTokenError(token) from exc
 
 
 def _discard(indexes: dict[_Name, Any], name: _Name, key: _Key) -> None:

@@ -46,10 +46,10 @@ class InMemoryTaskStore:
     def __len__(self) -> int:
         return len(self.table)
 
-    async def reserve(self, scope: Scope, size: int) -> None:
+    async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         self.table.reserve(scope, size)
 
-    async def release(self, scope: Scope) -> None:
+    async def release(self, scope: Scope, task_id: str) -> None:
         self.table.release(scope)
 
     async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:

@@ -1,0 +1,146 @@
+"""The Lua scripts of the Redis task store; each touches the keys of one hash tag only (one
+slot of a Redis Cluster), so it runs atomically there too.
+
+Task hash fields: body (Task bytes), ver, tenant, owner, state, ctx, updated (ns), ik (the
+task's ListTasks index member), runner (the replica working on it, "" when none).
+"""
+
+from __future__ import annotations
+
+WRITE = """
+-- KEYS: task, events, push.  ARGV: expected ver (-1: must not exist), body, state, updated, ik,
+-- event ("" = none), flags, stream maxlen, ttl ms (0 = none), runner ("-" = keep), channel,
+-- then field/value pairs to set as well (create: tenant, owner, ctx).
+local ver = tonumber(redis.call('HGET', KEYS[1], 'ver') or '-1')
+if ver ~= tonumber(ARGV[1]) then
+  return {0, tonumber(redis.call('HGET', KEYS[1], 'state') or '0'), ver,
+          redis.call('HGET', KEYS[1], 'ik') or ''}
+end
+local old_ik = redis.call('HGET', KEYS[1], 'ik') or ''
+redis.call('HSET', KEYS[1], 'body', ARGV[2], 'ver', ver + 1, 'state', ARGV[3],
+           'updated', ARGV[4], 'ik', ARGV[5])
+if ARGV[10] ~= '-' then redis.call('HSET', KEYS[1], 'runner', ARGV[10]) end
+if #ARGV > 11 then redis.call('HSET', KEYS[1], unpack(ARGV, 12)) end
+local id = ''
+if ARGV[6] ~= '' then
+  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'e', ARGV[6], 'f', ARGV[7])
+  redis.call('PUBLISH', ARGV[11], id .. '\\n' .. ARGV[7] .. '\\n' .. ARGV[6])
+end
+local ttl = tonumber(ARGV[9])
+if ttl > 0 then
+  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return {1, ver + 1, id, old_ik}
+"""
+
+EMIT = """
+-- KEYS: events.  ARGV: event, flags, maxlen, channel, ttl ms.
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[1], 'f', ARGV[2])
+redis.call('PUBLISH', ARGV[4], id .. '\\n' .. ARGV[2] .. '\\n' .. ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return id
+"""
+
+SNAPSHOT = """
+-- KEYS: task, events.  The task's fields and the id of its last event, read together.
+local fields = redis.call('HMGET', KEYS[1], 'body', 'tenant', 'owner', 'ver', 'runner', 'ik')
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local id = '0-0'
+if #last > 0 then id = last[1][1] end
+table.insert(fields, id)
+return fields
+"""
+
+CANCEL_SIGNAL = """
+-- KEYS: none.  ARGV: channel, task id.  (A separate publish keeps WRITE's keys to one task.)
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
+
+RESERVE = """
+-- KEYS: all, owner live, tenant live.  ARGV: task id, now ms, max tasks, max per owner,
+-- max per tenant ("" = no bound).  Returns {status, oldest finished ids to evict...}.
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+if ARGV[4] ~= '' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return {'owner', redis.call('ZCARD', KEYS[2])}
+end
+if ARGV[5] ~= '' and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then
+  return {'tenant', redis.call('ZCARD', KEYS[3])}
+end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  -- the oldest finished tasks (finite scores) may make room; live ones (+inf) may not
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(+inf', 'LIMIT', 0, 64)
+  table.insert(oldest, 1, 'full')
+  return oldest
+end
+redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return {'ok'}
+"""
+
+SETTLE = """
+-- KEYS: all, owner live, tenant live, parked, replica's tasks.  ARGV: task id, how
+-- ("terminal" | "interrupted" | "working" | "release"), now ms, expiry ms.
+local id = ARGV[1]
+local how = ARGV[2]
+if how == 'terminal' then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[4], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('SREM', KEYS[5], id)
+elseif how == 'interrupted' then
+  redis.call('ZADD', KEYS[4], ARGV[3], id)
+  redis.call('SREM', KEYS[5], id)
+elseif how == 'working' then
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('SADD', KEYS[5], id)
+else -- release: reserved room that no task used
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('SREM', KEYS[5], id)
+end
+return 1
+"""
+
+INDEX = """
+-- KEYS: all, old state, new state, context ("" key name = none).  ARGV: old member, new member.
+for i = 1, 3 do
+  if ARGV[1] ~= '' then redis.call('ZREM', KEYS[i], ARGV[1]) end
+end
+if KEYS[4] ~= nil then
+  if ARGV[1] ~= '' then redis.call('ZREM', KEYS[4], ARGV[1]) end
+  redis.call('ZADD', KEYS[4], 0, ARGV[2])
+end
+redis.call('ZADD', KEYS[1], 0, ARGV[2])
+redis.call('ZADD', KEYS[3], 0, ARGV[2])
+return 1
+"""
+
+UNINDEX = """
+-- KEYS: all, state, context (optional).  ARGV: member.
+for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return 1
+"""
+
+CLAIM = """
+-- KEYS: claim.  ARGV: value, window ms.  The existing value, or false when this one was set.
+local existing = redis.call('GET', KEYS[1])
+if existing then return existing end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+UNCLAIM = """
+-- KEYS: claim.  ARGV: value.  Deletes the claim only when it is still this one.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+HEARTBEAT = """
+-- KEYS: replicas.  ARGV: replica id, lease expiry ms, now ms.  Renews this replica's lease and
+-- returns the replicas whose lease ran out (their reaping is claimed with ZREM).
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+"""

@@ -1,0 +1,1148 @@
+"""The shared task store: tasks, their events, leases and message ids in Redis (or Valkey), so
+every replica serves every task. Keeps the `TaskStore` contract (base.py).
+
+Keys (`a2a` is the default prefix). Every key of one task shares the hash tag `{<task id>}` and
+each scope's ListTasks indexes share their tenant's tag, so the same code runs on a Redis
+Cluster; the scripts (redis_scripts.py) each touch one slot.
+
+    a2a:{<task>}:task        hash: the Task (protobuf), its version, scope, state, runner
+    a2a:{<task>}:events      stream: every event of the task, trimmed to `stream_length`
+    a2a:{t:<tenant>}:o:<owner>:all | :s:<state> | :c:<context>
+                             ListTasks indexes: members "<updated ns, 20 digits>|<task id>"
+    a2a:{room}:all           every stored task id; score: when it expires (+inf while live)
+    a2a:{room}:o:<owner> / :t:<tenant>   live task ids per owner / tenant (the fair shares)
+    a2a:{room}:parked        tasks waiting for input, by when they started waiting
+    a2a:{room}:replicas      replica id -> lease expiry;  a2a:{room}:r:<replica>  its tasks
+    a2a:msg:{<digest>}       the claim on one (tenant, caller, message id): "<digest>|<task>"
+
+Events travel twice, in one atomic script with the write that made them: appended to the task's
+stream (the record: a cursor for every reader, trimmed, expired with the task) and published on
+the task's channel `a2a:ev:<task>` with their stream id. Each replica reads every channel it
+needs on ONE pub/sub connection (`_EventReader`) and fans events out to its local streams;
+`watch` subscribes first, then reads the snapshot with the id of its last event, and passes on
+only events after that id: no gap, no repeat, and no polling.
+
+Writes: the run working on a task keeps the task in memory (`_Owned`) and writes it whole with
+the version it read; a version that moved means another replica canceled it (or a reaper failed
+it), which raises TaskFinishedError. Leases: each replica renews its lease every third of
+`lease` seconds; any replica that finds an expired lease claims the reaping (ZREM) and fails the
+tasks that replica was running, with a status message saying why (spec decision §9.11).
+
+Failures: every Redis call is bounded by `timeout`; a refused or slow call raises
+StoreUnavailableError and turns `healthy` off until a probe gets through again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
+from a2a_grpc.core.ids import new_id
+from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.broker import Subscription
+from a2a_grpc.server.dedup import DedupWindow, Key, Outcome
+from a2a_grpc.server.tasks import redis_scripts
+from a2a_grpc.server.tasks.base import (
+    EventBuilder,
+    LiveTaskLimitError,
+    Scope,
+    StoreFullError,
+    StoreUnavailableError,
+    TaskBusyError,
+    TaskFinishedError,
+    TaskQuery,
+)
+from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+"""What a Redis that is down, restarting or unreachable raises (BusyLoadingError is a
+ConnectionError)."""
+
+REPLICA_STOPPED_TEXT = (
+    "the replica running this task stopped before it finished; the task was not re-run: "
+    "send the request again as a new task"
+)
+
+
+def _hex(text: str) -> str:
+    return text.encode().hex()
+
+
+def _member(updated_ns: int, task_id: str) -> str:
+    return f"{updated_ns:020d}|{task_id}"
+
+
+class _Keys:
+    """Key and channel names (see the module docstring)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        room = f"{prefix}:{{room}}"
+        self.room_all = f"{room}:all"
+        self.parked = f"{room}:parked"
+        self.replicas = f"{room}:replicas"
+        self._room = room
+
+    def task(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:task"
+
+    def events(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:events"
+
+    def push(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:push"
+
+    def channel(self, task_id: str) -> str:
+        return f"{self.prefix}:ev:{task_id}"
+
+    def cancel_channel(self, replica: str) -> str:
+        return f"{self.prefix}:cancel:{replica}"
+
+    def live_owner(self, owner: str) -> str:
+        return f"{self._room}:o:{_hex(owner)}"
+
+    def live_tenant(self, tenant: str) -> str:
+        return f"{self._room}:t:{_hex(tenant)}"
+
+    def replica_tasks(self, replica: str) -> str:
+        return f"{self._room}:r:{replica}"
+
+    def index(self, scope: Scope, suffix: str) -> str:
+        return f"{self.prefix}:{{t:{_hex(scope.tenant)}}}:o:{_hex(scope.owner)}:{suffix}"
+
+    def claim(self, digest: str) -> str:
+        return f"{self.prefix}:msg:{{{digest}}}"
+
+
+@dataclass(slots=True)
+class _Owned:
+    """A task this replica's run works on: the store's last write of it, and its version."""
+
+    task: a2a_pb2.Task
+    scope: Scope
+    version: int
+    member: str  # its ListTasks index member as written
+
+
+@dataclass(slots=True)
+class _Loaded:
+    task: a2a_pb2.Task
+    scope: Scope
+    version: int
+    runner: str
+    member: str
+
+
+class RedisTaskStore:
+    """Tasks in Redis, shared by every replica that uses the same Redis. See the module
+    docstring; `connect` builds one from a URL."""
+
+    shared = True
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        max_tasks: int = 100_000,
+        max_live_per_owner: int | None = None,
+        max_live_per_tenant: int | None = None,
+        terminal_ttl: float = 3600.0,
+        lease: float = 10.0,
+        queue_size: int = 1024,
+        timeout: float = 2.0,
+        stream_length: int = 1000,
+        prefix: str = "a2a",
+        replica_id: str | None = None,
+    ) -> None:
+        # Typed Any: redis-py's command stubs return unions of every RESP shape; the shapes
+        # used here are fixed by the commands and scripts.
+        self.client: Any = client
+        self.keys = _Keys(prefix)
+        self.max_tasks = max_tasks
+        self.max_live_per_owner = max_live_per_owner
+        self.max_live_per_tenant = max_live_per_tenant
+        self.terminal_ttl = terminal_ttl
+        self.lease = lease
+        self.timeout = timeout
+        self.stream_length = stream_length
+        self.replica_id = replica_id or new_id()
+        self.on_remote_cancel: Callable[[str], None] | None = None
+        self.on_evict: Callable[[str], None] | None = None
+        self.on_health: Callable[[bool], None] | None = None
+        """Called with False when Redis stops answering and True when it answers again."""
+        self.healthy = True
+        self._owned: dict[str, _Owned] = {}
+        self._last_ns = 0
+        self._scripts = {
+            name: client.register_script(getattr(redis_scripts, name))
+            for name in ("WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM")
+        }
+        self._scripts["UNCLAIM"] = client.register_script(redis_scripts.UNCLAIM)
+        self._scripts["HEARTBEAT"] = client.register_script(redis_scripts.HEARTBEAT)
+        self.events = _EventReader(self, queue_size)
+        self._background: list[asyncio.Task[None]] = []
+        self._probe: asyncio.Task[None] | None = None
+
+    @classmethod
+    def connect(cls, url: str, *, timeout: float = 2.0, **options: Any) -> RedisTaskStore:
+        """A store on the Redis at `url` (redis://, rediss://, unix://; password in the URL).
+
+        No retries inside the client: a refused call fails within `timeout` and the caller's
+        own retry (our client honours RetryInfo) decides.
+        """
+        client = aioredis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+        )
+        return cls(client, timeout=timeout, **options)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _call(self, awaitable: Awaitable[T]) -> T:
+        """One Redis round trip, bounded by `timeout`; StoreUnavailableError when it fails."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await awaitable
+        except (*REDIS_ERRORS, TimeoutError) as exc:
+            self._set_healthy(False)
+            raise StoreUnavailableError(
+                f"the task store (Redis) did not answer: {type(exc).__name__}; retry shortly"
+            ) from exc
+        if not self.healthy:
+            self._set_healthy(True)
+        return result
+
+    async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self._call(self._scripts[name](keys=list(keys), args=list(args)))
+
+    def _set_healthy(self, healthy: bool) -> None:
+        if healthy == self.healthy:
+            return
+        self.healthy = healthy
+        if healthy:
+            log.warning("the task store (Redis) answers again")
+        else:
+            log.warning("the task store (Redis) does not answer; calls fail with UNAVAILABLE")
+            if self._probe is None or self._probe.done():
+                self._probe = asyncio.get_running_loop().create_task(self._recover())
+        if self.on_health is not None:
+            self.on_health(healthy)
+
+    async def _recover(self) -> None:
+        """Pings until Redis answers (there is no event to wait on for a server coming back),
+        then reopens the event reader."""
+        while not self.healthy:
+            with contextlib.suppress(StoreUnavailableError):
+                await self._call(self.client.ping())
+            if not self.healthy:
+                await asyncio.sleep(min(1.0, self.timeout / 2))
+        self.events.restart()
+
+    def _stamp(self, status: a2a_pb2.TaskStatus) -> int:
+        now = time.time_ns()
+        if now <= self._last_ns:
+            now = self._last_ns + 1
+        self._last_ns = now
+        status.timestamp.seconds, status.timestamp.nanos = divmod(now, 1_000_000_000)
+        return now
+
+    def _expiry_ms(self) -> int:
+        return int((time.time() + self.terminal_ttl) * 1000)
+
+    # -- room -----------------------------------------------------------------------------
+
+    async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
+        keys = self.keys
+        script_keys = [keys.room_all, keys.live_owner(scope.owner), keys.live_tenant(scope.tenant)]
+        owner_max = "" if self.max_live_per_owner is None else self.max_live_per_owner
+        tenant_max = "" if self.max_live_per_tenant is None else self.max_live_per_tenant
+        for _ in range(3):  # each round makes room for up to 64 tasks
+            now_ms = int(time.time() * 1000)
+            result = await self._run(
+                "RESERVE", script_keys, [task_id, now_ms, self.max_tasks, owner_max, tenant_max]
+            )
+            verdict = result[0].decode()
+            if verdict == "ok":
+                await self._call(self.client.sadd(keys.replica_tasks(self.replica_id), task_id))
+                return
+            if verdict == "owner":
+                raise LiveTaskLimitError(
+                    f"this caller already has {result[1]} unfinished tasks, the most one caller "
+                    "may hold: wait for some to finish, or answer or cancel those waiting for "
+                    "input"
+                )
+            if verdict == "tenant":
+                raise LiveTaskLimitError(
+                    f"this tenant already has {result[1]} unfinished tasks, the most one tenant "
+                    "may hold: retry when some have finished"
+                )
+            oldest = [member.decode() for member in result[1:]]
+            if not oldest:
+                break
+            for evicted in oldest:
+                await self._delete(evicted)
+        raise StoreFullError(f"the store holds {self.max_tasks} unfinished tasks; retry later")
+
+    async def release(self, scope: Scope, task_id: str) -> None:
+        await self._settle_room(task_id, scope, "release")
+
+    async def _settle_room(self, task_id: str, scope: Scope, how: str) -> None:
+        keys = self.keys
+        await self._run(
+            "SETTLE",
+            [
+                keys.room_all,
+                keys.live_owner(scope.owner),
+                keys.live_tenant(scope.tenant),
+                keys.parked,
+                keys.replica_tasks(self.replica_id),
+            ],
+            [task_id, how, int(time.time() * 1000), self._expiry_ms()],
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+        task_id = task.id
+        updated = self._stamp(task.status)
+        member = _member(updated, task_id)
+        owned = _Owned(task, scope, -1, "")
+        event = a2a_pb2.StreamResponse(task=task)
+        extra = ["tenant", scope.tenant, "owner", scope.owner, "ctx", task.context_id]
+        await self._write(owned, member, event, "", self.replica_id, extra)
+        self._owned[task_id] = owned
+        await self._index(scope, task, "", -1, member)
+
+    async def set_status(
+        self,
+        task_id: str,
+        state: int,
+        message: a2a_pb2.Message | None = None,
+        *,
+        event_metadata: dict[str, Any] | None = None,
+    ) -> bool:
+        owned = self._owned.get(task_id)
+        if owned is None:
+            owned = await self._adopt(task_id)
+        await self._change_status(owned, state, message, event_metadata, runner=None)
+        return False  # each write awaits Redis: the readers get their turn anyway
+
+    async def _change_status(
+        self,
+        owned: _Owned,
+        state: int,
+        message: a2a_pb2.Message | None,
+        event_metadata: dict[str, Any] | None,
+        *,
+        runner: str | None,
+    ) -> str:
+        """Writes a status change of `owned` (its runner too, when given); returns the runner
+        the task had before."""
+        task = owned.task
+        previous_state = task.status.state
+        if previous_state in TERMINAL_STATES:
+            raise TaskFinishedError(task.id, previous_state)
+        status = task.status
+        status.state = state  # type: ignore[assignment]
+        if message is not None:
+            status.message.CopyFrom(message)
+            task.history.append(message)
+        elif status.HasField("message"):
+            status.ClearField("message")
+        updated = self._stamp(status)
+        member = _member(updated, task.id)
+        event = a2a_pb2.StreamResponse()
+        update = event.status_update
+        update.task_id = task.id
+        update.context_id = task.context_id
+        update.status.CopyFrom(status)
+        if event_metadata:
+            update.metadata.update(event_metadata)
+        terminal = state in TERMINAL_STATES
+        flags = "t" if terminal else "i" if state in INTERRUPTED_STATES else ""
+        if runner is None:
+            runner = "" if state in SETTLED_STATES else "-"
+        old_member = owned.member
+        before = await self._write(owned, member, event, flags, runner, [], terminal=terminal)
+        await self._index(owned.scope, task, old_member, previous_state, member)
+        if terminal:
+            await self._settle_room(task.id, owned.scope, "terminal")
+        elif state in INTERRUPTED_STATES:
+            await self._settle_room(task.id, owned.scope, "interrupted")
+        if state in SETTLED_STATES:
+            self._owned.pop(task.id, None)
+        return before
+
+    async def _write(
+        self,
+        owned: _Owned,
+        member: str,
+        event: a2a_pb2.StreamResponse | None,
+        flags: str,
+        runner: str,
+        extra: list[str],
+        *,
+        terminal: bool = False,
+    ) -> str:
+        """Writes `owned.task` if its version is still `owned.version`; returns the member it
+        replaced. TaskFinishedError (and the task is let go) when the version moved."""
+        task = owned.task
+        keys = self.keys
+        task_id = task.id
+        ttl = int(self.terminal_ttl * 2000) + 60_000 if terminal else 0  # backstop, see sweep
+        result = await self._run(
+            "WRITE",
+            [keys.task(task_id), keys.events(task_id), keys.push(task_id)],
+            [
+                owned.version,
+                task.SerializeToString(),
+                task.status.state,
+                member.partition("|")[0],
+                member,
+                b"" if event is None else event.SerializeToString(),
+                flags,
+                self.stream_length,
+                ttl,
+                runner,
+                keys.channel(task_id),
+                *extra,
+            ],
+        )
+        if result[0] == 0:
+            self._owned.pop(task_id, None)
+            state = int(result[1])
+            raise TaskFinishedError(task_id, state if state else a2a_pb2.TASK_STATE_CANCELED)
+        owned.version = int(result[1])
+        owned.member = member
+        return result[3].decode() if isinstance(result[3], bytes) else str(result[3])
+
+    async def _index(
+        self, scope: Scope, task: a2a_pb2.Task, old_member: str, old_state: int, member: str
+    ) -> None:
+        keys = self.keys
+        index_keys = [
+            keys.index(scope, "all"),
+            keys.index(scope, f"s:{old_state}"),
+            keys.index(scope, f"s:{task.status.state}"),
+        ]
+        if task.context_id:
+            index_keys.append(keys.index(scope, f"c:{_hex(task.context_id)}"))
+        await self._run("INDEX", index_keys, [old_member, member])
+
+    async def update(
+        self,
+        task_id: str,
+        mutate: Callable[[a2a_pb2.Task], None],
+        event: EventBuilder | None = None,
+    ) -> bool:
+        owned = self._owned.get(task_id)
+        if owned is None:
+            owned = await self._adopt(task_id)
+        state = owned.task.status.state
+        if state in TERMINAL_STATES:
+            raise TaskFinishedError(task_id, state)
+        mutate(owned.task)
+        built = None if event is None else event()
+        await self._write(owned, owned.member, built, "", "-", [])
+        return False
+
+    async def _adopt(self, task_id: str) -> _Owned:
+        """Reads a task this replica writes without having created it (e.g. a status change
+        after a restart of the run's bookkeeping)."""
+        loaded = await self._load(task_id)
+        if loaded is None:
+            raise TaskFinishedError(task_id, a2a_pb2.TASK_STATE_CANCELED)
+        owned = _Owned(loaded.task, loaded.scope, loaded.version, loaded.member)
+        self._owned[task_id] = owned
+        return owned
+
+    async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
+        keys = self.keys
+        await self._run(
+            "EMIT",
+            [keys.events(task_id)],
+            [
+                a2a_pb2.StreamResponse(message=message).SerializeToString(),
+                "t",
+                self.stream_length,
+                keys.channel(task_id),
+                int(self.terminal_ttl * 1000),
+            ],
+        )
+
+    async def resume(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message
+    ) -> a2a_pb2.Task | None:
+        for _ in range(8):  # another replica's write between our read and write: read again
+            loaded = await self._load(task_id)
+            if loaded is None or loaded.scope != scope:
+                return None
+            before = a2a_pb2.Task()
+            before.CopyFrom(loaded.task)
+            state = loaded.task.status.state
+            if state in TERMINAL_STATES:
+                raise TaskFinishedError(task_id, state)
+            if loaded.runner or state not in INTERRUPTED_STATES:
+                raise TaskBusyError(task_id)
+            stored = loaded.task.history.add()
+            stored.CopyFrom(message)
+            stored.task_id = task_id
+            stored.context_id = loaded.task.context_id
+            owned = _Owned(loaded.task, scope, loaded.version, loaded.member)
+            try:
+                await self._change_status(
+                    owned, a2a_pb2.TASK_STATE_SUBMITTED, None, None, runner=self.replica_id
+                )
+            except TaskFinishedError:
+                continue  # the version moved: see what happened
+            self._owned[task_id] = owned
+            await self._call(self.client.sadd(self.keys.replica_tasks(self.replica_id), task_id))
+            await self._settle_room(task_id, scope, "working")
+            return before
+        raise TaskBusyError(task_id)
+
+    async def cancel(
+        self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
+    ) -> a2a_pb2.Task | None:
+        for _ in range(8):
+            loaded = await self._load(task_id)
+            if loaded is None or loaded.scope != scope:
+                return None
+            canceled = await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, message)
+            if canceled is not None:
+                return canceled
+        raise StoreUnavailableError(f"task {task_id} kept changing while it was canceled")
+
+    async def _end(
+        self, loaded: _Loaded, state: int, message: a2a_pb2.Message | None
+    ) -> a2a_pb2.Task | None:
+        """Writes `state` over a task read with `_load`; tells its runner on another replica.
+        None when the version moved meanwhile (read it again); TaskFinishedError when it is
+        terminal."""
+        task = loaded.task
+        if task.status.state in TERMINAL_STATES:
+            raise TaskFinishedError(task.id, task.status.state)
+        if message is not None:
+            message.context_id = task.context_id
+        owned = _Owned(task, loaded.scope, loaded.version, loaded.member)
+        try:
+            await self._change_status(owned, state, message, None, runner="")
+        except TaskFinishedError:
+            if task.status.state not in TERMINAL_STATES:  # moved, but how?
+                return None
+            raise
+        runner = loaded.runner
+        if runner and runner != self.replica_id:
+            await self._call(self.client.publish(self.keys.cancel_channel(runner), task.id))
+        elif runner == self.replica_id and self.on_remote_cancel is not None:
+            self.on_remote_cancel(task.id)
+        result = a2a_pb2.Task()
+        result.CopyFrom(task)
+        return result
+
+    async def cancel_parked(self, task_id: str, message: a2a_pb2.Message) -> Scope | None:
+        loaded = await self._load(task_id)
+        if loaded is None:
+            await self._call(self.client.zrem(self.keys.parked, task_id))
+            return None
+        state = loaded.task.status.state
+        if loaded.runner or state not in INTERRUPTED_STATES:
+            await self._call(self.client.zrem(self.keys.parked, task_id))
+            return None
+        try:
+            ended = await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, message)
+        except TaskFinishedError:
+            return None
+        return None if ended is None else loaded.scope
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def _load(self, task_id: str) -> _Loaded | None:
+        fields = await self._call(
+            self.client.hmget(
+                self.keys.task(task_id), ["body", "tenant", "owner", "ver", "runner", "ik"]
+            )
+        )
+        body, tenant, owner, version, runner, member = fields
+        if body is None:
+            return None
+        task = a2a_pb2.Task.FromString(body)
+        return _Loaded(
+            task,
+            Scope(tenant.decode(), owner.decode()),
+            int(version),
+            (runner or b"").decode(),
+            (member or b"").decode(),
+        )
+
+    async def get(
+        self, task_id: str, scope: Scope, *, history_length: int | None = None
+    ) -> a2a_pb2.Task | None:
+        task = a2a_pb2.Task()
+        found = await self.copy_into(task_id, scope, task, history_length=history_length)
+        return task if found else None
+
+    async def copy_into(
+        self,
+        task_id: str,
+        scope: Scope,
+        target: a2a_pb2.Task,
+        *,
+        history_length: int | None = None,
+    ) -> bool:
+        body, tenant, owner = await self._call(
+            self.client.hmget(self.keys.task(task_id), ["body", "tenant", "owner"])
+        )
+        if body is None or Scope(tenant.decode(), owner.decode()) != scope:
+            return False
+        target.ParseFromString(body)
+        trim_history(target, history_length)
+        return True
+
+    async def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
+        response = a2a_pb2.ListTasksResponse(page_size=query.page_size)
+        keys = self.keys
+        predicate_state = 0
+        if query.context_id:
+            key = keys.index(scope, f"c:{_hex(query.context_id)}")
+            predicate_state = query.state
+        elif query.state:
+            key = keys.index(scope, f"s:{query.state}")
+        else:
+            key = keys.index(scope, "all")
+        floor = f"[{query.updated_after_ns:020d}|" if query.updated_after_ns else "-"
+        ceiling = "+"
+        if query.page_token:
+            updated, last_id = decode_page_token(query.page_token)
+            ceiling = f"({_member(updated, last_id)}"
+        page: list[tuple[str, a2a_pb2.Task]] = []
+        stale: list[str] = []
+        exhausted = False
+        batch = max(16, query.page_size + 1)
+        while len(page) <= query.page_size and not exhausted:
+            members = await self._call(
+                self.client.zrange(key, ceiling, floor, desc=True, bylex=True, offset=0, num=batch)
+            )
+            exhausted = len(members) < batch
+            if not members:
+                break
+            decoded = [member.decode() for member in members]
+            ceiling = f"({decoded[-1]}"
+            async with self.client.pipeline(transaction=False) as pipe:
+                for member in decoded:
+                    pipe.hmget(keys.task(member.partition("|")[2]), ["body", "ik"])
+                rows = await self._call(pipe.execute())
+            for member, (body, current) in zip(decoded, rows, strict=True):
+                if body is None or (current or b"").decode() != member:
+                    stale.append(member)  # expired, or re-indexed under a newer member
+                    continue
+                task = a2a_pb2.Task.FromString(body)
+                if predicate_state and task.status.state != predicate_state:
+                    continue
+                page.append((member, task))
+                if len(page) > query.page_size:
+                    break
+        if len(page) > query.page_size:
+            page.pop()
+            last_member = page[-1][0]
+            updated_text, _, last_id = last_member.partition("|")
+            response.next_page_token = encode_page_token((int(updated_text), last_id))
+        for _, task in page:
+            if not query.include_artifacts:
+                del task.artifacts[:]
+            trim_history(task, query.history_length)
+            response.tasks.append(task)
+        if stale:
+            await self._call(self.client.zrem(key, *stale))
+        response.total_size = await self._count(key, floor, predicate_state, len(page))
+        return response
+
+    async def _count(self, key: str, floor: str, state: int, at_least: int) -> int:
+        """Tasks matching a ListTasks filter (stale members not yet swept may count too)."""
+        if not state:
+            return int(await self._call(self.client.zlexcount(key, floor, "+")))
+        # context and state together: walk the context's index (it has no state index)
+        members = await self._call(self.client.zrange(key, floor, "+", bylex=True))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for member in members:
+                pipe.hget(self.keys.task(member.decode().partition("|")[2]), "state")
+            states = await self._call(pipe.execute())
+        return max(
+            at_least, sum(1 for value in states if value is not None and int(value) == state)
+        )
+
+    async def watch(
+        self, task_id: str, scope: Scope, *, until_terminal: bool
+    ) -> tuple[a2a_pb2.Task, Subscription] | None:
+        subscription = await self.events.open(task_id, until_terminal)
+        try:
+            fields = await self._run(
+                "SNAPSHOT", [self.keys.task(task_id), self.keys.events(task_id)], []
+            )
+        except BaseException:
+            subscription.cancel()
+            raise
+        body, tenant, owner = fields[0], fields[1], fields[2]
+        if body is None or Scope(tenant.decode(), owner.decode()) != scope:
+            subscription.cancel()
+            return None
+        self.events.start_after(subscription, fields[6].decode())
+        return a2a_pb2.Task.FromString(body), subscription
+
+    async def subscribe(self, task_id: str) -> Subscription:
+        subscription = await self.events.open(task_id, until_terminal=False)
+        self.events.start_after(subscription, "0-0")
+        return subscription
+
+    async def outcome(self, task_id: str, scope: Scope) -> Outcome:
+        """What the first delivery of a message id, on any replica, led to (see dedup)."""
+        return await _RemoteOutcome.follow(self, task_id, scope)
+
+    # -- message-id claims ----------------------------------------------------------------
+
+    async def claim(self, digest: str, value: str, window: float) -> str | None:
+        """Sets the claim `value` on `digest` unless one exists; returns the existing one."""
+        existing = await self._run(
+            "CLAIM", [self.keys.claim(digest)], [value, max(1, int(window * 1000))]
+        )
+        return None if existing is None else existing.decode()
+
+    async def unclaim(self, digest: str, value: str) -> None:
+        await self._run("UNCLAIM", [self.keys.claim(digest)], [value])
+
+    # -- housekeeping ---------------------------------------------------------------------
+
+    async def parked_longer_than(self, seconds: float) -> Sequence[str]:
+        before = int((time.time() - seconds) * 1000)
+        members = await self._call(self.client.zrangebyscore(self.keys.parked, "-inf", before))
+        return [member.decode() for member in members]
+
+    async def evict_expired(self) -> int:
+        """Deletes finished tasks past their time to live, with their events and index
+        entries (their keys also expire on their own a while later, as a backstop)."""
+        now_ms = int(time.time() * 1000)
+        expired = await self._call(
+            self.client.zrangebyscore(self.keys.room_all, "-inf", now_ms, start=0, num=256)
+        )
+        gone = 0
+        for member in expired:
+            gone += await self._delete(member.decode())
+        return gone
+
+    async def _delete(self, task_id: str) -> int:
+        """Deletes one finished task (whoever wins the ZREM does it); 1 when this call did."""
+        keys = self.keys
+        if not await self._call(self.client.zrem(keys.room_all, task_id)):
+            return 0
+        loaded = await self._load(task_id)
+        await self._call(
+            self.client.delete(keys.task(task_id), keys.events(task_id), keys.push(task_id))
+        )
+        if loaded is not None and loaded.member:
+            index_keys = [
+                keys.index(loaded.scope, "all"),
+                keys.index(loaded.scope, f"s:{loaded.task.status.state}"),
+            ]
+            if loaded.task.context_id:
+                index_keys.append(keys.index(loaded.scope, f"c:{_hex(loaded.task.context_id)}"))
+            async with self.client.pipeline(transaction=False) as pipe:
+                for key in index_keys:
+                    pipe.zrem(key, loaded.member)
+                await self._call(pipe.execute())
+        if self.on_evict is not None:
+            self.on_evict(task_id)
+        return 1
+
+    async def start(self) -> None:
+        """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader
+        and starts the lease keeper."""
+        await self._call(self.client.ping())
+        await self.events.start()
+        await self._heartbeat()
+        loop = asyncio.get_running_loop()
+        self._background.append(loop.create_task(self._keep_lease()))
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self._heartbeat()
+            except StoreUnavailableError:
+                pass  # health is already off; the next beat tries again
+            except Exception:
+                log.exception("lease renewal failed")
+
+    async def _heartbeat(self) -> None:
+        """Renews this replica's lease, and reaps the replicas whose lease ran out."""
+        now = time.time()
+        dead = await self._run(
+            "HEARTBEAT",
+            [self.keys.replicas],
+            [self.replica_id, int((now + self.lease) * 1000), int(now * 1000)],
+        )
+        for replica in dead:
+            name = replica.decode()
+            if name != self.replica_id and await self._call(
+                self.client.zrem(self.keys.replicas, name)
+            ):
+                await self._reap(name)
+
+    async def _reap(self, replica: str) -> None:
+        """FAILED for every task the stopped `replica` was running (spec decision §9.11)."""
+        keys = self.keys
+        members = await self._call(self.client.smembers(keys.replica_tasks(replica)))
+        failed = 0
+        for member in members:
+            task_id = member.decode()
+            loaded = await self._load(task_id)
+            if loaded is None:  # reserved, never created
+                continue
+            if loaded.runner != replica or loaded.task.status.state in TERMINAL_STATES:
+                continue
+            text = a2a_pb2.Message(message_id=new_id(), role=a2a_pb2.ROLE_AGENT, task_id=task_id)
+            text.parts.add().text = REPLICA_STOPPED_TEXT
+            with contextlib.suppress(TaskFinishedError):
+                if await self._end(loaded, a2a_pb2.TASK_STATE_FAILED, text) is not None:
+                    failed += 1
+        await self._call(self.client.delete(keys.replica_tasks(replica)))
+        if failed:
+            log.warning("replica %s stopped: %d of its tasks were marked FAILED", replica, failed)
+
+    async def close(self) -> None:
+        """Stops the lease keeper and the event reader and gives up this replica's lease (its
+        remaining tasks were settled by the handler's drain)."""
+        for task in self._background:
+            task.cancel()
+        if self._probe is not None:
+            self._probe.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
+        with contextlib.suppress(StoreUnavailableError):
+            await self._call(self.client.zrem(self.keys.replicas, self.replica_id))
+            await self._reap(self.replica_id)  # anything the drain could not settle
+        await self.events.close()
+        await self.client.aclose()
+
+
+def _stream_id(text: str) -> tuple[int, int]:
+    milliseconds, _, sequence = text.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+class _EventReader:
+    """This replica's one pub/sub connection: the channels of the tasks its streams watch, and
+    its cancel channel. Fans each event out to the local subscriptions (broker.Subscription,
+    so overflow and closing behave as in the in-memory store)."""
+
+    def __init__(self, store: RedisTaskStore, queue_size: int) -> None:
+        self.store = store
+        self.queue_size = queue_size
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._subscribers: dict[str, list[Subscription]] = {}  # by task id
+        # Subscriptions waiting for their snapshot's stream id, with the events seen meanwhile.
+        self._pending: dict[Subscription, list[tuple[tuple[int, int], bytes, str]]] = {}
+        self._after: dict[Subscription, tuple[int, int]] = {}
+        self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
+        self._cancel_channel = store.keys.cancel_channel(store.replica_id)
+        self._restarting: asyncio.Task[None] | None = None
+        self._unsubscribing: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._pubsub = self.store.client.pubsub()
+        await self._subscribe_channel(self._cancel_channel)
+
+    def restart(self) -> None:
+        """After Redis came back: a fresh connection (the streams it served already ended)."""
+        self._restarting = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        old, self._pubsub, self._reader = self._pubsub, None, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.aclose()
+        with contextlib.suppress(StoreUnavailableError):
+            await self.start()  # down again: the store's probe calls restart() once more
+
+    async def _subscribe_channel(self, channel: str) -> None:
+        """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
+        confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._confirmations.setdefault(channel, []).append(confirmed)
+        await self.store._call(self._pubsub.subscribe(channel))
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.get_running_loop().create_task(self._read())
+        try:
+            await self.store._call(asyncio.shield(confirmed))
+        finally:
+            waiting = self._confirmations.get(channel)
+            if waiting is not None and confirmed in waiting:
+                waiting.remove(confirmed)
+
+    async def open(self, task_id: str, until_terminal: bool) -> Subscription:
+        subscription = Subscription(self, task_id, self.queue_size, until_terminal)
+        self._pending[subscription] = []
+        subscribers = self._subscribers.get(task_id)
+        if subscribers is None:
+            self._subscribers[task_id] = [subscription]
+            try:
+                await self._subscribe_channel(self.store.keys.channel(task_id))
+            except BaseException:
+                subscription.cancel()
+                raise
+        else:
+            subscribers.append(subscription)
+        return subscription
+
+    def start_after(self, subscription: Subscription, stream_id: str) -> None:
+        """Passes on the events after `stream_id` (the snapshot's last), now and from now on."""
+        after = _stream_id(stream_id)
+        seen = self._pending.pop(subscription, [])
+        self._after[subscription] = after
+        for event_id, payload, flags in seen:
+            if event_id > after:
+                self._deliver(subscription, event_id, payload, flags)
+
+    async def _read(self) -> None:
+        pubsub = self._pubsub
+        try:
+            while True:
+                message = await pubsub.parse_response(block=True)
+                self._dispatch(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("the task store's event connection broke: %s", exc)
+            self._fail_all(
+                StoreUnavailableError(
+                    "the task store (Redis) connection broke; call SubscribeToTask again"
+                )
+            )
+            self.store._set_healthy(False)
+
+    def _dispatch(self, message: Any) -> None:
+        kind = message[0].decode() if isinstance(message[0], bytes) else str(message[0])
+        channel = message[1].decode()
+        if kind == "subscribe":
+            waiting = self._confirmations.get(channel)
+            if waiting:
+                future = waiting.pop(0)
+                if not future.done():
+                    future.set_result(None)
+            return
+        if kind != "message":
+            return
+        data: bytes = message[2]
+        if channel == self._cancel_channel:
+            callback = self.store.on_remote_cancel
+            if callback is not None:
+                callback(data.decode())
+            return
+        task_id = channel[len(self.store.keys.prefix) + 4 :]  # after "<prefix>:ev:"
+        subscribers = self._subscribers.get(task_id)
+        if not subscribers:
+            return
+        head, _, rest = data.partition(b"\n")
+        flag_bytes, _, payload = rest.partition(b"\n")
+        event_id = _stream_id(head.decode())
+        flags = flag_bytes.decode()
+        for subscription in list(subscribers):
+            pending = self._pending.get(subscription)
+            if pending is not None:
+                pending.append((event_id, payload, flags))
+            elif event_id > self._after.get(subscription, (0, 0)):
+                self._deliver(subscription, event_id, payload, flags)
+
+    def _deliver(
+        self, subscription: Subscription, event_id: tuple[int, int], payload: bytes, flags: str
+    ) -> None:
+        self._after[subscription] = event_id
+        if subscription._offer(a2a_pb2.StreamResponse.FromString(payload)) < 0:
+            subscription.cancel()
+            return
+        if flags == "t" or (flags == "i" and not subscription.until_terminal):
+            subscription._close()
+            subscription.cancel()
+
+    def _remove(self, task_id: str, subscription: Subscription) -> None:
+        self._pending.pop(subscription, None)
+        self._after.pop(subscription, None)
+        subscribers = self._subscribers.get(task_id)
+        if subscribers is None or subscription not in subscribers:
+            return
+        subscribers.remove(subscription)
+        if not subscribers:
+            del self._subscribers[task_id]
+            pubsub = self._pubsub
+            if pubsub is not None and self.store.healthy:
+                job = asyncio.get_running_loop().create_task(self._unsubscribe(pubsub, task_id))
+                self._unsubscribing.add(job)
+                job.add_done_callback(self._unsubscribing.discard)
+
+    async def _unsubscribe(self, pubsub: Any, task_id: str) -> None:
+        if task_id in self._subscribers:
+            return  # someone subscribed again meanwhile
+        with contextlib.suppress(Exception):
+            await pubsub.unsubscribe(self.store.keys.channel(task_id))
+
+    def _fail_all(self, error: Exception) -> None:
+        for subscribers in list(self._subscribers.values()):
+            for subscription in list(subscribers):
+                subscription._fail(error)
+                subscription.cancel()
+        for waiting in self._confirmations.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+        self._confirmations.clear()
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+
+
+class _RemoteOutcome:
+    """The outcome of a message id's first delivery, which another replica (or an earlier
+    process) runs: followed through the task's events, like a stream would."""
+
+    def __init__(self, task_id: str, scope: Scope) -> None:
+        self.task_id = task_id
+        self.scope = scope
+        self.reply_message: a2a_pb2.Message | None = None
+        self.started = asyncio.Event()
+        self.settled = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def follow(cls, store: RedisTaskStore, task_id: str, scope: Scope) -> _RemoteOutcome:
+        outcome = cls(task_id, scope)
+        subscription = await store.events.open(task_id, until_terminal=False)
+        try:
+            fields = await store._run(
+                "SNAPSHOT", [store.keys.task(task_id), store.keys.events(task_id)], []
+            )
+            body = fields[0]
+            if body is not None:
+                outcome._saw(a2a_pb2.StreamResponse(task=a2a_pb2.Task.FromString(body)))
+                store.events.start_after(subscription, fields[6].decode())
+            else:  # not created yet, or a direct reply: read its events from the start
+                store.events.start_after(subscription, "0-0")
+                for _, entry in await store._call(
+                    store.client.xrange(store.keys.events(task_id), "-", "+", count=4)
+                ):
+                    outcome._saw(a2a_pb2.StreamResponse.FromString(entry[b"e"]))
+        except BaseException:
+            subscription.cancel()
+            raise
+        if outcome.settled.is_set():
+            subscription.cancel()
+        else:
+            outcome._follower = asyncio.get_running_loop().create_task(
+                outcome._follow(subscription)
+            )
+        return outcome
+
+    async def _follow(self, subscription: Subscription) -> None:
+        try:
+            async for event in subscription:
+                self._saw(event)
+                if self.settled.is_set():
+                    return
+        except Exception:
+            log.debug("lost the events of task %s", self.task_id, exc_info=True)
+        finally:
+            subscription.cancel()
+            self.started.set()  # whoever waits reads the task as it stands
+            self.settled.set()
+
+    def _saw(self, event: a2a_pb2.StreamResponse) -> None:
+        kind = event.WhichOneof("payload")
+        if kind == "message":
+            self.reply_message = event.message
+            self.started.set()
+            self.settled.set()
+        elif kind == "task":
+            self.started.set()
+            if event.task.status.state in SETTLED_STATES:
+                self.settled.set()
+        elif kind == "status_update":
+            self.started.set()
+            if event.status_update.status.state in SETTLED_STATES:
+                self.settled.set()
+
+
+def message_digest(message: a2a_pb2.Message) -> str:
+    """A fingerprint of a message's content that every process computes alike."""
+    return hashlib.blake2b(
+        message.SerializeToString(deterministic=True), digest_size=16
+    ).hexdigest()
+
+
+class SharedDedupWindow(DedupWindow):
+    """The idempotency window over Redis: this process's window for repeats of runs it holds,
+    plus a claim in Redis that decides, across replicas, which delivery runs."""
+
+    def __init__(self, store: RedisTaskStore, *, window: float, capacity: int) -> None:
+        super().__init__(window=window, capacity=capacity)
+        self.store = store
+        self._claims: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
+
+    @staticmethod
+    def _key_digest(key: Key) -> str:
+        joined = "\x00".join(key).encode()
+        return hashlib.blake2b(joined, digest_size=16).hexdigest()
+
+    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+        digest = self._key_digest(key)
+        content = message_digest(message)
+        value = f"{content}|{task_id}"
+        existing = await self.store.claim(digest, value, self.window)
+        if existing is None:
+            self._claims[key] = (digest, value)
+            return None
+        first_content, _, first_task = existing.partition("|")
+        if first_content != content:
+            raise InvalidParamsError(
+                f"message_id {key[2]!r} was already used for a different "
+                "message: mint a new message_id for new content",
+                field_violations=[
+                    FieldViolation("message.message_id", "already used for different content")
+                ],
+            )
+        return await self.store.outcome(first_task, Scope(key[0], key[1]))
+
+    async def unclaim(self, key: Key) -> None:
+        claimed = self._claims.pop(key, None)
+        if claimed is not None:
+            await self.store.unclaim(*claimed)
+
+    def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
+        self._claims.pop(key, None)
+        super().remember(key, message, run)
+
+
+__all__ = ["REPLICA_STOPPED_TEXT", "RedisTaskStore", "SharedDedupWindow", "message_digest"]

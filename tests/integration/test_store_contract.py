@@ -1,0 +1,359 @@
+"""The TaskStore contract (server/tasks/base.py), one suite run against every store: the
+in-memory one and Redis (a real redis-server per test). Plus what only a shared store can
+show: two stores on one Redis, as two replicas would hold them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.broker import Broker
+from a2a_grpc.server.tasks.base import (
+    InvalidPageTokenError,
+    LiveTaskLimitError,
+    Scope,
+    Subscription,
+    TaskBusyError,
+    TaskFinishedError,
+    TaskQuery,
+    TaskStore,
+)
+from a2a_grpc.server.tasks.memory import InMemoryTaskStore
+from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
+from a2a_grpc.server.tasks.table import TaskTable
+from tests.redis_servers import RedisServer
+
+ALICE = Scope("tenant-a", "alice")
+BOB = Scope("tenant-a", "bob")
+
+MakeStore = Callable[..., Awaitable[TaskStore]]
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]:
+    made: list[TaskStore] = []
+    server: RedisServer | None = None
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+
+    async def make(**options: Any) -> TaskStore:
+        store: TaskStore
+        if server is None:
+            table_options = {k: v for k, v in options.items() if k != "lease"}
+            store = InMemoryTaskStore(TaskTable(**table_options), Broker(queue_size=64))
+        else:
+            store = RedisTaskStore.connect(server.url, **options)
+        await store.start()
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+def new_task(task_id: str, context_id: str = "ctx") -> a2a_pb2.Task:
+    task = a2a_pb2.Task(id=task_id, context_id=context_id)
+    task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
+    task.history.add(message_id=f"m-{task_id}", role=a2a_pb2.ROLE_USER).parts.add().text = "hi"
+    return task
+
+
+async def created(store: TaskStore, task_id: str, scope: Scope = ALICE, **kw: Any) -> None:
+    await store.reserve(scope, 100, task_id)
+    await store.create(new_task(task_id, **kw), scope, reserved_size=100)
+
+
+def agent_text(text: str) -> a2a_pb2.Message:
+    message = a2a_pb2.Message(message_id=f"a-{text}", role=a2a_pb2.ROLE_AGENT)
+    message.parts.add().text = text
+    return message
+
+
+async def drain(subscription: Subscription) -> list[a2a_pb2.StreamResponse]:
+    events = []
+    async with asyncio.timeout(10):
+        async for event in subscription:
+            events.append(event)
+    return events
+
+
+def kinds(events: list[a2a_pb2.StreamResponse]) -> list[str]:
+    out = []
+    for event in events:
+        kind = event.WhichOneof("payload")
+        if kind == "status_update":
+            out.append(a2a_pb2.TaskState.Name(event.status_update.status.state))
+        else:
+            out.append(str(kind))
+    return out
+
+
+# -- the contract --------------------------------------------------------------------------
+
+
+async def test_reads_are_copies_and_scoped(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    first = await store.get("t1", ALICE)
+    assert first is not None and first.status.HasField("timestamp")
+    first.history.add().message_id = "mutated"
+    again = await store.get("t1", ALICE)
+    assert again is not None and len(again.history) == 1
+    assert await store.get("t1", BOB) is None
+    assert await store.get("t1", Scope("tenant-b", "alice")) is None
+    assert await store.get("unknown", ALICE) is None
+    target = a2a_pb2.Task()
+    assert not await store.copy_into("t1", BOB, target) and target.id == ""
+    assert await store.copy_into("t1", ALICE, target, history_length=0)
+    assert target.id == "t1" and len(target.history) == 0
+
+
+async def test_status_changes_keep_the_message_and_end_at_terminal(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING, agent_text("on it"))
+    await store.update("t1", lambda task: task.artifacts.add(artifact_id="a1"))
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    task = await store.get("t1", ALICE)
+    assert task is not None
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert not task.status.HasField("message")
+    assert [m.message_id for m in task.history] == ["m-t1", "a-on it"]
+    assert [a.artifact_id for a in task.artifacts] == ["a1"]
+    with pytest.raises(TaskFinishedError):
+        await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    with pytest.raises(TaskFinishedError):
+        await store.update("t1", lambda task: None)
+
+
+async def test_watch_gives_a_snapshot_then_exactly_the_later_events(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    watched = await store.watch("t1", ALICE, until_terminal=True)
+    assert watched is not None
+    snapshot, subscription = watched
+    assert snapshot.status.state == a2a_pb2.TASK_STATE_WORKING
+
+    def chunk() -> a2a_pb2.StreamResponse:
+        event = a2a_pb2.StreamResponse()
+        event.artifact_update.task_id = "t1"
+        event.artifact_update.artifact.artifact_id = "a1"
+        return event
+
+    await store.update("t1", lambda task: task.artifacts.add(artifact_id="a1"), chunk)
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    await store.resume("t1", ALICE, a2a_pb2.Message(message_id="m2", role=a2a_pb2.ROLE_USER))
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    events = await drain(subscription)
+    assert kinds(events) == [
+        "artifact_update",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_COMPLETED",
+    ]
+    assert await store.watch("t1", BOB, until_terminal=True) is None
+
+
+async def test_a_send_stream_sees_creation_and_closes_when_interrupted(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    subscription = await store.subscribe("t1")
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    assert kinds(await drain(subscription)) == [
+        "task",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_INPUT_REQUIRED",
+    ]
+
+
+async def test_a_direct_reply_reaches_the_stream_and_closes_it(make_store: MakeStore) -> None:
+    store = await make_store()
+    subscription = await store.subscribe("r1")
+    await store.reserve(ALICE, 10, "r1")
+    await store.release(ALICE, "r1")
+    await store.reply("r1", agent_text("hello"))
+    events = await drain(subscription)
+    assert [event.message.message_id for event in events] == ["a-hello"]
+    assert await store.get("r1", ALICE) is None
+
+
+async def test_resume_claims_an_interrupted_task_once(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    answer = a2a_pb2.Message(message_id="m2", role=a2a_pb2.ROLE_USER)
+    with pytest.raises(TaskBusyError):  # its run still works on it
+        await store.resume("t1", ALICE, answer)
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    assert await store.resume("t1", BOB, answer) is None
+    before = await store.resume("t1", ALICE, answer)
+    assert before is not None and before.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    with pytest.raises(TaskBusyError):
+        await store.resume("t1", ALICE, answer)
+    task = await store.get("t1", ALICE)
+    assert task is not None and task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+    assert task.history[-1].message_id == "m2" and task.history[-1].task_id == "t1"
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    with pytest.raises(TaskFinishedError):
+        await store.resume("t1", ALICE, answer)
+
+
+async def test_cancel_ends_the_task_and_its_streams(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    watched = await store.watch("t1", ALICE, until_terminal=True)
+    assert watched is not None
+    assert await store.cancel("t1", BOB) is None
+    canceled = await store.cancel("t1", ALICE)
+    assert canceled is not None and canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+    assert kinds(await drain(watched[1])) == ["TASK_STATE_CANCELED"]
+    with pytest.raises(TaskFinishedError):
+        await store.cancel("t1", ALICE)
+
+
+async def test_parked_tasks_are_found_and_canceled_once(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    await created(store, "t2")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    assert list(await store.parked_longer_than(3600)) == []
+    assert list(await store.parked_longer_than(-1)) == ["t1"]
+    assert await store.cancel_parked("t2", agent_text("late")) is None  # still running
+    assert await store.cancel_parked("t1", agent_text("late")) == ALICE
+    assert await store.cancel_parked("t1", agent_text("late")) is None
+    task = await store.get("t1", ALICE)
+    assert task is not None and task.status.state == a2a_pb2.TASK_STATE_CANCELED
+    assert task.status.message.context_id == "ctx"
+    assert list(await store.parked_longer_than(-1)) == []
+
+
+async def test_list_pages_newest_first_with_filters(make_store: MakeStore) -> None:
+    store = await make_store()
+    for number in range(7):
+        await created(store, f"t{number}", context_id="even" if number % 2 == 0 else "odd")
+    await created(store, "bobs", scope=BOB)
+    await store.set_status("t2", a2a_pb2.TASK_STATE_WORKING)  # t2 moves to the front
+    await store.set_status("t4", a2a_pb2.TASK_STATE_COMPLETED)
+    ids: list[str] = []
+    token = ""
+    while True:
+        page = await store.list(ALICE, TaskQuery(page_size=3, page_token=token))
+        assert page.total_size == 7 and len(page.tasks) <= 3
+        ids += [task.id for task in page.tasks]
+        token = page.next_page_token
+        if not token:
+            break
+    assert ids == ["t4", "t2", "t6", "t5", "t3", "t1", "t0"]
+    working = await store.list(ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_WORKING))
+    assert [task.id for task in working.tasks] == ["t2"] and working.total_size == 1
+    even = await store.list(ALICE, TaskQuery(page_size=10, context_id="even"))
+    assert [task.id for task in even.tasks] == ["t4", "t2", "t6", "t0"]
+    both = await store.list(
+        ALICE,
+        TaskQuery(page_size=10, context_id="even", state=a2a_pb2.TASK_STATE_SUBMITTED),
+    )
+    assert [task.id for task in both.tasks] == ["t6", "t0"] and both.total_size == 2
+    with pytest.raises(InvalidPageTokenError):
+        await store.list(ALICE, TaskQuery(page_size=3, page_token="not a token!"))
+
+
+async def test_live_shares_are_enforced_and_given_back(make_store: MakeStore) -> None:
+    store = await make_store(max_live_per_owner=2)
+    await created(store, "t1")
+    await store.reserve(ALICE, 10, "t2")
+    with pytest.raises(LiveTaskLimitError):
+        await store.reserve(ALICE, 10, "t3")
+    await store.reserve(BOB, 10, "b1")  # another owner has a share of its own
+    await store.release(ALICE, "t2")
+    await store.reserve(ALICE, 10, "t3")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    await store.reserve(ALICE, 10, "t4")  # a finished task holds no share
+
+
+# -- two replicas on one Redis -------------------------------------------------------------
+
+
+async def replicas(server: RedisServer, **options: Any) -> tuple[RedisTaskStore, RedisTaskStore]:
+    one = RedisTaskStore.connect(server.url, **options)
+    two = RedisTaskStore.connect(server.url, **options)
+    await one.start()
+    await two.start()
+    return one, two
+
+
+async def test_a_cancel_on_another_replica_reaches_the_run(redis_server: RedisServer) -> None:
+    one, two = await replicas(redis_server)
+    try:
+        told: asyncio.Queue[str] = asyncio.Queue()
+        one.on_remote_cancel = told.put_nowait
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        watched = await two.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        await two.cancel("t1", ALICE)
+        assert await asyncio.wait_for(told.get(), 5) == "t1"
+        with pytest.raises(TaskFinishedError):  # the run's next write changes nothing
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_CANCELED"]
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
+    redis_server: RedisServer,
+) -> None:
+    one, two = await replicas(redis_server, lease=0.3)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        await created(one, "t2")
+        await one.set_status("t2", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+        watched = await two.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        for job in one._background:  # the replica "dies": its lease is no longer renewed
+            job.cancel()
+        events = await drain(watched[1])  # two's own lease keeper reaps it
+        assert kinds(events) == ["TASK_STATE_FAILED"]
+        text = events[0].status_update.status.message.parts[0].text
+        assert text == REPLICA_STOPPED_TEXT
+        parked = await two.get("t2", ALICE)  # nobody was running it: it still waits
+        assert parked is not None
+        assert parked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
+    from a2a_grpc.server.tasks.base import StoreUnavailableError
+
+    server = make_redis_server()
+    store = RedisTaskStore.connect(server.url, timeout=0.5)
+    health: list[bool] = []
+    store.on_health = health.append
+    await store.start()
+    try:
+        server.kill()
+        with pytest.raises(StoreUnavailableError):
+            async with asyncio.timeout(10):  # a guard: the store's own 0.5 s bound answers
+                await store.get("t1", ALICE)
+        assert health == [False]
+        server.restart()
+        recovered = asyncio.Event()
+        store.on_health = lambda healthy: recovered.set() if healthy else None
+        await asyncio.wait_for(recovered.wait(), 10)
+        assert await store.get("t1", ALICE) is None
+    finally:
+        await store.close()
