@@ -29,9 +29,10 @@ from a2a_grpc.server.auth import (
 )
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
-from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
+from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ A2A_SERVICE = SERVICE_NAME
 
 
 AUDIT_HEALTH_SERVICE = "a2a_grpc.audit"
+STORE_HEALTH_SERVICE = "a2a_grpc.store"
+"""Health service of the task store: NOT_SERVING while a shared store (Redis) does not answer;
+the server and the A2A service are NOT_SERVING with it."""
 """Health service name that is NOT_SERVING while audit records cannot be written."""
 
 
@@ -164,6 +168,7 @@ class RunningServer:
         if self.handler.webhooks is not None:
             closing.append(self.handler.webhooks.close(left()))
         await asyncio.gather(*closing)
+        await self.handler.store.close()
         if self.card_server is not None:
             await self.card_server.stop()
         if self.handler.audit is not None:
@@ -202,7 +207,8 @@ async def start_server(
     combine = AllOf if len(authenticators) > 1 else AnyOf
     interceptors = [AuthInterceptor(combine(tuple(authenticators)))] if authenticators else []
     health_servicer = health.aio.HealthServicer()
-    audit = _open_audit(config, health_servicer) if config.audit_log else None
+    board = HealthBoard(health_servicer)
+    audit = _open_audit(config, board) if config.audit_log else None
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
@@ -227,7 +233,8 @@ async def start_server(
         final_card = sign_card(final_card, *card_signer)
         if extended_card is not None:
             extended_card = sign_card(extended_card, *card_signer)
-    handler = RequestHandler.in_memory(
+    build = RequestHandler.on_redis if config.store else RequestHandler.in_memory
+    handler = build(
         agent,
         final_card,
         config,
@@ -236,6 +243,14 @@ async def start_server(
         signature_keys=signature_keys,
     )
     handler.audit = audit
+    try:
+        await handler.store.start()
+    except StoreUnavailableError as exc:
+        await handler.store.close()
+        raise StartupError(
+            f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
+        ) from exc
+    handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
     add_to_server(A2AServicer(handler, strict_version=config.strict_version), server)
@@ -260,17 +275,17 @@ async def start_server(
     for service in ("", A2A_SERVICE):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     if audit is not None:
-        _audit_health(health_servicer, audit.fail_closed)(not audit.failing)
+        board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
     return RunningServer(server, port, handler, health_servicer, gate, card_server)
 
 
-def _open_audit(config: ServerConfig, health_servicer: health.aio.HealthServicer) -> AuditLog:
+def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
     assert config.audit_log is not None
     try:
         return AuditLog(
             config.audit_log,
             fail_closed=config.audit_fail_closed,
-            on_health=_audit_health(health_servicer, config.audit_fail_closed),
+            on_health=board.reporter(AUDIT_HEALTH_SERVICE, needed=config.audit_fail_closed),
         )
     except OSError as exc:
         raise StartupError(
@@ -278,28 +293,43 @@ def _open_audit(config: ServerConfig, health_servicer: health.aio.HealthServicer
         ) from exc
 
 
-def _audit_health(
-    health_servicer: health.aio.HealthServicer, fail_closed: bool
-) -> Callable[[bool], None]:
-    """What Health says about the audit trail: `a2a_grpc.audit` is NOT_SERVING while records
-    cannot be written; failing closed, so are the server ("") and the A2A service, which then
-    refuse requests."""
-    services = (AUDIT_HEALTH_SERVICE, "", A2A_SERVICE) if fail_closed else (AUDIT_HEALTH_SERVICE,)
+class HealthBoard:
+    """What Health says, from what each component reports: a component's own service (e.g.
+    `a2a_grpc.audit`) is NOT_SERVING while it fails; the server ("") and the A2A service are
+    NOT_SERVING while any component they need fails (the task store; the audit trail when it
+    fails closed), and SERVING again once none does."""
 
-    updates: set[asyncio.Task[None]] = set()  # referenced until done (asyncio keeps weak refs)
+    def __init__(self, servicer: health.aio.HealthServicer) -> None:
+        self.servicer = servicer
+        self._failing: set[str] = set()
+        self._updates: set[asyncio.Task[None]] = set()  # referenced until done (weak refs)
 
-    def tell(healthy: bool) -> None:
+    def reporter(self, service: str, *, needed: bool) -> Callable[[bool], None]:
+        """A callback for the component behind `service`; `needed`: the server cannot serve
+        while it fails."""
+
+        def tell(healthy: bool) -> None:
+            self._set(service, healthy)
+            if needed:
+                if healthy:
+                    self._failing.discard(service)
+                else:
+                    self._failing.add(service)
+                serving = not self._failing
+                self._set("", serving)
+                self._set(A2A_SERVICE, serving)
+
+        return tell
+
+    def _set(self, service: str, healthy: bool) -> None:
         status = (
             health_pb2.HealthCheckResponse.SERVING
             if healthy
             else health_pb2.HealthCheckResponse.NOT_SERVING
         )
-        for service in services:
-            update = asyncio.ensure_future(health_servicer.set(service, status))
-            updates.add(update)
-            update.add_done_callback(updates.discard)
-
-    return tell
+        update = asyncio.ensure_future(self.servicer.set(service, status))
+        self._updates.add(update)
+        update.add_done_callback(self._updates.discard)
 
 
 PENDING_CONNECTIONS = 4

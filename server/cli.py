@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import importlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -122,6 +123,8 @@ def parser() -> argparse.ArgumentParser:
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
+    add("--store", default=os.environ.get("A2A_GRPC_STORE", ""), help="redis URL (shared)")
+    add("--task-lease", type=float, default=d.task_lease, help="seconds")
     add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
     add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
     add(
@@ -225,6 +228,8 @@ def setup(args: argparse.Namespace) -> Setup:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             shutdown_grace=args.shutdown_grace,
+            store=args.store,
+            task_lease=args.task_lease,
             card_port=None if card_port == CARD_PORT_OFF else card_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,

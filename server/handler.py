@@ -49,6 +49,7 @@ from a2a_grpc.server.dedup import DedupWindow, Idempotency, Outcome
 from a2a_grpc.server.push_config_rpcs import PushConfigService
 from a2a_grpc.server.run import TaskRun
 from a2a_grpc.server.tasks.base import (
+    REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
     Scope,
     Subscription,
@@ -58,6 +59,7 @@ from a2a_grpc.server.tasks.base import (
     TaskStore,
 )
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
+from a2a_grpc.server.tasks.redis_store import RedisTaskStore, SharedDedupWindow
 from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 
@@ -153,6 +155,50 @@ class RequestHandler:
             config,
             store=store,
             dedup=DedupWindow(window=config.dedup_window, capacity=config.max_tasks),
+            push=push,
+            extended_card=extended_card,
+            signature_keys=signature_keys,
+        )
+
+    @classmethod
+    def on_redis(
+        cls,
+        agent: AgentExecutor,
+        card: a2a_pb2.AgentCard,
+        config: ServerConfig,
+        *,
+        extended_card: a2a_pb2.AgentCard | None = None,
+        webhooks: WebhookDispatcher | None = None,
+        signature_keys: KeySet | None = None,
+    ) -> RequestHandler:
+        """A handler over the Redis at `config.store`, shared with every replica using it:
+        tasks, events, message ids and push configs. The store must be started (`start`)."""
+        store = RedisTaskStore.connect(
+            config.store,
+            max_tasks=config.max_tasks,
+            max_live_per_owner=config.live_tasks_per_principal,
+            max_live_per_tenant=config.live_tasks_per_tenant,
+            terminal_ttl=config.task_ttl,
+            lease=config.task_lease,
+            queue_size=config.subscriber_queue_size,
+        )
+        push = None
+        if card.capabilities.push_notifications:
+            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
+            store.webhooks = webhooks
+            store.on_evict = webhooks.forget_task
+            push = PushConfigService(
+                store,
+                webhooks,
+                max_per_task=config.max_push_configs_per_task,
+                configs=store.push_configs,
+            )
+        return cls(
+            agent,
+            card,
+            config,
+            store=store,
+            dedup=SharedDedupWindow(store, window=config.dedup_window, capacity=config.max_tasks),
             push=push,
             extended_card=extended_card,
             signature_keys=signature_keys,
@@ -607,13 +653,19 @@ class RequestHandler:
             self._audit_canceled(task_id, scope)
 
     async def drain(self, grace: float) -> None:
-        """Shutdown: lets running agents finish within `grace` seconds, then cancels them."""
+        """Shutdown: lets running agents finish within `grace` seconds, then cancels them (their
+        tasks end CANCELED, or FAILED saying the replica stopped when the store is shared)."""
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             self._housekeeper = None
         runners = set(self._runners)
         if runners:
             _, pending = await asyncio.wait(runners, timeout=grace)
+            if self.store.shared:
+                # Another replica takes the next request for these tasks: say why they ended
+                # rather than that someone canceled them (spec decision §9.11).
+                for run in self._active.values():
+                    run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
             for runner in pending:
                 runner.cancel()
             if pending:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import string
+from typing import Protocol
 
 from google.protobuf import empty_pb2
 
@@ -21,6 +23,60 @@ CONFIGS_PAGE_SIZE = 100
 DEFAULT_MAX_PER_TASK = 16
 
 
+class PushConfigs(Protocol):
+    """Where configs are kept: this process (`LocalPushConfigs`) or Redis (shared)."""
+
+    async def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """Stores a copy (minting an id when it has none); returns a copy as stored."""
+        ...
+
+    async def count(self, task_id: str) -> int: ...
+
+    async def has(self, task_id: str, config_id: str) -> bool: ...
+
+    async def get(
+        self, task_id: str, config_id: str
+    ) -> a2a_pb2.TaskPushNotificationConfig | None: ...
+
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+
+    async def delete(self, task_id: str, config_id: str) -> None: ...
+
+    async def drop_task(self, task_id: str) -> None: ...
+
+
+class LocalPushConfigs:
+    """`PushConfigs` over the dispatcher's own PushConfigStore (one process)."""
+
+    def __init__(self, configs: PushConfigStore) -> None:
+        self.configs = configs
+
+    async def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        return self.configs.put(config)
+
+    async def count(self, task_id: str) -> int:
+        return self.configs.count(task_id)
+
+    async def has(self, task_id: str, config_id: str) -> bool:
+        return self.configs.has(task_id, config_id)
+
+    async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
+        return self.configs.get(task_id, config_id)
+
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        return self.configs.for_task(task_id)
+
+    async def delete(self, task_id: str, config_id: str) -> None:
+        self.configs.delete(task_id, config_id)
+
+    async def drop_task(self, task_id: str) -> None:
+        self.configs.drop_task(task_id)
+
+
 class PushConfigService:
     """Create / Get / List / Delete of webhooks; tasks are looked up in the caller's scope.
 
@@ -35,11 +91,14 @@ class PushConfigService:
         dispatcher: WebhookDispatcher,
         *,
         max_per_task: int = DEFAULT_MAX_PER_TASK,
+        configs: PushConfigs | None = None,
     ) -> None:
+        """`configs`: where configs are kept (default: the dispatcher's, in this process)."""
         self.store = store
         self.dispatcher = dispatcher
-        self.configs: PushConfigStore = dispatcher.configs
+        self.configs: PushConfigs = configs or LocalPushConfigs(dispatcher.configs)
         self.max_per_task = max_per_task
+        self._dropping: set[asyncio.Task[None]] = set()
 
     async def validate(self, config: a2a_pb2.TaskPushNotificationConfig, path: str) -> None:
         """InvalidParams naming the field unless the config can be delivered as given.
@@ -81,7 +140,9 @@ class PushConfigService:
         retries it): only a change by the caller helps (delete a config, or reuse an id), and
         INVALID_PARAMS with a field violation says so and is never retried.
         """
-        if self.configs.count(task_id) < self.max_per_task or self.configs.has(task_id, config_id):
+        if await self.configs.count(task_id) < self.max_per_task:
+            return
+        if await self.configs.has(task_id, config_id):
             return
         problem = (
             f"task {task_id} already has {self.max_per_task} push notification configs, the most "
@@ -97,7 +158,7 @@ class PushConfigService:
         stored.CopyFrom(config)
         stored.task_id = task_id
         stored.tenant = tenant
-        return self.configs.put(stored)
+        return await self.configs.put(stored)
 
     async def create(
         self, request: a2a_pb2.TaskPushNotificationConfig, scope: Scope
@@ -113,7 +174,7 @@ class PushConfigService:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         _require_ids(request.task_id, request.id)
         await self._task(request.task_id, scope)
-        config = self.configs.get(request.task_id, request.id)
+        config = await self.configs.get(request.task_id, request.id)
         if config is None:
             raise TaskNotFoundError(
                 f"task {request.task_id} has no push notification config {request.id!r}",
@@ -128,7 +189,7 @@ class PushConfigService:
         if request.page_size < 0:
             raise_violations([FieldViolation("page_size", "must not be negative")])
         await self._task(request.task_id, scope)
-        configs = self.configs.for_task(request.task_id)
+        configs = await self.configs.for_task(request.task_id)
         start = _offset(request.page_token, len(configs))
         size = request.page_size or CONFIGS_PAGE_SIZE
         page = configs[start : start + size]
@@ -142,13 +203,16 @@ class PushConfigService:
     ) -> empty_pb2.Empty:
         _require_ids(request.task_id, request.id)
         await self._task(request.task_id, scope)
-        self.configs.delete(request.task_id, request.id)
+        await self.configs.delete(request.task_id, request.id)
         self.dispatcher.forget(request.task_id, request.id)
         return empty_pb2.Empty()
 
     def forget_task(self, task_id: str) -> None:
-        """Drops the task's configs (e.g. a direct reply made no task to watch)."""
-        self.configs.drop_task(task_id)
+        """Drops the task's configs (e.g. a direct reply made no task to watch), in the
+        background when they are kept elsewhere."""
+        dropping = asyncio.get_running_loop().create_task(self.configs.drop_task(task_id))
+        self._dropping.add(dropping)
+        dropping.add_done_callback(self._dropping.discard)
 
     async def _task(self, task_id: str, scope: Scope) -> None:
         if await self.store.get(task_id, scope, history_length=0) is None:

@@ -37,7 +37,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import AuthenticationError, current_principal
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
-from a2a_grpc.server.tasks.base import StoreFullError
+from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ AUDIT_RETRY_DELAY = 1.0
 """Seconds a caller refused because the audit trail cannot be written is told to wait."""
 STORE_FULL_RETRY_DELAY = 1.0
 """Seconds a caller refused for a full store is told to wait (finished tasks expire meanwhile)."""
+STORE_DOWN_RETRY_DELAY = 1.0
+"""RetryInfo of UNAVAILABLE when the shared task store (Redis) does not answer."""
 AT_CAPACITY_RETRY_DELAY = 1.0
 """Seconds a caller refused at max_concurrent_calls / max_open_streams is told to wait: a burst
 of demo-agent calls at the default limit drains in well under that."""
@@ -400,6 +402,8 @@ def _as_status_error(exc: Exception) -> StatusError | None:
         return exc
     if isinstance(exc, StoreFullError):
         return ResourceExhaustedError(str(exc), retry_delay=STORE_FULL_RETRY_DELAY)
+    if isinstance(exc, StoreUnavailableError):
+        return ServiceUnavailableError(str(exc), retry_delay=STORE_DOWN_RETRY_DELAY)
     if isinstance(exc, SubscriberOverflowError):
         return ResourceExhaustedError(str(exc), retry_delay=0.0)
     if isinstance(exc, AuthenticationError):

@@ -308,6 +308,19 @@ class PushConfigStore:
     def drop_task(self, task_id: str) -> None:
         self._configs.pop(task_id, None)
 
+    def mirror(self, task_id: str, configs: list[a2a_pb2.TaskPushNotificationConfig]) -> None:
+        """Makes the task's configs `configs` (read from a shared store), keeping the stored
+        object of every config that did not change, so its delivery goes on undisturbed."""
+        current = self._configs.get(task_id, {})
+        mirrored: dict[str, a2a_pb2.TaskPushNotificationConfig] = {}
+        for config in configs:
+            kept = current.get(config.id)
+            mirrored[config.id] = kept if kept is not None and kept == config else config
+        if mirrored:
+            self._configs[task_id] = mirrored
+        else:
+            self._configs.pop(task_id, None)
+
     def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
         """The stored objects themselves (read-only use by the dispatcher)."""
         return list(self._configs.get(task_id, {}).values())

@@ -28,6 +28,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
 __all__ = [
+    "REPLICA_STOPPED_TEXT",
     "EventBuilder",
     "InvalidPageTokenError",
     "LiveTaskLimitError",
@@ -40,6 +41,13 @@ __all__ = [
     "TaskQuery",
     "TaskStore",
 ]
+
+
+REPLICA_STOPPED_TEXT = (
+    "the replica running this task stopped before it finished; the task was not re-run: "
+    "send the request again as a new task"
+)
+"""The status message of a task FAILED because its replica stopped (spec decision §9.11)."""
 
 
 class Scope(NamedTuple):
@@ -110,6 +118,10 @@ class TaskStore(Protocol):
 
     on_evict: Callable[[str], None] | None
     """Called with the id of every task this store lets go of (e.g. to drop its webhooks)."""
+
+    on_health: Callable[[bool], None] | None
+    """Called with False when the store's backend stops answering, True when it answers again
+    (never called by a store without a backend)."""
 
     # -- room -----------------------------------------------------------------------------
 

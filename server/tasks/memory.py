@@ -33,6 +33,7 @@ class InMemoryTaskStore:
         self.table = table
         self.broker = broker
         self.on_remote_cancel: Callable[[str], None] | None = None
+        self.on_health: Callable[[bool], None] | None = None
         self._running: set[str] = set()  # ids of the tasks a run works on
 
     @property

@@ -8,9 +8,9 @@ task's ListTasks index member), runner (the replica working on it, "" when none)
 from __future__ import annotations
 
 WRITE = """
--- KEYS: task, events, push.  ARGV: expected ver (-1: must not exist), body, state, updated, ik,
--- event ("" = none), flags, stream maxlen, ttl ms (0 = none), runner ("-" = keep), channel,
--- then field/value pairs to set as well (create: tenant, owner, ctx).
+-- KEYS: task, events, push configs, push version.  ARGV: expected ver (-1: must not exist),
+-- body, state, updated, ik, event ("" = none), flags, stream maxlen, ttl ms (0 = none),
+-- runner ("-" = keep), channel, then field/value pairs to set as well (create: tenant, owner, ctx).
 local ver = tonumber(redis.call('HGET', KEYS[1], 'ver') or '-1')
 if ver ~= tonumber(ARGV[1]) then
   return {0, tonumber(redis.call('HGET', KEYS[1], 'state') or '0'), ver,
@@ -30,7 +30,7 @@ local ttl = tonumber(ARGV[9])
 if ttl > 0 then
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
-return {1, ver + 1, id, old_ik}
+return {1, ver + 1, id, old_ik, tonumber(redis.call('GET', KEYS[4]) or '0')}
 """
 
 EMIT = """

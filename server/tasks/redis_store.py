@@ -56,6 +56,7 @@ from a2a_grpc.server.broker import Subscription
 from a2a_grpc.server.dedup import DedupWindow, Key, Outcome
 from a2a_grpc.server.tasks import redis_scripts
 from a2a_grpc.server.tasks.base import (
+    REPLICA_STOPPED_TEXT,
     EventBuilder,
     LiveTaskLimitError,
     Scope,
@@ -66,6 +67,7 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
 )
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
+from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +76,6 @@ T = TypeVar("T")
 REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 """What a Redis that is down, restarting or unreachable raises (BusyLoadingError is a
 ConnectionError)."""
-
-REPLICA_STOPPED_TEXT = (
-    "the replica running this task stopped before it finished; the task was not re-run: "
-    "send the request again as a new task"
-)
 
 
 def _hex(text: str) -> str:
@@ -108,6 +105,9 @@ class _Keys:
 
     def push(self, task_id: str) -> str:
         return f"{self.prefix}:{{{task_id}}}:push"
+
+    def push_version(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:pushv"
 
     def channel(self, task_id: str) -> str:
         return f"{self.prefix}:ev:{task_id}"
@@ -197,6 +197,11 @@ class RedisTaskStore:
         self._scripts["UNCLAIM"] = client.register_script(redis_scripts.UNCLAIM)
         self._scripts["HEARTBEAT"] = client.register_script(redis_scripts.HEARTBEAT)
         self.events = _EventReader(self, queue_size)
+        self.webhooks: WebhookDispatcher | None = None
+        """Delivers the events this replica writes to their tasks' webhooks (set by the
+        server when the agent offers push notifications)."""
+        self.push_configs = RedisPushConfigs(self)
+        self._push_versions: dict[str, int] = {}  # configs version last mirrored, per task
         self._background: list[asyncio.Task[None]] = []
         self._probe: asyncio.Task[None] | None = None
 
@@ -412,7 +417,12 @@ class RedisTaskStore:
         ttl = int(self.terminal_ttl * 2000) + 60_000 if terminal else 0  # backstop, see sweep
         result = await self._run(
             "WRITE",
-            [keys.task(task_id), keys.events(task_id), keys.push(task_id)],
+            [
+                keys.task(task_id),
+                keys.events(task_id),
+                keys.push(task_id),
+                keys.push_version(task_id),
+            ],
             [
                 owned.version,
                 task.SerializeToString(),
@@ -434,7 +444,24 @@ class RedisTaskStore:
             raise TaskFinishedError(task_id, state if state else a2a_pb2.TASK_STATE_CANCELED)
         owned.version = int(result[1])
         owned.member = member
+        if event is not None and self.webhooks is not None and int(result[4]):
+            await self._deliver(task_id, int(result[4]), event, terminal)
         return result[3].decode() if isinstance(result[3], bytes) else str(result[3])
+
+    async def _deliver(
+        self, task_id: str, version: int, event: a2a_pb2.StreamResponse, terminal: bool
+    ) -> None:
+        """Hands an event this replica wrote to the webhooks of its task (the writer delivers),
+        after reading the task's configs again if they changed on any replica."""
+        webhooks = self.webhooks
+        assert webhooks is not None
+        if self._push_versions.get(task_id) != version:
+            configs = await self.push_configs.for_task(task_id)
+            webhooks.configs.mirror(task_id, configs)
+            self._push_versions[task_id] = version
+        webhooks.observe(task_id, event)
+        if terminal:
+            self._push_versions.pop(task_id, None)
 
     async def _index(
         self, scope: Scope, task: a2a_pb2.Task, old_member: str, old_state: int, member: str
@@ -756,7 +783,12 @@ class RedisTaskStore:
             return 0
         loaded = await self._load(task_id)
         await self._call(
-            self.client.delete(keys.task(task_id), keys.events(task_id), keys.push(task_id))
+            self.client.delete(
+                keys.task(task_id),
+                keys.events(task_id),
+                keys.push(task_id),
+                keys.push_version(task_id),
+            )
         )
         if loaded is not None and loaded.member:
             index_keys = [
@@ -842,6 +874,61 @@ class RedisTaskStore:
             await self._reap(self.replica_id)  # anything the drain could not settle
         await self.events.close()
         await self.client.aclose()
+
+
+class RedisPushConfigs:
+    """Push configs in Redis, beside their task: a hash of config id -> config, and a version
+    that every change increments (so the replica delivering the task's events knows to read
+    them again). Listed by id."""
+
+    def __init__(self, store: RedisTaskStore) -> None:
+        self.store = store
+
+    async def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        if not stored.id:
+            stored.id = new_id()
+        await self._change(stored.task_id, "hset", stored.id, stored.SerializeToString())
+        return stored
+
+    async def _change(self, task_id: str, command: str, *args: Any) -> None:
+        keys = self.store.keys
+        async with self.store.client.pipeline(transaction=True) as pipe:
+            getattr(pipe, command)(keys.push(task_id), *args)
+            pipe.incr(keys.push_version(task_id))
+            await self.store._call(pipe.execute())
+
+    async def count(self, task_id: str) -> int:
+        return int(await self.store._call(self.store.client.hlen(self.store.keys.push(task_id))))
+
+    async def has(self, task_id: str, config_id: str) -> bool:
+        store = self.store
+        return bool(await store._call(store.client.hexists(store.keys.push(task_id), config_id)))
+
+    async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
+        store = self.store
+        raw = await store._call(store.client.hget(store.keys.push(task_id), config_id))
+        return None if raw is None else a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        store = self.store
+        raw = await store._call(store.client.hgetall(store.keys.push(task_id)))
+        return [
+            a2a_pb2.TaskPushNotificationConfig.FromString(raw[config_id])
+            for config_id in sorted(raw)
+        ]
+
+    async def delete(self, task_id: str, config_id: str) -> None:
+        await self._change(task_id, "hdel", config_id)
+
+    async def drop_task(self, task_id: str) -> None:
+        keys = self.store.keys
+        await self.store._call(
+            self.store.client.delete(keys.push(task_id), keys.push_version(task_id))
+        )
 
 
 def _stream_id(text: str) -> tuple[int, int]:

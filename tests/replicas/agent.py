@@ -1,0 +1,60 @@
+"""The agent replica tests run in their server processes, steered through the test's Redis
+($A2A_TEST_REDIS) so that a test can wait on events, never on the clock.
+
+- `hold <name>`: WORKING, then waits (BLPOP) until the test pushes to `test:release:<name>`,
+  then sends `chunks` artifact chunks if the released value is a number, then COMPLETED.
+- `ask`: INPUT_REQUIRED; the answer to it completes the task, saying which process ran it.
+- `reply`: a direct reply (no task).
+A held run that is cancelled pushes its message id to `test:cancelled`.
+Every run appends "<message id>:<pid>" to the list `test:runs`, so a test sees where and how
+often the agent ran, and pushes the task id to `test:started:<message id>` once WORKING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import redis.asyncio as aioredis
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+
+
+class ReplicaAgent:
+    def __init__(self) -> None:
+        self.redis = aioredis.from_url(os.environ["A2A_TEST_REDIS"])
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        words = context.text().split()
+        keyword = words[0] if words else ""
+        pid = os.getpid()
+        await self.redis.rpush("test:runs", f"{context.message.message_id}:{pid}")
+        if keyword == "reply":
+            await events.reply(f"direct from {pid}")
+            return
+        if context.task is not None:  # the answer to `ask`
+            await events.complete(f"answered, on {pid}")
+            return
+        if keyword == "ask":
+            await events.require_input(f"which one? (asked on {pid})")
+            return
+        await events.working(f"working on {pid}")
+        await self.redis.rpush(f"test:started:{context.message.message_id}", context.task_id)
+        if keyword == "hold":
+            try:
+                _, released = await self.redis.blpop([f"test:release:{words[1]}"])
+            except asyncio.CancelledError:
+                await self.redis.rpush("test:cancelled", context.message.message_id)
+                raise
+            count = int(released) if released.isdigit() else 0
+            artifact_id = None
+            for number in range(count):
+                part = a2a_pb2.Part(text=f"chunk {number}")
+                artifact_id = await events.add_artifact(
+                    [part],
+                    artifact_id=artifact_id,
+                    append=number > 0,
+                    last_chunk=number == count - 1,
+                )
+        await events.complete(f"done on {pid}")

@@ -1,0 +1,220 @@
+"""Behaviour across replicas: two or three `a2a-grpc serve` processes on one real Redis, each
+call sent where a load balancer might send it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import grpc
+import pytest
+import redis.asyncio as aioredis
+
+from a2a_grpc.core import status
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT
+from tests.replicas.conftest import StartReplica
+
+_ids = itertools.count()
+
+
+def send(text: str, *, message_id: str | None = None, task_id: str = "", **configuration: object):  # type: ignore[no-untyped-def]
+    message = a2a_pb2.Message(
+        message_id=message_id or f"m{next(_ids)}-{text.replace(' ', '-')}",
+        role=a2a_pb2.ROLE_USER,
+        task_id=task_id,
+    )
+    message.parts.add().text = text
+    request = a2a_pb2.SendMessageRequest(message=message)
+    for name, value in configuration.items():
+        setattr(request.configuration, name, value)
+    return request
+
+
+async def started(redis: aioredis.Redis, request: a2a_pb2.SendMessageRequest) -> str:
+    """The task id, once the agent is WORKING on it (wherever it runs)."""
+    _, task_id = await redis.blpop([f"test:started:{request.message.message_id}"], timeout=30)
+    return str(task_id.decode())
+
+
+async def collect(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:  # type: ignore[type-arg]
+    """The rest of a stream read with read() (grpc does not mix read() with iteration)."""
+    events = []
+    async with asyncio.timeout(30):
+        while (event := await stream.read()) is not grpc.aio.EOF:
+            events.append(event)
+    return events
+
+
+def describe(events: list[a2a_pb2.StreamResponse]) -> list[str]:
+    out = []
+    for event in events:
+        kind = event.WhichOneof("payload")
+        if kind == "status_update":
+            out.append(a2a_pb2.TaskState.Name(event.status_update.status.state))
+        elif kind == "artifact_update":
+            out.append("chunk " + event.artifact_update.artifact.parts[0].text.split()[-1])
+        elif kind == "task":
+            out.append("task " + a2a_pb2.TaskState.Name(event.task.status.state))
+        else:
+            out.append(str(kind))
+    return out
+
+
+async def test_a_task_created_on_one_replica_is_read_and_listed_on_another(
+    replicas: StartReplica,
+) -> None:
+    a, b = await replicas(), await replicas()
+    created = [(await a.stub.SendMessage(send(f"task {n}"))).task for n in range(5)]
+    assert all(task.status.state == a2a_pb2.TASK_STATE_COMPLETED for task in created)
+    read = await b.stub.GetTask(a2a_pb2.GetTaskRequest(id=created[0].id))
+    assert read == created[0]
+    pages: dict[str, list[str]] = {}
+    for replica, other in ((a, b), (b, a)):
+        first = await replica.stub.ListTasks(a2a_pb2.ListTasksRequest(page_size=3))
+        rest = await other.stub.ListTasks(  # the token works on any replica
+            a2a_pb2.ListTasksRequest(page_size=3, page_token=first.next_page_token)
+        )
+        assert first.total_size == 5 and not rest.next_page_token
+        pages[replica.target] = [task.id for task in (*first.tasks, *rest.tasks)]
+    newest_first = [task.id for task in reversed(created)]
+    assert pages[a.target] == pages[b.target] == newest_first
+
+
+async def test_push_configs_are_shared(replicas: StartReplica) -> None:
+    a, b = await replicas(), await replicas()
+    task = (await a.stub.SendMessage(send("task"))).task
+    config = a2a_pb2.TaskPushNotificationConfig(
+        task_id=task.id, id="hook", url="http://127.0.0.1:9/hook"
+    )
+    await a.stub.CreateTaskPushNotificationConfig(config)
+    got = await b.stub.GetTaskPushNotificationConfig(
+        a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="hook")
+    )
+    assert got.url == "http://127.0.0.1:9/hook"
+    listed = await b.stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    assert [c.id for c in listed.configs] == ["hook"]
+    await b.stub.DeleteTaskPushNotificationConfig(
+        a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="hook")
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await a.stub.GetTaskPushNotificationConfig(
+            a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="hook")
+        )
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_subscribers_on_every_replica_see_the_same_events_in_order(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    a, b, c = await replicas(), await replicas(), await replicas()
+    request = send("hold s1", return_immediately=True)
+    await a.stub.SendMessage(request)
+    task_id = await started(redis, request)
+    streams = [
+        replica.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+        for replica in (a, b, c)
+    ]
+    for stream in streams:  # each has its snapshot: it is subscribed
+        assert (await stream.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
+    await redis.rpush("test:release:s1", "5")
+    seen = [describe(await collect(stream)) for stream in streams]
+    expected = [*(f"chunk {n}" for n in range(5)), "TASK_STATE_COMPLETED"]
+    assert seen == [expected, expected, expected]
+
+
+async def test_cancel_on_another_replica_stops_the_agent_and_every_stream(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    a, b = await replicas(), await replicas()
+    request = send("hold c1", return_immediately=True)
+    await a.stub.SendMessage(request)
+    task_id = await started(redis, request)
+    streams = [
+        replica.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+        for replica in (a, b)
+    ]
+    for stream in streams:
+        await stream.read()
+    canceled = await b.stub.CancelTask(a2a_pb2.CancelTaskRequest(id=task_id))
+    assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+    _, cancelled = await redis.blpop(["test:cancelled"], timeout=30)  # the agent on A
+    assert cancelled.decode() == request.message.message_id
+    for stream in streams:
+        assert describe(await collect(stream)) == ["TASK_STATE_CANCELED"]
+    read = await a.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert read.status.state == a2a_pb2.TASK_STATE_CANCELED
+
+
+async def test_an_answer_can_land_on_any_replica(replicas: StartReplica) -> None:
+    a, b = await replicas(), await replicas()
+    asked = (await a.stub.SendMessage(send("ask"))).task
+    assert asked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    answered = (await b.stub.SendMessage(send("the blue one", task_id=asked.id))).task
+    assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert f"on {b.process.pid}" in answered.status.message.parts[0].text
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # terminal now, on every replica
+        await a.stub.SendMessage(send("again", task_id=asked.id))
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+async def test_one_message_id_sent_to_two_replicas_runs_once(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    a, b = await replicas(), await replicas()
+    request = send("hold d1", message_id="the-same-id")
+    calls = [
+        asyncio.ensure_future(replica.stub.SendMessage(request, timeout=30)) for replica in (a, b)
+    ]
+    await started(redis, request)
+    await redis.rpush("test:release:d1", "0")
+    first, second = await asyncio.gather(*calls)
+    assert first.task.id == second.task.id
+    assert first.task.status.state == second.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    runs = [run.decode() for run in await redis.lrange("test:runs", 0, -1)]
+    assert [run.split(":")[0] for run in runs] == ["the-same-id"]
+
+
+async def test_a_replica_that_dies_has_its_tasks_failed_within_the_lease(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    a, b = await replicas("--task-lease", "1"), await replicas("--task-lease", "1")
+    request = send("hold k1", return_immediately=True)
+    await a.stub.SendMessage(request)
+    task_id = await started(redis, request)
+    stream = b.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+    await stream.read()
+    await a.kill()
+    events = await collect(stream)
+    assert describe(events) == ["TASK_STATE_FAILED"]
+    assert events[0].status_update.status.message.parts[0].text == REPLICA_STOPPED_TEXT
+
+
+async def test_redis_down_is_unavailable_retryable_and_health_follows(
+    replicas: StartReplica, redis_server: object
+) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from tests.redis_servers import RedisServer
+
+    assert isinstance(redis_server, RedisServer)
+    a = await replicas()
+    stub = a.stub  # opens the replica's channel
+    assert a.channel is not None
+    watch = health_pb2_grpc.HealthStub(a.channel).Watch(health_pb2.HealthCheckRequest(service=""))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    redis_server.kill()
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.GetTask(a2a_pb2.GetTaskRequest(id="any"), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    error = status.decode(
+        caught.value.code(), caught.value.details() or "", caught.value.trailing_metadata()
+    )
+    assert error is not None and error.retryable and error.retry_delay
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    redis_server.restart()
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    created = await a.stub.SendMessage(send("after"), timeout=10)
+    assert created.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
