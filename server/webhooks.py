@@ -326,6 +326,18 @@ class PushConfigStore:
         return list(self._configs.get(task_id, {}).values())
 
 
+def _delivered_kind(event: a2a_pb2.StreamResponse) -> bool:
+    """Webhooks get status and artifact updates (not the task snapshot or a direct reply)."""
+    return event.WhichOneof("payload") in ("status_update", "artifact_update")
+
+
+def _is_terminal(event: a2a_pb2.StreamResponse) -> bool:
+    return (
+        event.WhichOneof("payload") == "status_update"
+        and event.status_update.status.state in TERMINAL_STATES
+    )
+
+
 def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
     copy = a2a_pb2.TaskPushNotificationConfig()
     copy.CopyFrom(config)
@@ -335,8 +347,11 @@ def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotific
 @dataclass
 class _Webhook:
     config: a2a_pb2.TaskPushNotificationConfig
-    # Each event with the trace context it was published in (W3C headers to send along).
-    queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]]]] = field(default_factory=asyncio.Queue)
+    # Each event with the trace context it was published in (W3C headers to send along) and
+    # its position in a shared store's event log (None in one process).
+    queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]], str | None]] = field(
+        default_factory=asyncio.Queue
+    )
     worker: asyncio.Task[None] | None = None
     dead: bool = False
     finished: bool = False  # the task reached a terminal state: forget this webhook when drained
@@ -364,46 +379,71 @@ class WebhookDispatcher:
         self._slots = asyncio.Semaphore(policy.max_connections)
         # By task id, then config id: a task leaving the store drops its webhooks in one step.
         self._webhooks: dict[str, dict[str, _Webhook]] = {}
+        self.on_delivered: Callable[[str, str, str], Awaitable[None]] | None = None
+        """Awaited with (task id, config id, position) after each event with a position was
+        delivered (a shared store keeps the cursor, so another replica can go on from it)."""
 
     @property
     def watched(self) -> Container[str]:
         """The tasks with webhooks (a live view, for the broker)."""
         return self.configs.watched
 
-    def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
+    def observe(
+        self, task_id: str, event: a2a_pb2.StreamResponse, position: str | None = None
+    ) -> None:
         """Queues a status or artifact update for every webhook of the task. Never waits.
 
         Costs one serialization, plus a queue entry per webhook of the task (a capped number).
+        `position`: the event's place in a shared store's log, reported to `on_delivered`.
         """
-        kind = event.WhichOneof("payload")
-        if kind not in ("status_update", "artifact_update"):
+        if not _delivered_kind(event):
             return
-        terminal = kind == "status_update" and event.status_update.status.state in TERMINAL_STATES
         body: bytes | None = None
         trace_headers: list[tuple[str, str]] = []
         for config in self.configs.stored_for(task_id):
-            hooks = self._webhooks.setdefault(task_id, {})
-            webhook = hooks.get(config.id)
-            if webhook is None or webhook.config is not config:  # new, or replaced by Create
-                if webhook is not None:
-                    webhook.dead = True  # the old URL gets nothing more
-                webhook = hooks[config.id] = _Webhook(config)
-            if webhook.dead:
-                continue
             if body is None:
                 body = json_format.MessageToJson(event, indent=None).encode()
                 trace_headers = outgoing_headers()
-            if webhook.queue.qsize() >= self.policy.queue_size:
-                self._give_up(webhook, f"more than {self.policy.queue_size} events undelivered")
-                continue
-            webhook.queue.put_nowait((body, trace_headers))
-            webhook.finished = webhook.finished or terminal
-            if webhook.worker is None or webhook.worker.done():
-                webhook.worker = asyncio.get_running_loop().create_task(self._work(webhook))
+            self._enqueue(config, body, trace_headers, position, _is_terminal(event))
+
+    def replay(
+        self, config: a2a_pb2.TaskPushNotificationConfig, events: list[tuple[str, bytes]]
+    ) -> None:
+        """Queues `events` ((position, serialized StreamResponse), oldest first) for one
+        webhook: what another replica recorded but had not delivered when it stopped."""
+        for position, raw in events:
+            event = a2a_pb2.StreamResponse.FromString(raw)
+            if _delivered_kind(event):
+                body = json_format.MessageToJson(event, indent=None).encode()
+                self._enqueue(config, body, [], position, _is_terminal(event))
+
+    def _enqueue(
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        body: bytes,
+        trace_headers: list[tuple[str, str]],
+        position: str | None,
+        terminal: bool,
+    ) -> None:
+        hooks = self._webhooks.setdefault(config.task_id, {})
+        webhook = hooks.get(config.id)
+        if webhook is None or webhook.config is not config:  # new, or replaced by Create
+            if webhook is not None:
+                webhook.dead = True  # the old URL gets nothing more
+            webhook = hooks[config.id] = _Webhook(config)
+        if webhook.dead:
+            return
+        if webhook.queue.qsize() >= self.policy.queue_size:
+            self._give_up(webhook, f"more than {self.policy.queue_size} events undelivered")
+            return
+        webhook.queue.put_nowait((body, trace_headers, position))
+        webhook.finished = webhook.finished or terminal
+        if webhook.worker is None or webhook.worker.done():
+            webhook.worker = asyncio.get_running_loop().create_task(self._work(webhook))
 
     async def _work(self, webhook: _Webhook) -> None:
         while not webhook.queue.empty() and not webhook.dead:
-            body, trace_headers = webhook.queue.get_nowait()
+            body, trace_headers, position = webhook.queue.get_nowait()
             try:
                 delivered = await self._deliver(webhook, body, trace_headers)
             except Exception as exc:  # never let a delivery die silently
@@ -412,6 +452,12 @@ class WebhookDispatcher:
                 break
             if not delivered:
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
+            elif position is not None and self.on_delivered is not None:
+                config = webhook.config
+                try:
+                    await self.on_delivered(config.task_id, config.id, position)
+                except Exception:  # the cursor lags: a takeover re-sends (at least once)
+                    log.warning("webhook %s: could not record the delivery", config.id)
         # A dead webhook stays listed, so later events do not revive it, until its task goes.
         if webhook.finished and not webhook.dead:
             self._drop(webhook.config.task_id, webhook.config.id, webhook)

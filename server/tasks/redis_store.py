@@ -109,6 +109,12 @@ class _Keys:
     def push_version(self, task_id: str) -> str:
         return f"{self.prefix}:{{{task_id}}}:pushv"
 
+    def push_cursors(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:pushc"
+
+    def replica_deliveries(self, replica: str) -> str:
+        return f"{self._room}:d:{replica}"
+
     def channel(self, task_id: str) -> str:
         return f"{self.prefix}:ev:{task_id}"
 
@@ -202,6 +208,7 @@ class RedisTaskStore:
         server when the agent offers push notifications)."""
         self.push_configs = RedisPushConfigs(self)
         self._push_versions: dict[str, int] = {}  # configs version last mirrored, per task
+        self._delivering: set[str] = set()  # tasks in this replica's delivery set
         self._background: list[asyncio.Task[None]] = []
         self._probe: asyncio.Task[None] | None = None
 
@@ -422,6 +429,7 @@ class RedisTaskStore:
                 keys.events(task_id),
                 keys.push(task_id),
                 keys.push_version(task_id),
+                keys.push_cursors(task_id),
             ],
             [
                 owned.version,
@@ -445,23 +453,69 @@ class RedisTaskStore:
         owned.version = int(result[1])
         owned.member = member
         if event is not None and self.webhooks is not None and int(result[4]):
-            await self._deliver(task_id, int(result[4]), event, terminal)
+            position = result[2].decode() if isinstance(result[2], bytes) else str(result[2])
+            await self._deliver(task_id, int(result[4]), event, terminal, position)
         return result[3].decode() if isinstance(result[3], bytes) else str(result[3])
 
     async def _deliver(
-        self, task_id: str, version: int, event: a2a_pb2.StreamResponse, terminal: bool
+        self,
+        task_id: str,
+        version: int,
+        event: a2a_pb2.StreamResponse,
+        terminal: bool,
+        position: str,
     ) -> None:
         """Hands an event this replica wrote to the webhooks of its task (the writer delivers),
-        after reading the task's configs again if they changed on any replica."""
+        after reading the task's configs again if they changed on any replica. The task joins
+        this replica's delivery set, so whoever reaps the replica goes on from the cursors."""
         webhooks = self.webhooks
         assert webhooks is not None
+        if task_id not in self._delivering:
+            key = self.keys.replica_deliveries(self.replica_id)
+            await self._call(self.client.sadd(key, task_id))
+            self._delivering.add(task_id)
         if self._push_versions.get(task_id) != version:
             configs = await self.push_configs.for_task(task_id)
             webhooks.configs.mirror(task_id, configs)
             self._push_versions[task_id] = version
-        webhooks.observe(task_id, event)
+        webhooks.observe(task_id, event, position)
         if terminal:
             self._push_versions.pop(task_id, None)
+
+    async def _delivered(self, task_id: str, config_id: str, position: str) -> None:
+        """The webhook's cursor: events up to `position` reached it."""
+        await self._call(self.client.hset(self.keys.push_cursors(task_id), config_id, position))
+
+    async def _take_over_deliveries(self, replica: str) -> None:
+        """Re-queues, per webhook, the events the stopped `replica` recorded for its tasks but
+        had not delivered (after each webhook's cursor), in order: at least once."""
+        webhooks = self.webhooks
+        if webhooks is None:
+            return
+        keys = self.keys
+        members = await self._call(self.client.smembers(keys.replica_deliveries(replica)))
+        for member in members:
+            task_id = member.decode()
+            configs = await self.push_configs.for_task(task_id)
+            if not configs:
+                continue
+            webhooks.configs.mirror(task_id, configs)
+            cursors = await self._call(self.client.hgetall(keys.push_cursors(task_id)))
+            entries = await self._call(self.client.xrange(keys.events(task_id), "-", "+"))
+            for config in webhooks.configs.stored_for(task_id):
+                cursor = _stream_id((cursors.get(config.id.encode()) or b"0-0").decode())
+                missed = [
+                    (entry_id.decode(), fields[b"e"])
+                    for entry_id, fields in entries
+                    if _stream_id(entry_id.decode()) > cursor
+                ]
+                webhooks.replay(config, missed)
+            if task_id not in self._delivering:
+                await self._call(
+                    self.client.sadd(keys.replica_deliveries(self.replica_id), task_id)
+                )
+                self._delivering.add(task_id)
+        await self._call(self.client.delete(keys.replica_deliveries(replica)))
 
     async def _index(
         self, scope: Scope, task: a2a_pb2.Task, old_member: str, old_state: int, member: str
@@ -788,8 +842,11 @@ class RedisTaskStore:
                 keys.events(task_id),
                 keys.push(task_id),
                 keys.push_version(task_id),
+                keys.push_cursors(task_id),
             )
         )
+        self._delivering.discard(task_id)
+        await self._call(self.client.srem(keys.replica_deliveries(self.replica_id), task_id))
         if loaded is not None and loaded.member:
             index_keys = [
                 keys.index(loaded.scope, "all"),
@@ -809,6 +866,8 @@ class RedisTaskStore:
         """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader
         and starts the lease keeper."""
         await self._call(self.client.ping())
+        if self.webhooks is not None:
+            self.webhooks.on_delivered = self._delivered
         await self.events.start()
         await self._heartbeat()
         loop = asyncio.get_running_loop()
@@ -840,7 +899,9 @@ class RedisTaskStore:
                 await self._reap(name)
 
     async def _reap(self, replica: str) -> None:
-        """FAILED for every task the stopped `replica` was running (spec decision §9.11)."""
+        """Goes on with the stopped `replica`'s webhook deliveries, then marks FAILED every
+        task it was running (spec decision §9.11)."""
+        await self._take_over_deliveries(replica)
         keys = self.keys
         members = await self._call(self.client.smembers(keys.replica_tasks(replica)))
         failed = 0
@@ -861,8 +922,9 @@ class RedisTaskStore:
             log.warning("replica %s stopped: %d of its tasks were marked FAILED", replica, failed)
 
     async def close(self) -> None:
-        """Stops the lease keeper and the event reader and gives up this replica's lease (its
-        remaining tasks were settled by the handler's drain)."""
+        """Stops the lease keeper and the event reader, and lets this replica's lease run out
+        now: the next replica to renew its own lease takes over what is left (webhook events
+        not yet delivered, any task the drain could not settle)."""
         for task in self._background:
             task.cancel()
         if self._probe is not None:
@@ -870,8 +932,8 @@ class RedisTaskStore:
         await asyncio.gather(*self._background, return_exceptions=True)
         self._background.clear()
         with contextlib.suppress(StoreUnavailableError):
-            await self._call(self.client.zrem(self.keys.replicas, self.replica_id))
-            await self._reap(self.replica_id)  # anything the drain could not settle
+            expired = int(time.time() * 1000) - 1
+            await self._call(self.client.zadd(self.keys.replicas, {self.replica_id: expired}))
         await self.events.close()
         await self.client.aclose()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 
 import grpc
 import pytest
@@ -13,6 +14,7 @@ import redis.asyncio as aioredis
 from a2a_grpc.core import status
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT
+from tests.integration.webhook_receiver import Receiver
 from tests.replicas.conftest import StartReplica
 
 _ids = itertools.count()
@@ -218,3 +220,26 @@ async def test_redis_down_is_unavailable_retryable_and_health_follows(
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
     created = await a.stub.SendMessage(send("after"), timeout=10)
     assert created.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    receiver = await Receiver(always_fail=True).start()
+    try:
+        a = await replicas("--task-lease", "1")
+        await replicas("--task-lease", "1")  # B: the survivor that takes over
+        request = send("hold w1", return_immediately=True)
+        request.configuration.task_push_notification_config.url = receiver.url
+        await a.stub.SendMessage(request)
+        await started(redis, request)
+        await receiver.wait_for_attempts(1)  # A recorded WORKING and could not deliver it
+        await a.kill()
+        receiver.always_fail = False
+        received = await receiver.wait_for(2)  # B took over: WORKING, then FAILED
+        states = [
+            json.loads(delivery.body)["statusUpdate"]["status"]["state"] for delivery in received
+        ]
+        assert states[:2] == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+    finally:
+        await receiver.stop()
