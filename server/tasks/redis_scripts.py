@@ -51,11 +51,6 @@ table.insert(fields, id)
 return fields
 """
 
-CANCEL_SIGNAL = """
--- KEYS: none.  ARGV: channel, task id.  (A separate publish keeps WRITE's keys to one task.)
-return redis.call('PUBLISH', ARGV[1], ARGV[2])
-"""
-
 RESERVE = """
 -- KEYS: all, owner live, tenant live.  ARGV: task id, now ms, max tasks, max per owner,
 -- max per tenant ("" = no bound).  Returns {status, oldest finished ids to evict...}.
@@ -143,4 +138,14 @@ HEARTBEAT = """
 -- returns the replicas whose lease ran out (their reaping is claimed with ZREM).
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+"""
+
+PUSH_CHANGE = """
+-- KEYS: push configs, push version.  ARGV: "set", id, config | "delete", id.
+if ARGV[1] == 'set' then
+  redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+else
+  redis.call('HDEL', KEYS[1], ARGV[2])
+end
+return redis.call('INCR', KEYS[2])
 """

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -189,6 +190,12 @@ class RedisTaskStore:
         self.timeout = timeout
         self.stream_length = stream_length
         self.replica_id = replica_id or new_id()
+        self.pubsub_client: Any = client
+        """Where the event reader subscribes: `client`, or on a Cluster one node of it (a
+        PUBLISH reaches the subscribers of every node)."""
+        self.url: str | None = None
+        """The URL `connect` was given: `start` switches to a Cluster client when the server
+        there is a Cluster node."""
         self.on_remote_cancel: Callable[[str], None] | None = None
         self.on_evict: Callable[[str], None] | None = None
         self.on_health: Callable[[bool], None] | None = None
@@ -196,12 +203,7 @@ class RedisTaskStore:
         self.healthy = True
         self._owned: dict[str, _Owned] = {}
         self._last_ns = 0
-        self._scripts = {
-            name: client.register_script(getattr(redis_scripts, name))
-            for name in ("WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM")
-        }
-        self._scripts["UNCLAIM"] = client.register_script(redis_scripts.UNCLAIM)
-        self._scripts["HEARTBEAT"] = client.register_script(redis_scripts.HEARTBEAT)
+        self._scripts = self._register(client)
         self.events = _EventReader(self, queue_size)
         self.webhooks: WebhookDispatcher | None = None
         """Delivers the events this replica writes to their tasks' webhooks (set by the
@@ -219,14 +221,41 @@ class RedisTaskStore:
         No retries inside the client: a refused call fails within `timeout` and the caller's
         own retry (our client honours RetryInfo) decides.
         """
-        client = aioredis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-        )
-        return cls(client, timeout=timeout, **options)
+        client = aioredis.from_url(url, **cls._client_options(timeout))
+        store = cls(client, timeout=timeout, **options)
+        store.url = url
+        return store
+
+    @staticmethod
+    def _client_options(timeout: float) -> dict[str, Any]:
+        return {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+        }
+
+    @staticmethod
+    def _register(client: Any) -> dict[str, Any]:
+        names = (
+            "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
+            "HEARTBEAT", "PUSH_CHANGE",
+        )  # fmt: skip
+        return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
+
+    async def _use_cluster_if_there_is_one(self) -> None:
+        """Switches to a Cluster client when `url` names a Cluster node: every key then goes to
+        the node of its slot (all keys of one script share a slot). The node in the URL stays
+        the pub/sub connection."""
+        if self.url is None or self.client is not self.pubsub_client:
+            return
+        info = await self._call(self.client.info("cluster"))
+        if not info.get("cluster_enabled"):
+            return
+        cluster = RedisCluster.from_url(self.url, **self._client_options(self.timeout))
+        await self._call(cluster.initialize())
+        self.client = cluster
+        self._scripts = self._register(cluster)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -866,6 +895,7 @@ class RedisTaskStore:
         """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader
         and starts the lease keeper."""
         await self._call(self.client.ping())
+        await self._use_cluster_if_there_is_one()
         if self.webhooks is not None:
             self.webhooks.on_delivered = self._delivered
         await self.events.start()
@@ -936,6 +966,8 @@ class RedisTaskStore:
             await self._call(self.client.zadd(self.keys.replicas, {self.replica_id: expired}))
         await self.events.close()
         await self.client.aclose()
+        if self.pubsub_client is not self.client:
+            await self.pubsub_client.aclose()
 
 
 class RedisPushConfigs:
@@ -953,15 +985,14 @@ class RedisPushConfigs:
         stored.CopyFrom(config)
         if not stored.id:
             stored.id = new_id()
-        await self._change(stored.task_id, "hset", stored.id, stored.SerializeToString())
+        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString())
         return stored
 
-    async def _change(self, task_id: str, command: str, *args: Any) -> None:
+    async def _change(self, task_id: str, *change: Any) -> None:
         keys = self.store.keys
-        async with self.store.client.pipeline(transaction=True) as pipe:
-            getattr(pipe, command)(keys.push(task_id), *args)
-            pipe.incr(keys.push_version(task_id))
-            await self.store._call(pipe.execute())
+        await self.store._run(
+            "PUSH_CHANGE", [keys.push(task_id), keys.push_version(task_id)], list(change)
+        )
 
     async def count(self, task_id: str) -> int:
         return int(await self.store._call(self.store.client.hlen(self.store.keys.push(task_id))))
@@ -984,7 +1015,7 @@ class RedisPushConfigs:
         ]
 
     async def delete(self, task_id: str, config_id: str) -> None:
-        await self._change(task_id, "hdel", config_id)
+        await self._change(task_id, "delete", config_id)
 
     async def drop_task(self, task_id: str) -> None:
         keys = self.store.keys
@@ -1018,7 +1049,7 @@ class _EventReader:
         self._unsubscribing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._pubsub = self.store.client.pubsub()
+        self._pubsub = self.store.pubsub_client.pubsub()
         await self._subscribe_channel(self._cancel_channel)
 
     def restart(self) -> None:

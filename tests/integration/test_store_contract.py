@@ -5,6 +5,7 @@ show: two stores on one Redis, as two replicas would hold them."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -25,7 +26,7 @@ from a2a_grpc.server.tasks.base import (
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
 from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
-from tests.redis_servers import RedisServer
+from tests.redis_servers import RedisCluster, RedisServer
 
 ALICE = Scope("tenant-a", "alice")
 BOB = Scope("tenant-a", "bob")
@@ -33,20 +34,29 @@ BOB = Scope("tenant-a", "bob")
 MakeStore = Callable[..., Awaitable[TaskStore]]
 
 
-@pytest.fixture(params=["memory", "redis"])
+_prefixes = itertools.count()
+
+
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]:
+    """Stores of one kind: in memory, on a fresh redis-server, or on the module's 3-master
+    Redis Cluster (under a key prefix of their own, so tests do not see each other's keys)."""
     made: list[TaskStore] = []
-    server: RedisServer | None = None
+    url = None
+    prefix = "a2a"
     if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
+        url = request.getfixturevalue("redis_server").url
+    elif request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster").url
+        prefix = f"contract{next(_prefixes)}"
 
     async def make(**options: Any) -> TaskStore:
         store: TaskStore
-        if server is None:
+        if url is None:
             table_options = {k: v for k, v in options.items() if k != "lease"}
             store = InMemoryTaskStore(TaskTable(**table_options), Broker(queue_size=64))
         else:
-            store = RedisTaskStore.connect(server.url, **options)
+            store = RedisTaskStore.connect(url, prefix=prefix, **options)
         await store.start()
         made.append(store)
         return store
@@ -357,3 +367,30 @@ async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
         assert await store.get("t1", ALICE) is None
     finally:
         await store.close()
+
+
+async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
+    redis_cluster: RedisCluster,
+) -> None:
+    prefix = f"replicas{next(_prefixes)}"
+    one = RedisTaskStore.connect(redis_cluster.url, prefix=prefix)
+    two = RedisTaskStore.connect(redis_cluster.urls[1], prefix=prefix)
+    await one.start()
+    await two.start()
+    try:
+        assert one.client is not one.pubsub_client  # it found the cluster
+        told: asyncio.Queue[str] = asyncio.Queue()
+        one.on_remote_cancel = told.put_nowait
+        for number in range(6):  # task ids in several slots, so on several nodes
+            await created(one, f"t{number}")
+        watched = await two.watch("t3", ALICE, until_terminal=True)
+        assert watched is not None
+        await one.set_status("t3", a2a_pb2.TASK_STATE_WORKING)
+        await two.cancel("t3", ALICE)
+        assert await asyncio.wait_for(told.get(), 5) == "t3"
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
+        page = await two.list(ALICE, TaskQuery(page_size=10))
+        assert page.tasks[0].id == "t3" and page.total_size == 6
+    finally:
+        await one.close()
+        await two.close()
