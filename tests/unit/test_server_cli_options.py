@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from a2a_grpc.server.cli import parser, setup
-from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 
 
 def test_max_push_configs_reaches_the_config() -> None:
@@ -24,6 +24,27 @@ def test_max_push_configs_must_be_positive() -> None:
 
 
 SECRET = "s3cr3t-pw"
+
+
+def test_replica_options_reach_the_config_with_their_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(STORE_ENV, raising=False)
+    config = setup(parser().parse_args([])).config
+    assert (config.store, config.task_lease, config.workers, config.reuse_port) == (
+        "",
+        10.0,
+        1,
+        False,
+    )
+    args = parser().parse_args(["--task-lease", "2.5", "--workers", "1"])
+    assert setup(args).config.task_lease == 2.5
+
+
+def test_store_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STORE_ENV, "redis://cache.internal:6379/2")
+    assert parser().parse_args([]).store == "redis://cache.internal:6379/2"
+    assert parser().parse_args(["--store", ""]).store == ""
 
 
 @pytest.mark.parametrize(
@@ -91,3 +112,11 @@ def test_the_config_repr_hides_the_store_password() -> None:
     config = ServerConfig(store=f"redis://:{SECRET}@h/0")
     assert SECRET not in repr(config)
     assert "store='redis://:***@h/0'" in repr(config)
+
+
+def test_worker_flags_go_together_and_make_a_port_sharing_worker() -> None:
+    with pytest.raises(ValueError, match="--worker-index and --worker-lifeline go together"):
+        setup(parser().parse_args(["--worker-index", "1"]))
+    worker = setup(parser().parse_args(["--worker-index", "2", "--worker-lifeline", "7"]))
+    assert worker.config.reuse_port and (worker.worker_index, worker.lifeline) == (2, 7)
+    assert "--worker-index" not in parser().format_help()  # internal: set by the supervisor
