@@ -1,7 +1,13 @@
 """The A2A gRPC client: typed calls, safe retries, a stream reducer, resumption, a card resolver."""
 
 from a2a_grpc.client.card import CardResolver, grpc_interface
-from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
+from a2a_grpc.client.channel import (
+    ChannelOptions,
+    ChannelTarget,
+    TlsConfig,
+    channel_target,
+    create_channel,
+)
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import ApiKey, BearerToken, Credentials
 from a2a_grpc.client.errors import (
@@ -29,6 +35,7 @@ __all__ = [
     "CallCancelledError",
     "CardResolver",
     "ChannelOptions",
+    "ChannelTarget",
     "Credentials",
     "DeadlineExceededError",
     "MessageSigner",
@@ -38,6 +45,7 @@ __all__ = [
     "TaskView",
     "TlsConfig",
     "UnavailableError",
+    "channel_target",
     "create_channel",
     "fold",
     "grpc_interface",

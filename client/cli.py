@@ -22,7 +22,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
-from a2a_grpc.client.channel import TlsConfig
+from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import BearerToken
 from a2a_grpc.client.errors import (
@@ -99,7 +99,8 @@ class UsageError(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """Where to connect: a gRPC `host:port` and the tenant to copy into requests."""
+    """Where to connect: a gRPC target (`host:port`, a list of IP `address:port`s, or
+    `dns:///name:port`) and the tenant to copy into requests."""
 
     address: str
     tenant: str
@@ -255,10 +256,17 @@ class _Connection:
         args = self._args
         target = await _resolve_target(args.target, args.timeout)
         tls = _tls(args)
+        several = len(channel_target(target.address).addresses) > 1
+        if several and tls is not None and tls.server_name_override is None:
+            raise UsageError(
+                "TLS to several addresses needs --server-name NAME, the name the servers' "
+                "certificates are checked against"
+            )
         credentials = BearerToken(args.token) if args.token else None
         self._client = A2AClient.connect(
             target.address,
             tls=tls,
+            channel_options=ChannelOptions(lb_policy=args.lb_policy),
             tenant=args.tenant if args.tenant is not None else target.tenant,
             extensions=args.extension,
             credentials=credentials,
@@ -279,10 +287,18 @@ async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
             raise UsageError(f"bad TARGET {text!r}: {error}") from error
         interface = grpc_interface(card)
         return Target(interface.url, interface.tenant)
-    match = _HOST_PORT.match(text)
+    if "," in text:
+        try:
+            channel_target(text)
+        except ValueError as error:
+            raise UsageError(f"bad TARGET: {error}") from error
+        return Target(text, "")
+    name = text.removeprefix("dns:///")
+    match = _HOST_PORT.match(name)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise UsageError(
-            f"bad TARGET {text!r}: expected host:port or an http(s) URL of an agent card"
+            f"bad TARGET {text!r}: expected host:port, ip:port,ip:port,... , dns:///host:port "
+            "or an http(s) URL of an agent card"
         )
     return Target(text, "")
 
@@ -297,12 +313,12 @@ def _is_url(text: str) -> bool:
 
 
 def _tls(args: argparse.Namespace) -> TlsConfig | None:
-    if not (args.tls or args.ca or args.cert or args.key):
+    if not (args.tls or args.ca or args.cert or args.key or args.server_name):
         return None
     if bool(args.cert) != bool(args.key):
         raise UsageError("--cert and --key go together")
     try:
-        return TlsConfig.from_files(args.ca, args.cert, args.key)
+        return TlsConfig.from_files(args.ca, args.cert, args.key, args.server_name)
     except OSError as error:
         raise UsageError(f"cannot read a TLS file: {error}") from error
 
@@ -383,11 +399,24 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--ca", metavar="PEM", help="root certificates for TLS")
     common.add_argument("--cert", metavar="PEM", help="client certificate for mutual TLS")
     common.add_argument("--key", metavar="PEM", help="client key for mutual TLS")
+    common.add_argument(
+        "--server-name",
+        metavar="NAME",
+        help="name the server's TLS certificate is checked against; implies --tls (default: "
+        "TARGET's host; needed with TLS to a list of addresses)",
+    )
+    common.add_argument(
+        "--lb-policy",
+        choices=LB_POLICIES,
+        help="how calls are spread over TARGET's addresses (default: round_robin for a list or "
+        "a dns: name, pick_first for one address)",
+    )
 
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
-        "commands are a client. TARGET is host:port or the http(s) URL of an agent card.",
+        "commands are a client. TARGET is host:port, several servers as ip:port,ip:port,... or "
+        "dns:///host:port (calls spread round-robin), or the http(s) URL of an agent card.",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -52,8 +52,9 @@ class A2AClient:
     `A2ATransportError` subclasses when we could not talk; `RpcFailedError` for any other failed
     status; `InvalidAgentResponseError` when the agent breaks the protocol's contract.
 
-    Use as `async with A2AClient.connect("host:50051") as client: ...`; a client built on a
-    channel you pass in leaves that channel open when it closes.
+    Use as `async with A2AClient.connect("host:50051") as client: ...` (or several servers:
+    `connect("10.0.0.1:50051,10.0.0.2:50051")`, balanced call by call, see `connect`); a client
+    built on a channel you pass in leaves that channel open when it closes.
     """
 
     def __init__(
@@ -112,7 +113,15 @@ class A2AClient:
         channel_options: ChannelOptions = _DEFAULT_CHANNEL_OPTIONS,
         **kwargs: Any,
     ) -> A2AClient:
-        """A client on a new channel to `target` (`host:port`), closed with the client."""
+        """A client on a new channel to `target`, closed with the client.
+
+        `target` is `host:port`; several servers as a comma-separated list of IP addresses
+        (`10.0.0.1:50051,10.0.0.2:50051`); or `dns:///name:port` for a name whose records list
+        several servers. A list or a `dns:` name is balanced call by call with `round_robin`
+        unless `channel_options.lb_policy` says otherwise; one address uses `pick_first`.
+        ValueError for a target `create_channel` refuses (a list with a host name or two IP
+        families; TLS to a list without `TlsConfig.server_name_override`).
+        """
         channel = create_channel(target, tls=tls, options=channel_options)
         return cls(channel, owns_channel=True, **kwargs)
 

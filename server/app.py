@@ -212,8 +212,9 @@ async def start_server(
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
-            # Never share the port with another process (grpc enables SO_REUSEPORT by default).
-            ("grpc.so_reuseport", 0),
+            # Never share the port with another process (grpc enables SO_REUSEPORT by default),
+            # but with the other workers of one `serve --workers N` (config.reuse_port).
+            ("grpc.so_reuseport", 1 if config.reuse_port else 0),
             ("grpc.max_receive_message_length", config.max_receive_bytes),
             *connection_limits(config),
         ],
@@ -262,7 +263,11 @@ async def start_server(
     card_server = None
     if config.card_port is not None:
         card_server = CardServer(
-            final_card, host=config.host, port=config.card_port, max_age=config.card_max_age
+            final_card,
+            host=config.host,
+            port=config.card_port,
+            max_age=config.card_max_age,
+            reuse_port=config.reuse_port,
         )
         try:
             await card_server.start()

@@ -19,14 +19,25 @@ CARD_PATH = "/.well-known/agent-card.json"
 
 
 class CardServer:
-    """An aiohttp server with the one route. `port` is the bound port once started."""
+    """An aiohttp server with the one route. `port` is the bound port once started.
+
+    With `reuse_port` the port is bound with SO_REUSEPORT, shared with the other workers of one
+    `serve --workers N`; without, it is this server's alone.
+    """
 
     def __init__(
-        self, card: a2a_pb2.AgentCard, *, host: str, port: int, max_age: int = 300
+        self,
+        card: a2a_pb2.AgentCard,
+        *,
+        host: str,
+        port: int,
+        max_age: int = 300,
+        reuse_port: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self.max_age = max_age
+        self.reuse_port = reuse_port
         self._body = to_json(card).encode()
         self._etag = '"' + hashlib.sha256(self._body).hexdigest()[:32] + '"'
         self._last_modified = formatdate(time.time(), usegmt=True)
@@ -53,7 +64,7 @@ class CardServer:
         app.router.add_get(CARD_PATH, self._card)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=False)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self.reuse_port)
         await site.start()
         if self.port == 0:
             self.port = int(self._runner.addresses[0][1])

@@ -1,10 +1,15 @@
-"""`a2a-grpc serve`: runs the server until SIGTERM or SIGINT, then shuts down gracefully."""
+"""`a2a-grpc serve`: runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+
+With `--workers N` (N > 1) this process is only the supervisor of N worker processes that share
+the port; server/workers.py states how they start, stop and fail.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import dataclasses
+import functools
 import importlib
 import logging
 import os
@@ -19,11 +24,25 @@ from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
-from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.telemetry import configure_from_environment
+from a2a_grpc.server.workers import (
+    Supervisor,
+    bind_problem,
+    serve_worker_command,
+    watch_lifeline,
+)
 
 CARD_PORT_OFF = -1
+
+SHARED_STORE_AVAILABLE = False
+"""Whether this build can keep tasks in the store `--store` names. Until the shared (Redis)
+store is part of it, `--store` is refused rather than ignored: ignored, a server would keep its
+tasks in memory while saying otherwise, and workers would each see only their own."""
+
+WORKERS_STOP_MARGIN = 10.0
+"""Seconds a stopping worker gets beyond its --shutdown-grace before the supervisor kills it."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -157,6 +176,37 @@ def parser() -> argparse.ArgumentParser:
         default=d.max_open_streams,
         help="A2A streams open at once, counted apart from calls (%(default)s)",
     )
+    add(
+        "--store",
+        metavar="URL",
+        # Never %(default)s here: the URL from the environment may hold a password.
+        default=os.environ.get(STORE_ENV, d.store),
+        help="keep tasks in this shared store, for several workers or servers: "
+        "redis://[[user]:password@]host[:port][/db], rediss://... (TLS) or "
+        f"unix:///path/redis.sock; the password is never printed (default: ${STORE_ENV}, "
+        "else this process's memory)",
+    )
+    add(
+        "--task-lease",
+        type=float,
+        metavar="SECONDS",
+        default=d.task_lease,
+        help="with --store: how long a server's lease on the tasks it runs lasts; a task whose "
+        "server stopped (crashed, killed) is FAILED within this time, at most 3600 "
+        "(%(default)s)",
+    )
+    add(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=d.workers,
+        help="run N server processes sharing --port (and the card port); N > 1 needs a shared "
+        "--store and a fixed --port; the first process supervises them, forwards SIGTERM/SIGINT "
+        "and stops them all when one exits (%(default)s)",
+    )
+    # Set by the supervisor of --workers N in each worker it starts (server/workers.py).
+    add("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+    add("--worker-lifeline", type=int, default=None, help=argparse.SUPPRESS)
     return command
 
 
@@ -212,14 +262,22 @@ class Setup:
     tls: TlsFiles | None
     signature_keys: KeySet | None
     card_signer: tuple[PrivateKey, str] | None
+    worker_index: int | None = None
+    """In a worker of `--workers N`: its index, from 1 (None: a server of its own)."""
+    lifeline: int | None = None
+    """In a worker: the file descriptor whose end of file says the supervisor is gone."""
 
 
 def setup(args: argparse.Namespace) -> Setup:
-    """Checks and loads what `args` name; ValueError (one line) for anything unusable."""
+    """Checks and loads what `args` name; ValueError (one line) for anything unusable.
+
+    No message holds the store URL's password (they show `redacted_url`)."""
     card_port = args.card_port
     if card_port is None:
         card_port = 0 if args.port == 0 else args.port + 1
-    return Setup(
+    if (args.worker_index is None) != (args.worker_lifeline is None):
+        raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
+    loaded = Setup(
         config=ServerConfig(
             host=args.host,
             port=args.port,
@@ -247,6 +305,10 @@ def setup(args: argparse.Namespace) -> Setup:
             max_streams_per_connection=args.max_streams_per_connection,
             max_concurrent_calls=args.max_concurrent_calls,
             max_open_streams=args.max_open_streams,
+            store=args.store,
+            task_lease=args.task_lease,
+            workers=args.workers,
+            reuse_port=args.worker_index is not None,
         ),
         agent=load_agent(args.agent),
         card=load_card(args.card) if args.card else None,
@@ -255,7 +317,15 @@ def setup(args: argparse.Namespace) -> Setup:
         tls=_tls(args),
         signature_keys=_signature_keys(args),
         card_signer=_card_signer(args),
+        worker_index=args.worker_index,
+        lifeline=args.worker_lifeline,
     )
+    if loaded.config.store and not SHARED_STORE_AVAILABLE:
+        raise ValueError(
+            f"--store {redacted_url(loaded.config.store)}: this build keeps tasks in memory "
+            f"only (the shared store is not part of it yet); leave --store and ${STORE_ENV} unset"
+        )
+    return loaded
 
 
 def _signature_keys(args: argparse.Namespace) -> KeySet | None:
@@ -282,6 +352,8 @@ def _card_signer(args: argparse.Namespace) -> tuple[PrivateKey, str] | None:
 
 
 async def _serve(setup: Setup) -> int:
+    worker = "" if setup.worker_index is None else f"[worker {setup.worker_index}]"
+    say = functools.partial(_say, program=f"a2a-grpc{worker}")
     telemetry = configure_from_environment()
     try:
         running = await start_server(
@@ -295,18 +367,24 @@ async def _serve(setup: Setup) -> int:
             card_signer=setup.card_signer,
         )
     except PortInUseError as exc:
-        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
         return 1
     except StartupError as exc:
-        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
         return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if setup.lifeline is not None:
+
+        def supervisor_gone() -> None:
+            say("the supervisor is gone")
+            stop.set()
+
+        watch_lifeline(setup.lifeline, supervisor_gone)
     config = setup.config
     scheme = "TLS" if setup.tls else "plaintext"
-    say = _say
     say(f"serving A2A 1.0 over gRPC ({scheme}) on {config.host}:{running.port}")
     say(f"agent card at {running.card_url or '(not served over HTTP)'}")
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
@@ -315,6 +393,7 @@ async def _serve(setup: Setup) -> int:
     settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     settings["max_live_tasks_per_principal"] = config.live_tasks_per_principal
     settings["max_live_tasks_per_tenant"] = config.live_tasks_per_tenant
+    settings["store"] = redacted_url(config.store) if config.store else "memory"
     say("settings " + ", ".join(f"{name}={value}" for name, value in settings.items()))
     certificates = bool(setup.tls and setup.tls.client_ca)
     if setup.tokens and certificates:
@@ -332,11 +411,39 @@ async def _serve(setup: Setup) -> int:
     return 0
 
 
-def _say(text: str) -> None:
-    print(f"a2a-grpc: {text}", flush=True)
+def _say(text: str, program: str = "a2a-grpc") -> None:
+    # One write per line (print would write the newline apart when stdout is unbuffered), so
+    # the lines of workers sharing one stdout never interleave.
+    print(f"{program}: {text}\n", end="", flush=True)
+
+
+def _supervise(setup: Setup, argv: list[str]) -> int:
+    """`--workers N`: checks the ports are free, then runs N workers until they stop."""
+    config = setup.config
+    ports = [config.port] if config.card_port is None else [config.port, config.card_port]
+    for port in ports:
+        problem = bind_problem(config.host, port)
+        if problem is not None:
+            print(f"a2a-grpc serve: {problem}", file=sys.stderr)
+            return 1
+    _say(
+        f"starting {config.workers} workers sharing {config.host}:{config.port}, tasks in "
+        f"{redacted_url(config.store)}"
+    )
+    supervisor = Supervisor(
+        serve_worker_command(argv),
+        config.workers,
+        stop_timeout=config.shutdown_grace + WORKERS_STOP_MARGIN,
+    )
+    code = asyncio.run(supervisor.run())
+    _say(f"all workers stopped{'' if code == 0 else f'; exit status {code}'}")
+    return code
 
 
 def main(argv: list[str]) -> int:
+    """Runs `serve` with `argv` (the options after `serve`); returns the exit status: 0 after a
+    clean stop, 1 when a port is taken, 2 for a configuration that cannot be served (one line
+    on stderr, never the store URL's password); with `--workers N`, see server/workers.py."""
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
@@ -344,4 +451,6 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
         return 2
+    if loaded.config.workers > 1:
+        return _supervise(loaded, argv)
     return asyncio.run(_serve(loaded))

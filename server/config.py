@@ -3,13 +3,63 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from a2a_grpc.server.webhooks import DeliveryPolicy
 
 MiB = 1024 * 1024
+
+STORE_ENV = "A2A_GRPC_STORE"
+"""Environment variable `serve --store` defaults to (keeps the URL's password out of `ps`)."""
+STORE_SCHEMES = ("redis", "rediss", "unix")
+"""URL schemes of a shared task store: Redis over TCP, over TLS, over a Unix socket."""
+MAX_TASK_LEASE = 3600.0
+"""Longest task lease accepted, in seconds."""
+
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def redacted_url(url: str) -> str:
+    """`url` fit to print or log: every password in it replaced by `***`, the rest as given.
+
+    Hidden: the password of the userinfo (`redis://user:***@host:6379/0`), a userinfo without a
+    colon as a whole (`redis://***@host`: it may be a password written where the user goes),
+    and the value of a `password` query parameter (`unix:///run/redis.sock?password=***`). The
+    userinfo ends at the URL's last `@`, so an unescaped `@`, `/` or `?` in a password cannot
+    leak its tail; when in doubt more is hidden, never less. Never raises.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, location = rest.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:***@{location}" if colon else f"***@{location}"
+    return scheme + sep + _PASSWORD_PARAMETER.sub(r"\1***", rest)
+
+
+def _store_problem(store: str) -> str | None:
+    """Why `store` is no usable store URL (in words that hide its password), or None."""
+    if not store:
+        return None
+    scheme, sep, rest = store.partition("://")
+    if not sep or scheme.lower() not in STORE_SCHEMES:
+        # Only the scheme is named: what is not a URL has no password redacted_url could find.
+        given = f"a {scheme}:// URL" if sep else "a value without scheme://"
+        return (
+            "store must be a redis://, rediss:// or unix:// URL, or empty to keep tasks in "
+            f"memory; got {given}"
+        )
+    location = rest.rpartition("@")[2]
+    if scheme.lower() == "unix" and not location.startswith("/"):
+        return (
+            f"a unix:// store URL needs the socket's absolute path, as in "
+            f"unix:///run/redis.sock; got {redacted_url(store)!r}"
+        )
+    return None
 
 
 def memory_limit() -> int:
@@ -93,6 +143,22 @@ class ServerConfig:
     max_open_streams: int = 10_000
     """A2A streams (SendStreamingMessage, SubscribeToTask) open at once; past it a new one is
     refused like a call. Counted apart so that idle subscriptions never lock out calls."""
+    store: str = ""
+    """Where tasks are kept: "" in this process's memory, or the URL of a shared store
+    (`redis://[[user]:password@]host[:port][/db]`, `rediss://` for TLS, `unix:///path.sock`).
+    It may hold a password: show it only through `redacted_url` (`repr` does)."""
+    task_lease: float = 10.0
+    """With a shared store: seconds a replica's lease on the tasks it runs lasts (renewed while
+    it runs them); a task whose replica stopped without finishing it (crashed, killed) is FAILED
+    within this time. More than 0, at most 3600."""
+    workers: int = 1
+    """Server processes sharing `port` (see server/workers.py). More than one needs a shared
+    `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
+    0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
+    reuse_port: bool = False
+    """Bind the gRPC and card ports with SO_REUSEPORT, sharing them with the other workers: set
+    in each worker process by the supervisor. Off, the port is never shared (another process on
+    it is a start-up error)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -123,10 +189,54 @@ class ServerConfig:
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
             (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
             (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
+            (
+                0 < self.task_lease <= MAX_TASK_LEASE,
+                f"task_lease must be more than 0 and at most {MAX_TASK_LEASE:g} seconds",
+            ),
+            (self.workers >= 1, "workers must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
+        store_problem = _store_problem(self.store)
+        if store_problem is not None:
+            problems.append(store_problem)
+        if self.workers > 1:
+            problems += self._workers_problems()
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _workers_problems(self) -> list[str]:
+        """What keeps `workers` processes from sharing one port and one store's tasks."""
+        problems = []
+        if not self.store:
+            problems.append(
+                f"workers={self.workers} needs a shared store (--store / ${STORE_ENV}, a "
+                "redis://, rediss:// or unix:// URL): workers keeping tasks in memory would "
+                "each see only their own; or run one worker"
+            )
+        if self.port == 0:
+            problems.append(
+                f"workers={self.workers} needs a fixed port, not 0: each worker would listen "
+                "on a port of its own"
+            )
+        elif self.card_port == 0:
+            problems.append(
+                f"workers={self.workers} needs a fixed card_port, not 0 (or none: -1): each "
+                "worker would serve the card on a port of its own"
+            )
+        if self.audit_log is not None:
+            problems.append(
+                f"workers={self.workers} cannot share one audit_log: each worker would chain "
+                "its own records into the same file; run one worker, or no audit log"
+            )
+        return problems
+
+    def __repr__(self) -> str:
+        """Every field as the dataclass shows it, but the store URL's password hidden."""
+        shown = (
+            f"{f.name}={redacted_url(self.store) if f.name == 'store' else getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"ServerConfig({', '.join(shown)})"
 
     @property
     def delivery_policy(self) -> DeliveryPolicy:

@@ -206,8 +206,21 @@ async def test_agent_error_is_one_line_and_exit_5(
         ["send", "127.0.0.1:1", "hi", "--data", "{oops"],
         ["send", "127.0.0.1:1", "hi", "--file", "/nonexistent/file"],
         ["send", "127.0.0.1:1", "hi", "--task-id", "t1"],
+        ["send", "127.0.0.1:1,localhost:2", "hi"],
+        ["send", "127.0.0.1:1,127.0.0.1:2", "hi", "--tls"],
+        ["send", "dns:///no port", "hi"],
     ],
-    ids=["spaces", "port", "scheme", "data", "file", "task-without-context"],
+    ids=[
+        "spaces",
+        "port",
+        "scheme",
+        "data",
+        "file",
+        "task-without-context",
+        "host-name-in-list",
+        "tls-list-without-server-name",
+        "dns-without-port",
+    ],
 )
 async def test_usage_errors_are_one_line_and_exit_2(
     argv: list[str], capsys: pytest.CaptureFixture[str]

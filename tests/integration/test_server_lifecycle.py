@@ -118,6 +118,7 @@ def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:
         rest = "".join(process.stdout.readline() for _ in range(4))
         assert "agent card at http://127.0.0.1:" in rest
         assert "max_tasks=100000" in rest
+        assert "store=memory" in rest and "workers=1" in rest and "reuse_port=False" in rest
         assert "no authentication configured" in rest
         process.send_signal(signal.SIGTERM)
         try:

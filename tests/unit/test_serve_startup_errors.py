@@ -49,3 +49,38 @@ def test_mismatched_tls_key_is_a_start_up_error(
     code, err = _serve([*args, str(tmp_path / "junk.pem")], capsys)
     assert code == 2
     assert "--tls-key" in _one_line(err)
+
+
+SECRET = "s3cr3t-pw"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--workers", "2", "--port", "5000"], "workers=2 needs a shared store"),
+        (
+            ["--workers", "2", "--port", "0", "--store", f"redis://:{SECRET}@127.0.0.1:1/0"],
+            "workers=2 needs a fixed port, not 0",
+        ),
+        (["--store", f"ftp://u:{SECRET}@host"], "got a ftp:// URL"),
+        (["--task-lease", "0"], "task_lease must be more than 0"),
+    ],
+)
+def test_replica_options_are_checked_before_anything_listens(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["--card-port", "-1", *argv])
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2
+    assert says in line and SECRET not in line
+
+
+@pytest.mark.skipif(cli.SHARED_STORE_AVAILABLE, reason="this build has the shared store")
+def test_store_is_refused_while_this_build_has_no_shared_store(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, err = _serve(["--store", f"redis://:{SECRET}@127.0.0.1:1/0"], capsys)
+    line = _one_line(err)
+    assert code == 2
+    assert "redis://:***@127.0.0.1:1/0" in line and "memory only" in line
+    assert SECRET not in line

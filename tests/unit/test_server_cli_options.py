@@ -1,11 +1,15 @@
-"""`a2a-grpc serve` options that reach ServerConfig."""
+"""`a2a-grpc serve` options that reach ServerConfig, their checks, and the store URL's
+password, which no message shows."""
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import pytest
 
 from a2a_grpc.server.cli import parser, setup
-from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 
 
 def test_max_push_configs_reaches_the_config() -> None:
@@ -17,3 +21,102 @@ def test_max_push_configs_reaches_the_config() -> None:
 def test_max_push_configs_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_push_configs_per_task"):
         ServerConfig(max_push_configs_per_task=0)
+
+
+SECRET = "s3cr3t-pw"
+
+
+def test_replica_options_reach_the_config_with_their_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(STORE_ENV, raising=False)
+    config = setup(parser().parse_args([])).config
+    assert (config.store, config.task_lease, config.workers, config.reuse_port) == (
+        "",
+        10.0,
+        1,
+        False,
+    )
+    args = parser().parse_args(["--task-lease", "2.5", "--workers", "1"])
+    assert setup(args).config.task_lease == 2.5
+
+
+def test_store_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STORE_ENV, "redis://cache.internal:6379/2")
+    assert parser().parse_args([]).store == "redis://cache.internal:6379/2"
+    assert parser().parse_args(["--store", ""]).store == ""
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        "",
+        "redis://cache.internal",
+        f"redis://:{SECRET}@cache.internal:6379/0",
+        f"rediss://agent:{SECRET}@cache.internal:6380/1",
+        "unix:///run/redis/redis.sock?db=3",
+        "REDIS://cache.internal",
+    ],
+)
+def test_store_urls_that_are_accepted(store: str) -> None:
+    assert ServerConfig(store=store).store == store
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"store": f"http://:{SECRET}@cache.internal"}, "store must be a redis://, rediss://"),
+        ({"store": f"cache.internal:{SECRET}"}, "store must be a redis://, rediss://"),
+        ({"store": f"unix://:{SECRET}@run/redis.sock"}, "needs the socket's absolute path"),
+        ({"task_lease": 0}, "task_lease must be more than 0 and at most 3600 seconds"),
+        ({"task_lease": 3600.5}, "task_lease must be more than 0 and at most 3600 seconds"),
+        ({"task_lease": float("nan")}, "task_lease must be more than 0"),
+        ({"workers": 0}, "workers must be at least 1"),
+        ({"workers": 2}, "workers=2 needs a shared store (--store"),
+        ({"workers": 2, "store": "redis://r", "port": 0}, "workers=2 needs a fixed port, not 0"),
+        ({"workers": 2, "store": "redis://r", "card_port": 0}, "needs a fixed card_port"),
+        ({"workers": 2, "store": "redis://r", "audit_log": "a.log"}, "cannot share one audit_log"),
+    ],
+)
+def test_unusable_replica_settings_say_what_to_fix(settings: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)) as caught:
+        ServerConfig(**settings)
+    assert SECRET not in str(caught.value)
+
+
+def test_a_fixed_port_and_card_port_let_workers_share_a_store() -> None:
+    config = ServerConfig(workers=4, store="redis://r", port=5000, card_port=5001)
+    assert config.workers == 4
+    assert ServerConfig(workers=2, store="redis://r", port=5000, card_port=None).workers == 2
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (f"redis://:{SECRET}@h:6379/0", "redis://:***@h:6379/0"),
+        (f"redis://agent:{SECRET}@h/1", "redis://agent:***@h/1"),
+        (f"rediss://{SECRET}@h", "rediss://***@h"),  # a lone userinfo may be a password
+        (f"redis://:{SECRET}/with@sign@h:1/0", "redis://:***@h:1/0"),  # unescaped / and @
+        (f"unix:///run/r.sock?db=0&password={SECRET}", "unix:///run/r.sock?db=0&password=***"),
+        (f"unix:///run/r.sock?PASSWORD={SECRET}&db=1", "unix:///run/r.sock?PASSWORD=***&db=1"),
+        (f"user:{SECRET}@h", "user:***@h"),  # no scheme
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        ("", ""),
+    ],
+)
+def test_redacted_url_hides_every_password(url: str, shown: str) -> None:
+    assert redacted_url(url) == shown
+
+
+def test_the_config_repr_hides_the_store_password() -> None:
+    config = ServerConfig(store=f"redis://:{SECRET}@h/0")
+    assert SECRET not in repr(config)
+    assert "store='redis://:***@h/0'" in repr(config)
+
+
+def test_worker_flags_go_together_and_make_a_port_sharing_worker() -> None:
+    with pytest.raises(ValueError, match="--worker-index and --worker-lifeline go together"):
+        setup(parser().parse_args(["--worker-index", "1"]))
+    worker = setup(parser().parse_args(["--worker-index", "2", "--worker-lifeline", "7"]))
+    assert worker.config.reuse_port and (worker.worker_index, worker.lifeline) == (2, 7)
+    assert "--worker-index" not in parser().format_help()  # internal: set by the supervisor
