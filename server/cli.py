@@ -36,11 +36,6 @@ from a2a_grpc.server.workers import (
 
 CARD_PORT_OFF = -1
 
-SHARED_STORE_AVAILABLE = False
-"""Whether this build can keep tasks in the store `--store` names. Until the shared (Redis)
-store is part of it, `--store` is refused rather than ignored: ignored, a server would keep its
-tasks in memory while saying otherwise, and workers would each see only their own."""
-
 WORKERS_STOP_MARGIN = 10.0
 """Seconds a stopping worker gets beyond its --shutdown-grace before the supervisor kills it."""
 
@@ -142,8 +137,6 @@ def parser() -> argparse.ArgumentParser:
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
-    add("--store", default=os.environ.get("A2A_GRPC_STORE", ""), help="redis URL (shared)")
-    add("--task-lease", type=float, default=d.task_lease, help="seconds")
     add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
     add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
     add(
@@ -286,8 +279,6 @@ def setup(args: argparse.Namespace) -> Setup:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             shutdown_grace=args.shutdown_grace,
-            store=args.store,
-            task_lease=args.task_lease,
             card_port=None if card_port == CARD_PORT_OFF else card_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
@@ -320,11 +311,6 @@ def setup(args: argparse.Namespace) -> Setup:
         worker_index=args.worker_index,
         lifeline=args.worker_lifeline,
     )
-    if loaded.config.store and not SHARED_STORE_AVAILABLE:
-        raise ValueError(
-            f"--store {redacted_url(loaded.config.store)}: this build keeps tasks in memory "
-            f"only (the shared store is not part of it yet); leave --store and ${STORE_ENV} unset"
-        )
     return loaded
 
 

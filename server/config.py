@@ -6,7 +6,6 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from a2a_grpc.server.webhooks import DeliveryPolicy
 
@@ -107,12 +106,6 @@ class ServerConfig:
     """Tries per event before a webhook is given up."""
     allow_private_webhooks: bool = False
     """Let webhooks target loopback / private / link-local addresses (off: SSRF guard)."""
-    store: str = ""
-    """Where tasks are kept: "" for this process's memory, or a Redis URL (redis://,
-    rediss://, unix://; a password may be in the URL) shared by replicas."""
-    task_lease: float = 10.0
-    """Seconds a replica's lease on the tasks it runs lasts (shared store): a task whose replica
-    stops is FAILED within it."""
     audit_log: str | None = None
     """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
@@ -261,15 +254,3 @@ class ServerConfig:
         """gRPC's inbound message limit: the largest message plus room for the envelope (our own
         check then answers an oversized message with a clear INVALID_PARAMS)."""
         return max(4 * MiB, self.max_message_bytes + MiB)
-
-
-def redacted_url(url: str) -> str:
-    """`url` with its password replaced by "***", for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

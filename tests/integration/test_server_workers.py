@@ -21,13 +21,12 @@ import pytest
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.cli import SHARED_STORE_AVAILABLE
 from a2a_grpc.server.workers import bind_problem
+from tests.redis_servers import RedisServer
 
 CHILD = str(Path(__file__).with_name("worker_child.py"))
 BOUND = 30.0
 """Upper bound on any one wait; the waits themselves are on output and exits."""
-TEST_STORE = os.environ.get("A2A_GRPC_TEST_STORE", "")
 """A shared store (Redis URL) the end-to-end workers test may use; unset, it is skipped."""
 
 
@@ -192,11 +191,7 @@ def test_bind_problem_names_a_port_in_use() -> None:
     assert bind_problem("127.0.0.1", port) is None  # free again once closed
 
 
-@pytest.mark.skipif(
-    not (SHARED_STORE_AVAILABLE and TEST_STORE),
-    reason="needs the shared store in this build and $A2A_GRPC_TEST_STORE (a Redis URL)",
-)
-async def test_workers_share_one_port_and_stop_together() -> None:
+async def test_workers_share_one_port_and_stop_together(redis_server: RedisServer) -> None:
     with socket.socket() as probe:  # a fixed port for the workers (0 is refused)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -211,7 +206,7 @@ async def test_workers_share_one_port_and_stop_together() -> None:
         "--card-port",
         "-1",
         "--store",
-        TEST_STORE,
+        redis_server.url,
     )
     serving: set[str] = set()
     for _ in range(40):  # the supervisor's line, then each worker's five, in any order
