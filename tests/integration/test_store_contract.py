@@ -17,6 +17,7 @@ from a2a_grpc.server.tasks.base import (
     InvalidPageTokenError,
     LiveTaskLimitError,
     Scope,
+    StoreFullError,
     Subscription,
     TaskBusyError,
     TaskFinishedError,
@@ -394,3 +395,50 @@ async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
     finally:
         await one.close()
         await two.close()
+
+
+async def test_finished_tasks_go_after_their_ttl_with_their_events(make_store: MakeStore) -> None:
+    store = await make_store(terminal_ttl=0)
+    await created(store, "t1")
+    await created(store, "t2")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    assert await store.evict_expired() == 1
+    assert await store.get("t1", ALICE) is None
+    page = await store.list(ALICE, TaskQuery(page_size=10))
+    assert [task.id for task in page.tasks] == ["t2"] and page.total_size == 1
+    if isinstance(store, RedisTaskStore):  # nothing of it is left in Redis
+        keys = store.keys
+        for key in (keys.task("t1"), keys.events("t1"), keys.push("t1")):
+            assert not await store.client.exists(key)
+        assert await store.client.zscore(keys.room_all, "t1") is None
+
+
+async def test_a_full_store_makes_room_from_finished_tasks_only(make_store: MakeStore) -> None:
+    store = await make_store(max_tasks=2)
+    await created(store, "t1")
+    await created(store, "t2")
+    with pytest.raises(StoreFullError):
+        await store.reserve(BOB, 10, "t3")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    await store.reserve(BOB, 10, "t3")  # the oldest finished task makes room
+    assert await store.get("t1", ALICE) is None
+    assert await store.get("t2", ALICE) is not None
+
+
+async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) -> None:
+    store = RedisTaskStore.connect(redis_server.url, stream_length=100)
+    await store.start()
+    try:
+        await created(store, "t1")
+        for _ in range(300):
+            await store.update(
+                "t1",
+                lambda task: None,
+                lambda: a2a_pb2.StreamResponse(
+                    artifact_update=a2a_pb2.TaskArtifactUpdateEvent(task_id="t1")
+                ),
+            )
+        length = await store.client.xlen(store.keys.events("t1"))
+        assert 100 <= length < 250  # approximate trimming: whole stream nodes (100 entries)
+    finally:
+        await store.close()

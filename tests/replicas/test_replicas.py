@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from typing import Any
 
 import grpc
 import pytest
 import redis.asyncio as aioredis
 
+from a2a_grpc.client import A2AClient
+from a2a_grpc.client.messages import user_message
 from a2a_grpc.core import status
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT
 from tests.integration.webhook_receiver import Receiver
 from tests.replicas.conftest import StartReplica
+from tests.replicas.harness import Replica
 
 _ids = itertools.count()
 
@@ -243,3 +247,53 @@ async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
         assert states[:2] == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
     finally:
         await receiver.stop()
+
+
+async def test_a_client_stream_goes_on_through_another_replica_when_its_replica_dies(
+    replicas: StartReplica,
+) -> None:
+    a = await replicas("--task-lease", "1")
+    b = await replicas("--task-lease", "1")
+    by_pid = {a.process.pid: a, b.process.pid: b}
+    killed: Replica | None = None
+    views = []
+    async with A2AClient.connect(f"{a.target},{b.target}") as client:  # round_robin
+        async for _, view in client.send_streaming_message(user_message("hold f1")):
+            views.append(view)
+            task = view.task
+            if killed is None and task is not None and task.status.HasField("message"):
+                running_on = int(task.status.message.parts[0].text.split()[-1])
+                killed = by_pid[running_on]
+                await killed.kill()  # the stream breaks; the client resubscribes elsewhere
+    assert killed is not None
+    final = views[-1].task
+    assert final is not None and final.status.state == a2a_pb2.TASK_STATE_FAILED
+    assert final.status.message.parts[0].text == REPLICA_STOPPED_TEXT
+
+
+async def test_tasks_survive_a_restart_of_every_replica_and_redis(
+    replicas: StartReplica, make_redis_server: Any
+) -> None:
+    redis_server = make_redis_server(appendonly=True)  # appendfsync always: see README
+    a = await replicas(url=redis_server.url)
+    b = await replicas(url=redis_server.url)
+    done = [(await replica.stub.SendMessage(send("task"))).task for replica in (a, b, a)]
+    asked = (await b.stub.SendMessage(send("ask"))).task
+    hook = a2a_pb2.TaskPushNotificationConfig(
+        task_id=asked.id, id="hook", url="http://127.0.0.1:9/hook"
+    )
+    await a.stub.CreateTaskPushNotificationConfig(hook)
+    assert await a.stop() == 0 and await b.stop() == 0
+    redis_server.stop()
+    redis_server.restart()
+    c = await replicas(url=redis_server.url)
+    for task in done:
+        assert await c.stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id)) == task
+    listed = await c.stub.ListTasks(a2a_pb2.ListTasksRequest(page_size=10))
+    assert listed.total_size == 4
+    kept = await c.stub.GetTaskPushNotificationConfig(
+        a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=asked.id, id="hook")
+    )
+    assert kept.url == hook.url
+    answered = (await c.stub.SendMessage(send("that one", task_id=asked.id))).task
+    assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
