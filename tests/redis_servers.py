@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -301,6 +302,16 @@ class RedisServer:
             self._process.kill()
             self._process.wait()
         self._reap()
+
+    def pause(self) -> None:
+        """SIGSTOP: Redis stops answering but keeps its connections (a slow or hung Redis)."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
 
     def restart(self) -> RedisServer:
         """`stop()` then `start()` on the same port and directory, so an AOF is reloaded."""

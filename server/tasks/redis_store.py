@@ -1057,7 +1057,17 @@ class _EventReader:
         self._restarting = asyncio.get_running_loop().create_task(self._restart())
 
     async def _restart(self) -> None:
-        old, self._pubsub, self._reader = self._pubsub, None, None
+        # Streams open now may have missed events while Redis did not answer: they end
+        # (UNAVAILABLE) and their clients resubscribe for a fresh snapshot.
+        self._fail_all(
+            StoreUnavailableError("the task store (Redis) was unavailable; subscribe again")
+        )
+        reader, self._reader = self._reader, None
+        if reader is not None:  # stop reading before the connection goes back to the pool
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+        old, self._pubsub = self._pubsub, None
         if old is not None:
             with contextlib.suppress(Exception):
                 await old.aclose()
@@ -1067,6 +1077,8 @@ class _EventReader:
     async def _subscribe_channel(self, channel: str) -> None:
         """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
         confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Failed by `_fail_all` after a timeout here gave up on it: retrieve it, unlogged.
+        confirmed.add_done_callback(lambda future: future.cancelled() or future.exception())
         self._confirmations.setdefault(channel, []).append(confirmed)
         await self.store._call(self._pubsub.subscribe(channel))
         if self._reader is None or self._reader.done():

@@ -18,6 +18,7 @@ from a2a_grpc.server.tasks.base import (
     LiveTaskLimitError,
     Scope,
     StoreFullError,
+    StoreUnavailableError,
     Subscription,
     TaskBusyError,
     TaskFinishedError,
@@ -348,8 +349,6 @@ async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
 
 
 async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
-    from a2a_grpc.server.tasks.base import StoreUnavailableError
-
     server = make_redis_server()
     store = RedisTaskStore.connect(server.url, timeout=0.5)
     health: list[bool] = []
@@ -442,3 +441,24 @@ async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) 
         assert 100 <= length < 250  # approximate trimming: whole stream nodes (100 entries)
     finally:
         await store.close()
+
+
+async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) -> None:
+    store = RedisTaskStore.connect(redis_server.url, timeout=0.3)
+    health: list[bool] = []
+    store.on_health = health.append
+    await store.start()
+    await created(store, "t1")
+    try:
+        redis_server.pause()
+        with pytest.raises(StoreUnavailableError):
+            async with asyncio.timeout(10):  # a guard: the store's own 0.3 s bound answers
+                await store.get("t1", ALICE)
+        assert health == [False]
+    finally:
+        redis_server.resume()
+    recovered = asyncio.Event()
+    store.on_health = lambda healthy: recovered.set() if healthy else None
+    await asyncio.wait_for(recovered.wait(), 10)
+    assert await store.get("t1", ALICE) is not None
+    await store.close()
