@@ -290,9 +290,12 @@ class RequestHandler:
         signed_by = self._check_signature(message, tenant)
         budget = _budget(message)
         existing = await self._existing_task(message, scope)
-        if existing is not None and self.push is not None:
+        inline: a2a_pb2.TaskPushNotificationConfig | None = None
+        if self.push is not None and request.configuration.HasField(
+            "task_push_notification_config"
+        ):
             inline = request.configuration.task_push_notification_config
-            if inline.url:  # validated up front: a given inline config has a url
+            if existing is not None:
                 await self.push.check_room(
                     existing.id, inline.id, "configuration.task_push_notification_config"
                 )
@@ -316,15 +319,19 @@ class RequestHandler:
             first = await self.dedup.claim(key, message, context.task_id)
             if first is not None:
                 return first, None, None  # another replica runs this message id
+        subscription: Subscription | None = None
+        if subscribe and existing is None:  # before anything is claimed: nothing to undo
+            subscription = await self.store.subscribe(context.task_id)
         try:
-            if existing is None:
-                # StoreFullError now, rather than when the agent first speaks; the room is used
-                # or released by the run.
-                await self.store.reserve(scope, size, context.task_id)
+            if existing is None and inline is None:  # the common case, without a coroutine more
+                await self.store.reserve(scope, size, context.task_id)  # the run uses or frees it
             else:
-                await self._resume(existing, scope, message)
+                await self._claim_room_or_task(existing, scope, size, context, inline)
         except BaseException:
-            await self.dedup.unclaim(key)  # nothing ran: a retry may run it
+            if subscription is not None:
+                subscription.cancel()
+            if self.store.shared:
+                await self.dedup.unclaim(key)  # nothing ran: a retry may run it
             raise
         run = TaskRun(
             store=self.store,
@@ -334,26 +341,45 @@ class RequestHandler:
             traced=self._traced,
             reserved_size=size,
         )
-        if self.push is not None:
-            configuration = request.configuration
-            if configuration.HasField("task_push_notification_config"):
-                await self.push.register(
-                    configuration.task_push_notification_config, run.task_id, tenant
-                )
-        subscription: Subscription | None = None
+        self._active[run.task_id] = run
+        self.dedup.remember(key, message, run)
+        runner = run.start(self.agent)  # scheduled: it runs at this coroutine's next await
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
         snapshot = None
-        if subscribe and existing is None:
-            subscription = await self.store.subscribe(run.task_id)
-        elif subscribe:
+        if subscribe and existing is not None:
+            # A continuation's stream opens with the task as it stands (SUBMITTED, with the
+            # answer); if this fails, the accepted answer is still worked on.
             watched = await self.store.watch(run.task_id, scope, until_terminal=False)
             if watched is not None:
                 snapshot, subscription = watched
-        self._active[run.task_id] = run
-        self.dedup.remember(key, message, run)
-        runner = run.start(self.agent)
-        self._runners.add(runner)
-        runner.add_done_callback(self._runners.discard)
         return run, subscription, snapshot
+
+    async def _claim_room_or_task(
+        self,
+        existing: a2a_pb2.Task | None,
+        scope: Scope,
+        size: int,
+        context: RequestContext,
+        inline: a2a_pb2.TaskPushNotificationConfig | None,
+    ) -> None:
+        """Room for a new task (StoreFullError now, rather than when the agent first speaks),
+        or the claim on an interrupted one, with the inline webhook registered; on failure
+        nothing is left claimed."""
+        task_id = context.task_id
+        push = self.push
+        if existing is None:
+            await self.store.reserve(scope, size, task_id)  # used or released by the run
+            if inline is not None and push is not None:
+                try:
+                    await push.register(inline, task_id, scope.tenant)
+                except BaseException:
+                    await self.store.release(scope, task_id)
+                    raise
+            return
+        if inline is not None and push is not None:  # the task exists: a config may wait
+            await push.register(inline, task_id, scope.tenant)
+        await self._resume(existing, scope, context.message)
 
     def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
         """The verified signer's key id; "" for an unsigned message this agent accepts."""

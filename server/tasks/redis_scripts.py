@@ -52,8 +52,10 @@ return fields
 """
 
 RESERVE = """
--- KEYS: all, owner live, tenant live.  ARGV: task id, now ms, max tasks, max per owner,
--- max per tenant ("" = no bound).  Returns {status, oldest finished ids to evict...}.
+-- KEYS: all, owner live, tenant live, this replica's tasks.  ARGV: task id, now ms, max tasks,
+-- max per owner, max per tenant ("" = no bound), scope.  Returns {status, oldest finished ids
+-- to evict...}.  The replica's tasks hash gets the id at once, so a reaper can give the room
+-- back if the replica dies before it creates the task.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 if ARGV[4] ~= '' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
   return {'owner', redis.call('ZCARD', KEYS[2])}
@@ -70,12 +72,13 @@ end
 redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[6])
 return {'ok'}
 """
 
 SETTLE = """
 -- KEYS: all, owner live, tenant live, parked, replica's tasks.  ARGV: task id, how
--- ("terminal" | "interrupted" | "working" | "release"), now ms, expiry ms.
+-- ("terminal" | "interrupted" | "working" | "release"), now ms, expiry ms, scope.
 local id = ARGV[1]
 local how = ARGV[2]
 if how == 'terminal' then
@@ -83,18 +86,18 @@ if how == 'terminal' then
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
-  redis.call('SREM', KEYS[5], id)
+  redis.call('HDEL', KEYS[5], id)
 elseif how == 'interrupted' then
   redis.call('ZADD', KEYS[4], ARGV[3], id)
-  redis.call('SREM', KEYS[5], id)
+  redis.call('HDEL', KEYS[5], id)
 elseif how == 'working' then
   redis.call('ZREM', KEYS[4], id)
-  redis.call('SADD', KEYS[5], id)
+  redis.call('HSET', KEYS[5], id, ARGV[5])
 else -- release: reserved room that no task used
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[3], id)
-  redis.call('SREM', KEYS[5], id)
+  redis.call('HDEL', KEYS[5], id)
 end
 return 1
 """

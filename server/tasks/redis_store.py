@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,6 +78,10 @@ T = TypeVar("T")
 REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 """What a Redis that is down, restarting or unreachable raises (BusyLoadingError is a
 ConnectionError)."""
+
+
+def _scope_text(scope: Scope) -> str:
+    return json.dumps([scope.tenant, scope.owner])
 
 
 def _hex(text: str) -> str:
@@ -314,17 +319,23 @@ class RedisTaskStore:
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         keys = self.keys
-        script_keys = [keys.room_all, keys.live_owner(scope.owner), keys.live_tenant(scope.tenant)]
+        script_keys = [
+            keys.room_all,
+            keys.live_owner(scope.owner),
+            keys.live_tenant(scope.tenant),
+            keys.replica_tasks(self.replica_id),
+        ]
         owner_max = "" if self.max_live_per_owner is None else self.max_live_per_owner
         tenant_max = "" if self.max_live_per_tenant is None else self.max_live_per_tenant
         for _ in range(3):  # each round makes room for up to 64 tasks
             now_ms = int(time.time() * 1000)
             result = await self._run(
-                "RESERVE", script_keys, [task_id, now_ms, self.max_tasks, owner_max, tenant_max]
+                "RESERVE",
+                script_keys,
+                [task_id, now_ms, self.max_tasks, owner_max, tenant_max, _scope_text(scope)],
             )
             verdict = result[0].decode()
             if verdict == "ok":
-                await self._call(self.client.sadd(keys.replica_tasks(self.replica_id), task_id))
                 return
             if verdict == "owner":
                 raise LiveTaskLimitError(
@@ -358,7 +369,7 @@ class RedisTaskStore:
                 keys.parked,
                 keys.replica_tasks(self.replica_id),
             ],
-            [task_id, how, int(time.time() * 1000), self._expiry_ms()],
+            [task_id, how, int(time.time() * 1000), self._expiry_ms(), _scope_text(scope)],
         )
 
     # -- writes ---------------------------------------------------------------------------
@@ -626,7 +637,6 @@ class RedisTaskStore:
             except TaskFinishedError:
                 continue  # the version moved: see what happened
             self._owned[task_id] = owned
-            await self._call(self.client.sadd(self.keys.replica_tasks(self.replica_id), task_id))
             await self._settle_room(task_id, scope, "working")
             return before
         raise TaskBusyError(task_id)
@@ -933,12 +943,14 @@ class RedisTaskStore:
         task it was running (spec decision §9.11)."""
         await self._take_over_deliveries(replica)
         keys = self.keys
-        members = await self._call(self.client.smembers(keys.replica_tasks(replica)))
+        tasks = await self._call(self.client.hgetall(keys.replica_tasks(replica)))
         failed = 0
-        for member in members:
+        for member, scope_text in tasks.items():
             task_id = member.decode()
             loaded = await self._load(task_id)
-            if loaded is None:  # reserved, never created
+            if loaded is None:  # reserved, never created: its room goes back
+                scope = Scope(*json.loads(scope_text))
+                await self._settle_room(task_id, scope, "release")
                 continue
             if loaded.runner != replica or loaded.task.status.state in TERMINAL_STATES:
                 continue

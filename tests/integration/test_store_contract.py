@@ -326,12 +326,13 @@ async def test_a_cancel_on_another_replica_reaches_the_run(redis_server: RedisSe
 async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
     redis_server: RedisServer,
 ) -> None:
-    one, two = await replicas(redis_server, lease=0.3)
+    one, two = await replicas(redis_server, lease=0.3, max_live_per_owner=3)
     try:
         await created(one, "t1")
         await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
         await created(one, "t2")
         await one.set_status("t2", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+        await one.reserve(ALICE, 10, "r1")  # room for a task it never got to create
         watched = await two.watch("t1", ALICE, until_terminal=True)
         assert watched is not None
         for job in one._background:  # the replica "dies": its lease is no longer renewed
@@ -343,6 +344,10 @@ async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
         parked = await two.get("t2", ALICE)  # nobody was running it: it still waits
         assert parked is not None
         assert parked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+        await two.reserve(ALICE, 10, "t3")  # t1's and r1's shares came back; t2 holds one
+        await two.reserve(ALICE, 10, "t4")
+        with pytest.raises(LiveTaskLimitError):
+            await two.reserve(ALICE, 10, "t5")
     finally:
         await one.close()
         await two.close()
