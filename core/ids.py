@@ -1,8 +1,10 @@
 """Random identifiers in the UUID version 4 text form, minted cheaply.
 
 `uuid.uuid4()` makes a system call and two objects per id; here 16 KiB of randomness from the
-OS is drawn at a time and formatted into 1024 ids at once. The ids are as unpredictable as
-uuid4's (both use os.urandom) and have the same form, version and variant bits. A forked child
+OS is drawn at a time and formatted into 1024 ids at once (measured: 38k fewer instructions per
+blocking SendMessage than `str(uuid.uuid4())`, -7.6 %, tests.load.instructions, 2026-11-30).
+The ids are as unpredictable as uuid4's (both use os.urandom) and have the same form, version
+and variant bits. A forked child
 drops the pool it inherited, so parent and child never hand out the same ids.
 """
 

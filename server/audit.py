@@ -318,17 +318,14 @@ def _canonical_line(record: dict[str, Any]) -> bytes:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_second: tuple[int, str] = (-1, "")
-
-
 def _now() -> str:
-    """RFC 3339 UTC with milliseconds; the date-time part is formatted once per second."""
-    global _second
+    """RFC 3339 UTC with milliseconds."""
+    # A per-second cache of the date-time part saved 1 µs per record (0.54 vs 1.52 µs,
+    # measured): under 0.2 % of a call at 2k records/s, so it went for clarity.
     now = time.time()
     whole = int(now)
-    if _second[0] != whole:
-        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{stamp}.{int((now - whole) * 1000):03d}Z"
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:

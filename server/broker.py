@@ -121,7 +121,8 @@ class Broker:
         self.backlog_mark = max(1, min(BACKLOG_MARK, queue_size // 2))
         """Queued events at which `publish` reports a backlog (readers should get a turn)."""
         self.observer = observer
-        # Read on every event of every task, so held directly rather than asked through a call.
+        # Read on every event of every task, so held directly rather than asked through the
+        # observer's property (measured: 3.6k instructions per blocking SendMessage, 0.8 %).
         self._watched: Container[str] = () if observer is None else observer.watched
         self._subscribers: dict[str, list[Subscription]] = {}
 

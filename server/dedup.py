@@ -50,10 +50,9 @@ _ALREADY.set()
 
 
 class _Settled(NamedTuple):
-    """What a message id led to once its run settled (the run itself is let go).
-
-    A tuple of plain values: the cyclic garbage collector stops tracking it, which matters with
-    one of these per message for the whole window.
+    """What a message id led to once its run settled (the run itself is let go): one per
+    message for the whole window, so small. (A NamedTuple is still tracked by the garbage
+    collector; a full collection over 100k of them took 18 ms, 21 ms for a slotted dataclass.)
     """
 
     fingerprint: int
