@@ -963,6 +963,13 @@ class RedisTaskStore:
         if failed:
             log.warning("replica %s stopped: %d of its tasks were marked FAILED", replica, failed)
 
+    def abandon(self) -> None:
+        """Stops renewing this replica's lease and leaves everything as it is, as a crash
+        would: within the lease another replica takes over. For a process about to exit
+        without draining, and for tests of the takeover."""
+        for task in self._background:
+            task.cancel()
+
     async def close(self) -> None:
         """Stops the lease keeper and the event reader, and lets this replica's lease run out
         now: the next replica to renew its own lease takes over what is left (webhook events

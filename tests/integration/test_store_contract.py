@@ -335,8 +335,7 @@ async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
         await one.reserve(ALICE, 10, "r1")  # room for a task it never got to create
         watched = await two.watch("t1", ALICE, until_terminal=True)
         assert watched is not None
-        for job in one._background:  # the replica "dies": its lease is no longer renewed
-            job.cancel()
+        one.abandon()  # the replica "dies": its lease is no longer renewed
         events = await drain(watched[1])  # two's own lease keeper reaps it
         assert kinds(events) == ["TASK_STATE_FAILED"]
         text = events[0].status_update.status.message.parts[0].text
