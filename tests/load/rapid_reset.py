@@ -204,8 +204,11 @@ def _code_name(code: int) -> str:
 # -- the well-behaved side --------------------------------------------------------------------
 
 
-async def call_while(port: int, running: asyncio.Event, callers: int) -> Counter[str]:
-    """Closed-loop SendMessage from `callers` workers on one channel until `running` clears.
+async def call_while(
+    port: int, running: asyncio.Event, callers: int, answered: asyncio.Event | None = None
+) -> Counter[str]:
+    """Closed-loop SendMessage from `callers` workers on one channel until `running` clears;
+    `answered` is set once the first call succeeded.
 
     Returns the status code names of the calls (OK included).
     """
@@ -221,6 +224,8 @@ async def call_while(port: int, running: asyncio.Event, callers: int) -> Counter
                         echo_request(), metadata=(("a2a-version", "1.0"),), timeout=CALL_TIMEOUT
                     )
                     outcomes["OK"] += 1
+                    if answered is not None:
+                        answered.set()
                 except grpc.aio.AioRpcError as error:
                     outcomes[error.code().name] += 1
 
