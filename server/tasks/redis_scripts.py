@@ -10,17 +10,22 @@ from __future__ import annotations
 WRITE = """
 -- KEYS: task, events, push configs, push version.  ARGV: expected ver (-1: must not exist),
 -- body, state, updated, ik, event ("" = none), flags, stream maxlen, ttl ms (0 = none),
--- runner ("-" = keep), channel, then field/value pairs to set as well (create: tenant, owner, ctx).
+-- runner ("-" = keep), channel, force ("1": write over a cancel in progress), then
+-- field/value pairs to set as well (create: tenant, owner, ctx).
+-- Returns {1, ver, event id, replaced ik, push version}, {0, state} when the version moved,
+-- {2, state} when a cancel is in progress (STOP) and this write does not force.
 local ver = tonumber(redis.call('HGET', KEYS[1], 'ver') or '-1')
 if ver ~= tonumber(ARGV[1]) then
-  return {0, tonumber(redis.call('HGET', KEYS[1], 'state') or '0'), ver,
-          redis.call('HGET', KEYS[1], 'ik') or ''}
+  return {0, tonumber(redis.call('HGET', KEYS[1], 'state') or '0'), ver}
+end
+if ARGV[12] ~= '1' and redis.call('HGET', KEYS[1], 'stop') == '1' then
+  return {2, tonumber(redis.call('HGET', KEYS[1], 'state') or '0'), ver}
 end
 local old_ik = redis.call('HGET', KEYS[1], 'ik') or ''
 redis.call('HSET', KEYS[1], 'body', ARGV[2], 'ver', ver + 1, 'state', ARGV[3],
            'updated', ARGV[4], 'ik', ARGV[5])
 if ARGV[10] ~= '-' then redis.call('HSET', KEYS[1], 'runner', ARGV[10]) end
-if #ARGV > 11 then redis.call('HSET', KEYS[1], unpack(ARGV, 12)) end
+if #ARGV > 12 then redis.call('HSET', KEYS[1], unpack(ARGV, 13)) end
 local id = ''
 if ARGV[6] ~= '' then
   id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'e', ARGV[6], 'f', ARGV[7])
@@ -151,4 +156,13 @@ else
   redis.call('HDEL', KEYS[1], ARGV[2])
 end
 return redis.call('INCR', KEYS[2])
+"""
+
+STOP = """
+-- KEYS: task.  A cancel in progress: from now on only forced writes (the cancel's, a reaper's)
+-- change the task, so a run writing in a tight loop cannot starve the cancel.  Returns the
+-- state, 0 when there is no such task.
+local state = tonumber(redis.call('HGET', KEYS[1], 'state') or '0')
+if state ~= 0 then redis.call('HSET', KEYS[1], 'stop', '1') end
+return state
 """

@@ -143,6 +143,24 @@ class _Keys:
         return f"{self.prefix}:msg:{{{digest}}}"
 
 
+class _VersionMoved(Exception):
+    """Another replica wrote the task since this one read it (`state`: what is stored now)."""
+
+    def __init__(self, task_id: str, state: int) -> None:
+        super().__init__(task_id, state)
+        self.task_id = task_id
+        self.state = state
+
+    def finished(self) -> TaskFinishedError:
+        """For the run's own writes: only a cancel or a reaper (terminal states) writes over a
+        running task, or its deletion (no state: reported as CANCELED)."""
+        return TaskFinishedError(self.task_id, self.state or a2a_pb2.TASK_STATE_CANCELED)
+
+
+class _Stopped(_VersionMoved):
+    """A cancel is in progress (STOP): only forced writes change the task now."""
+
+
 @dataclass(slots=True)
 class _Owned:
     """A task this replica's run works on: the store's last write of it, and its version."""
@@ -244,7 +262,7 @@ class RedisTaskStore:
     def _register(client: Any) -> dict[str, Any]:
         names = (
             "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
-            "HEARTBEAT", "PUSH_CHANGE",
+            "HEARTBEAT", "PUSH_CHANGE", "STOP",
         )  # fmt: skip
         return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
 
@@ -396,7 +414,10 @@ class RedisTaskStore:
         owned = self._owned.get(task_id)
         if owned is None:
             owned = await self._adopt(task_id)
-        await self._change_status(owned, state, message, event_metadata, runner=None)
+        try:
+            await self._change_status(owned, state, message, event_metadata, runner=None)
+        except _VersionMoved as moved:
+            raise await self._refused(moved) from None
         return False  # each write awaits Redis: the readers get their turn anyway
 
     async def _change_status(
@@ -407,9 +428,10 @@ class RedisTaskStore:
         event_metadata: dict[str, Any] | None,
         *,
         runner: str | None,
-    ) -> str:
-        """Writes a status change of `owned` (its runner too, when given); returns the runner
-        the task had before."""
+        force: bool = False,
+    ) -> None:
+        """Writes a status change of `owned` (its runner too, when given). _VersionMoved when
+        another replica wrote the task since it was read (see `_write`)."""
         task = owned.task
         previous_state = task.status.state
         if previous_state in TERMINAL_STATES:
@@ -435,7 +457,7 @@ class RedisTaskStore:
         if runner is None:
             runner = "" if state in SETTLED_STATES else "-"
         old_member = owned.member
-        before = await self._write(owned, member, event, flags, runner, [], terminal=terminal)
+        await self._write(owned, member, event, flags, runner, [], terminal=terminal, force=force)
         await self._index(owned.scope, task, old_member, previous_state, member)
         if terminal:
             await self._settle_room(task.id, owned.scope, "terminal")
@@ -443,7 +465,6 @@ class RedisTaskStore:
             await self._settle_room(task.id, owned.scope, "interrupted")
         if state in SETTLED_STATES:
             self._owned.pop(task.id, None)
-        return before
 
     async def _write(
         self,
@@ -455,9 +476,11 @@ class RedisTaskStore:
         extra: list[str],
         *,
         terminal: bool = False,
+        force: bool = False,
     ) -> str:
         """Writes `owned.task` if its version is still `owned.version`; returns the member it
-        replaced. TaskFinishedError (and the task is let go) when the version moved."""
+        replaced. _VersionMoved (and the task is let go) when the version moved, _Stopped when
+        a cancel is in progress and the write does not `force`."""
         task = owned.task
         keys = self.keys
         task_id = task.id
@@ -483,13 +506,14 @@ class RedisTaskStore:
                 ttl,
                 runner,
                 keys.channel(task_id),
+                "1" if force else "0",
                 *extra,
             ],
         )
-        if result[0] == 0:
+        if result[0] != 1:
             self._owned.pop(task_id, None)
-            state = int(result[1])
-            raise TaskFinishedError(task_id, state if state else a2a_pb2.TASK_STATE_CANCELED)
+            moved = _Stopped if result[0] == 2 else _VersionMoved
+            raise moved(task_id, int(result[1]))
         owned.version = int(result[1])
         owned.member = member
         if event is not None and self.webhooks is not None and int(result[4]):
@@ -584,8 +608,25 @@ class RedisTaskStore:
             raise TaskFinishedError(task_id, state)
         mutate(owned.task)
         built = None if event is None else event()
-        await self._write(owned, owned.member, built, "", "-", [])
+        try:
+            await self._write(owned, owned.member, built, "", "-", [])
+        except _VersionMoved as moved:
+            raise await self._refused(moved) from None
         return False
+
+    async def _refused(self, moved: _VersionMoved) -> TaskFinishedError:
+        """A run's write was refused: the task was ended elsewhere, or is being canceled (then
+        the run writes CANCELED itself if the canceller has not yet, so that a canceller that
+        died halfway never leaves the task stuck)."""
+        if isinstance(moved, _Stopped):
+            for _ in range(8):
+                loaded = await self._load(moved.task_id)
+                if loaded is None or loaded.task.status.state in TERMINAL_STATES:
+                    break
+                if await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, None) is not None:
+                    break
+            return TaskFinishedError(moved.task_id, a2a_pb2.TASK_STATE_CANCELED)
+        return moved.finished()
 
     async def _adopt(self, task_id: str) -> _Owned:
         """Reads a task this replica writes without having created it (e.g. a status change
@@ -634,8 +675,8 @@ class RedisTaskStore:
                 await self._change_status(
                     owned, a2a_pb2.TASK_STATE_SUBMITTED, None, None, runner=self.replica_id
                 )
-            except TaskFinishedError:
-                continue  # the version moved: see what happened
+            except _VersionMoved:
+                continue  # another replica wrote it meanwhile: see what happened
             self._owned[task_id] = owned
             await self._settle_room(task_id, scope, "working")
             return before
@@ -644,13 +685,23 @@ class RedisTaskStore:
     async def cancel(
         self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
     ) -> a2a_pb2.Task | None:
+        loaded = await self._load(task_id)
+        if loaded is None or loaded.scope != scope:
+            return None
+        if loaded.task.status.state in TERMINAL_STATES:
+            raise TaskFinishedError(task_id, loaded.task.status.state)
+        # First stop the run's writes (see STOP), then write CANCELED over the last of them.
+        await self._run("STOP", [self.keys.task(task_id)], [])
         for _ in range(8):
-            loaded = await self._load(task_id)
-            if loaded is None or loaded.scope != scope:
-                return None
             canceled = await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, message)
             if canceled is not None:
                 return canceled
+            reloaded = await self._load(task_id)
+            if reloaded is None:
+                return None
+            if reloaded.task.status.state == a2a_pb2.TASK_STATE_CANCELED:
+                return reloaded.task  # the run, refused by STOP, wrote it for this cancel
+            loaded = reloaded
         raise StoreUnavailableError(f"task {task_id} kept changing while it was canceled")
 
     async def _end(
@@ -666,11 +717,9 @@ class RedisTaskStore:
             message.context_id = task.context_id
         owned = _Owned(task, loaded.scope, loaded.version, loaded.member)
         try:
-            await self._change_status(owned, state, message, None, runner="")
-        except TaskFinishedError:
-            if task.status.state not in TERMINAL_STATES:  # moved, but how?
-                return None
-            raise
+            await self._change_status(owned, state, message, None, runner="", force=True)
+        except _VersionMoved:
+            return None  # e.g. the run wrote an event meanwhile: read it again
         runner = loaded.runner
         if runner and runner != self.replica_id:
             await self._call(self.client.publish(self.keys.cancel_channel(runner), task.id))

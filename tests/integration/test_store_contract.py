@@ -5,6 +5,7 @@ show: two stores on one Redis, as two replicas would hold them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -466,3 +467,34 @@ async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) 
     await asyncio.wait_for(recovered.wait(), 10)
     assert await store.get("t1", ALICE) is not None
     await store.close()
+
+
+async def test_a_cancel_racing_the_run_s_writes_still_cancels(redis_server: RedisServer) -> None:
+    one, two = await replicas(redis_server)
+    try:
+        for attempt in range(20):  # the cancel reads a version the run's writes then move on
+            task_id = f"t{attempt}"
+            await created(one, task_id)
+            await one.set_status(task_id, a2a_pb2.TASK_STATE_WORKING)
+            running = asyncio.Event()
+
+            async def run_writes(task_id: str = task_id, running: asyncio.Event = running) -> int:
+                written = 0
+                with contextlib.suppress(TaskFinishedError):
+                    for number in range(100):
+                        await one.update(
+                            task_id, lambda task, n=number: task.metadata.update({"n": n})
+                        )
+                        written += 1
+                        running.set()
+                return written
+
+            writes = asyncio.ensure_future(run_writes())
+            await running.wait()
+            canceled = await two.cancel(task_id, ALICE)
+            assert canceled is not None
+            assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+            assert await writes < 100  # the run's next write after the cancel was refused
+    finally:
+        await one.close()
+        await two.close()
