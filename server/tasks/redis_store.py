@@ -1144,6 +1144,8 @@ class _EventReader:
 
     async def _subscribe_channel(self, channel: str) -> None:
         """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
+        if self._pubsub is None:  # between a failure and the reader's restart
+            raise StoreUnavailableError("the task store (Redis) is reconnecting; retry shortly")
         confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Failed by `_fail_all` after a timeout here gave up on it: retrieve it, unlogged.
         confirmed.add_done_callback(lambda future: future.cancelled() or future.exception())
