@@ -11,8 +11,11 @@ concurrency 1, 32 and 256 for blocking SendMessage and the four-event SendStream
 when it is installed (`make ghz`; it finds the RPCs through server reflection, or a descriptor
 set for the SDK's server), else from tests.load.closed_loop. Then: time to first event of a
 stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
-small task. The targets are checked and printed, never asserted: the exit status is 0
-whenever the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
+small task; and on Redis, with two replicas A and B of ours on one redis-server
+(tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
+and CancelTask on B reaching a stream on A. The targets are checked and printed, never
+asserted: the exit status is 0 whenever the harness itself worked. `--quick` runs everything
+tiny (a smoke run for CI).
 
 Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
 no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
@@ -68,11 +71,12 @@ class Settings:
     list_sizes: tuple[int, int]
     list_calls: int
     memory_tasks: int
+    replica_samples: int
     python_load: bool
 
 
-FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, False)
-QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, False)
+FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, False)
+QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, False)
 
 
 @dataclass
@@ -367,6 +371,21 @@ def memory(settings: Settings) -> dict[str, float]:
     return run_json(command, timeout=900)
 
 
+def replica_latency(settings: Settings) -> dict[str, dict[str, float]]:
+    """Replicas A and B on one Redis: SubscribeToTask on B sees A's event; CancelTask on B
+    reaches A's stream (tests.load.replica_scenarios)."""
+    figures: dict[str, dict[str, float]] = {}
+    with redis_server() as redis:
+        args = ["tests.load.servers", "ours", "--store", redis.url, "--agent", "hold"]
+        with servers({"A": args, "B": args}) as started:
+            for scenario in ("subscribe", "cancel"):
+                command = [PYTHON, "-m", "tests.load.replica_scenarios", scenario]
+                command += [started["A"].target, started["B"].target, redis.url]
+                command += ["--samples", str(settings.replica_samples)]
+                figures[scenario] = run_json(pinned(command, LOAD_CPU), timeout=600)
+    return figures
+
+
 # -- the report -----------------------------------------------------------------------------
 
 
@@ -411,6 +430,7 @@ def verdicts(
     cells: dict[tuple[str, int, str], Cell],
     list_figures: dict[int, dict[str, float]],
     memory_figures: dict[str, float],
+    replicas: dict[str, dict[str, float]],
 ) -> list[str]:
     def rps(rpc: str, name: str) -> float:
         return cells[(rpc, 32, name)].median("rps")
@@ -423,6 +443,7 @@ def verdicts(
     errors_256 = sum(sum(cells[(rpc, 256, "ours")].errors) for rpc in RPCS)
     store_kib = memory_figures["store_kib"]
     on_redis = rps("send", "redis") / send if send else 0.0
+    subscribe_p50, cancel_p99 = replicas["subscribe"]["p50_ms"], replicas["cancel"]["p99_ms"]
     checks = [
         ("SendMessage c=32 ours/limit >= 0.6 (aim 0.8)", send / limit_send,
          send >= 0.6 * limit_send),
@@ -436,6 +457,10 @@ def verdicts(
          abs(list_change) <= 0.2),
         ("errors at c=256 (ours) == 0", errors_256, errors_256 == 0),
         ("SendMessage c=32 ours on Redis / in-memory >= 0.5", on_redis, on_redis >= 0.5),
+        ("SubscribeToTask on B, time to first event from A p50 ms <= 2", subscribe_p50,
+         subscribe_p50 <= 2),
+        ("CancelTask on B -> CANCELED on A's stream p99 ms <= 100", cancel_p99,
+         cancel_p99 <= 100),
     ]  # fmt: skip
     return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
 
@@ -479,12 +504,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     fanout_figures = fanout(settings)
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
+    replicas = replica_latency(settings)
     pinning = (
         f"servers and redis-server on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
         if pinned(["x"], 0)[0] == "taskset"
         else "not pinned (fewer than 2 CPUs or no taskset)"
     )
     small, large = sorted(list_figures)
+    subscribe, cancel = replicas["subscribe"], replicas["cancel"]
     report = [
         f"machine: {machine()}",
         f"load: {load.name}; {pinning}; {settings.rounds} round(s) of "
@@ -516,8 +543,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"| KiB per small task at {settings.memory_tasks} tasks, through the server "
         f"(with its idempotency record) | {memory_figures['server_kib']:.2f} |",
         "",
+        f"| ours on Redis: replicas A and B, one redis-server, {int(subscribe['samples'])} "
+        "samples each | p50 ms | p99 ms |",
+        "|---|---:|---:|",
+        "| SubscribeToTask on B, time to first event: client's release -> the event A writes "
+        f"arrives on B's stream | {subscribe['p50_ms']:.2f} | {subscribe['p99_ms']:.2f} |",
+        "| the same, from the agent's emit on A (its timestamp) "
+        f"| {subscribe['emit_p50_ms']:.2f} | {subscribe['emit_p99_ms']:.2f} |",
+        "| CancelTask sent to B -> CANCELED on a SubscribeToTask stream on A "
+        f"| {cancel['p50_ms']:.2f} | {cancel['p99_ms']:.2f} |",
+        "",
         "targets (checked, never asserted):",
-        *verdicts(cells, list_figures, memory_figures),
+        *verdicts(cells, list_figures, memory_figures, replicas),
         "",
         f"took {time.time() - started:.0f} s",
     ]
