@@ -13,9 +13,9 @@ set for the SDK's server), else from tests.load.closed_loop. Then: time to first
 stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
 small task; and on Redis, with two replicas A and B of ours on one redis-server
 (tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
-and CancelTask on B reaching a stream on A. The targets are checked and printed, never
-asserted: the exit status is 0 whenever the harness itself worked. `--quick` runs everything
-tiny (a smoke run for CI).
+CancelTask on B reaching a stream on A, and Redis memory per small finished task
+(tests.load.redis_memory). The targets are checked and printed, never asserted: the exit status
+is 0 whenever the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
 
 Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
 no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
@@ -72,11 +72,12 @@ class Settings:
     list_calls: int
     memory_tasks: int
     replica_samples: int
+    redis_memory_tasks: int
     python_load: bool
 
 
-FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, False)
-QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, False)
+FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, 100_000, False)
+QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False)
 
 
 @dataclass
@@ -386,6 +387,13 @@ def replica_latency(settings: Settings) -> dict[str, dict[str, float]]:
     return figures
 
 
+def redis_memory(settings: Settings) -> dict[str, Any]:
+    with redis_server() as redis:
+        command = [PYTHON, "-m", "tests.load.redis_memory", redis.url]
+        command += [str(settings.redis_memory_tasks)]
+        return run_json(pinned(command, LOAD_CPU), timeout=1800)
+
+
 # -- the report -----------------------------------------------------------------------------
 
 
@@ -431,6 +439,7 @@ def verdicts(
     list_figures: dict[int, dict[str, float]],
     memory_figures: dict[str, float],
     replicas: dict[str, dict[str, float]],
+    redis_kib: float,
 ) -> list[str]:
     def rps(rpc: str, name: str) -> float:
         return cells[(rpc, 32, name)].median("rps")
@@ -461,6 +470,7 @@ def verdicts(
          subscribe_p50 <= 2),
         ("CancelTask on B -> CANCELED on A's stream p99 ms <= 100", cancel_p99,
          cancel_p99 <= 100),
+        ("Redis KiB per small finished task <= 4", redis_kib, redis_kib <= 4),
     ]  # fmt: skip
     return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
 
@@ -505,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
     replicas = replica_latency(settings)
+    redis_figures = redis_memory(settings)
     pinning = (
         f"servers and redis-server on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
         if pinned(["x"], 0)[0] == "taskset"
@@ -512,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     small, large = sorted(list_figures)
     subscribe, cancel = replicas["subscribe"], replicas["cancel"]
+    redis_kib = redis_figures["kib_per_task"]
+    by_kind = redis_figures["bytes_per_task_by_kind"]
     report = [
         f"machine: {machine()}",
         f"load: {load.name}; {pinning}; {settings.rounds} round(s) of "
@@ -553,8 +566,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "| CancelTask sent to B -> CANCELED on a SubscribeToTask stream on A "
         f"| {cancel['p50_ms']:.2f} | {cancel['p99_ms']:.2f} |",
         "",
+        "| ours on Redis | figure |",
+        "|---|---:|",
+        f"| Redis used_memory KiB per small finished task at {redis_figures['tasks']} tasks "
+        f"(through the handler: task, events, indexes, message-id claim) | {redis_kib:.2f} |",
+        "| of which, bytes per task: "
+        + ", ".join(f"{kind} {value}" for kind, value in by_kind.items())
+        + " | |",
+        "",
         "targets (checked, never asserted):",
-        *verdicts(cells, list_figures, memory_figures, replicas),
+        *verdicts(cells, list_figures, memory_figures, replicas, redis_kib),
         "",
         f"took {time.time() - started:.0f} s",
     ]
