@@ -2,16 +2,26 @@
 
     .venv/bin/python -m tests.load.bench [--quick] [--rounds N] [--duration S] [--python-load]
 
-Three servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
-servicer, the a2a-sdk 1.3.0 echo server; each imports only its own generated code), pinned to
-CPU 0; every load generator is pinned to CPU 1, so a server never competes with its load for a
-core. Rounds go A B C A B C ... at concurrency 1, 32 and 256 for blocking SendMessage and the
-four-event SendStreamingMessage; the table shows medians over rounds. Load comes from ghz when
-it is installed (`make ghz`; it finds the RPCs through server reflection, or a descriptor set
-for the SDK's server), else from tests.load.closed_loop. Then: time to first event of a
+Four servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
+servicer, the a2a-sdk 1.3.0 echo server, and ours again on a Redis task store, "redis"; each
+imports only its own generated code), pinned to CPU 0; every load generator is pinned to CPU 1,
+so a server never competes with its load for a core. Rounds go A B C D A B C D ... at
+concurrency 1, 32 and 256 for blocking SendMessage and the four-event SendStreamingMessage
+(ours on Redis: SendMessage only); the table shows medians over rounds. Load comes from ghz
+when it is installed (`make ghz`; it finds the RPCs through server reflection, or a descriptor
+set for the SDK's server), else from tests.load.closed_loop. Then: time to first event of a
 stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
-small task. The targets are checked and printed, never asserted: the exit status is 0 whenever
-the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
+small task; and on Redis, with two replicas A and B of ours on one redis-server
+(tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
+CancelTask on B reaching a stream on A, and Redis memory per small finished task
+(tests.load.redis_memory). The targets are checked and printed, never asserted: the exit status
+is 0 whenever the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
+
+Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
+no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
+only placement that keeps CPU 1 to the load generator alone, as for the other rows: the
+replica and its Redis share one core, so the redis row is what one core buys with Redis in the
+path, not Redis on a machine of its own. With more cores the placement stays the same.
 """
 
 from __future__ import annotations
@@ -32,6 +42,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from tests.redis_servers import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -39,8 +52,11 @@ SERVER_CPU, LOAD_CPU = 0, 1
 SERVICE = "lf.a2a.v1.A2AService"
 METADATA = '{"a2a-version":"1.0"}'
 GHZ_DATA = '{"message":{"messageId":"{{.UUID}}","role":"ROLE_USER","parts":[{"text":"hello"}]}}'
-KINDS = ("ours", "limit", "sdk")
+KINDS = ("ours", "limit", "sdk", "redis")
 RPCS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
+# Ours on Redis runs blocking SendMessage only: the row the Redis/in-memory target reads, and
+# 45 s of the full run per RPC added.
+KIND_RPCS = {"redis": ("send",)}
 CONCURRENCY = (1, 32, 256)
 
 
@@ -55,11 +71,13 @@ class Settings:
     list_sizes: tuple[int, int]
     list_calls: int
     memory_tasks: int
+    replica_samples: int
+    redis_memory_tasks: int
     python_load: bool
 
 
-FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, False)
-QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, False)
+FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, 100_000, False)
+QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False)
 
 
 @dataclass
@@ -149,13 +167,28 @@ def servers(kinds: dict[str, Sequence[str]]) -> Iterator[dict[str, ServerProcess
             server.stop()
 
 
-def run_json(command: Sequence[str], timeout: float) -> dict[str, float]:
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    """A fresh redis-server, every thread of it pinned to the servers' CPU (see the docstring)."""
+    redis = RedisServer().start()
+    try:
+        if pinned(["x"], SERVER_CPU)[0] == "taskset":
+            info = redis.cli("INFO", "server")
+            pid = next(line.split(":")[1] for line in info.split() if line.startswith("process_id"))
+            command = ["taskset", "-a", "-p", "-c", str(SERVER_CPU), pid]
+            subprocess.run(command, check=True, capture_output=True)
+        yield redis
+    finally:
+        redis.close()
+
+
+def run_json(command: Sequence[str], timeout: float) -> dict[str, Any]:
     done = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -267,12 +300,14 @@ def throughput(
 ) -> dict[tuple[str, int, str], Cell]:
     cells: dict[tuple[str, int, str], Cell] = {}
     for name, target in targets.items():  # warm every server up (imports, caches, allocators)
-        for rpc in RPCS:
+        for rpc in KIND_RPCS.get(name, RPCS):
             load.run(target, rpc, 32, settings.warmup, reflection=name != "sdk")
     for round_number in range(settings.rounds):
         for rpc in RPCS:
             for concurrency in CONCURRENCY:
-                for name, target in targets.items():  # A B C, then again next round
+                for name, target in targets.items():  # A B C D, then again next round
+                    if rpc not in KIND_RPCS.get(name, RPCS):
+                        continue
                     figures = load.run(
                         target, rpc, concurrency, settings.duration, reflection=name != "sdk"
                     )
@@ -337,6 +372,28 @@ def memory(settings: Settings) -> dict[str, float]:
     return run_json(command, timeout=900)
 
 
+def replica_latency(settings: Settings) -> dict[str, dict[str, float]]:
+    """Replicas A and B on one Redis: SubscribeToTask on B sees A's event; CancelTask on B
+    reaches A's stream (tests.load.replica_scenarios)."""
+    figures: dict[str, dict[str, float]] = {}
+    with redis_server() as redis:
+        args = ["tests.load.servers", "ours", "--store", redis.url, "--agent", "hold"]
+        with servers({"A": args, "B": args}) as started:
+            for scenario in ("subscribe", "cancel"):
+                command = [PYTHON, "-m", "tests.load.replica_scenarios", scenario]
+                command += [started["A"].target, started["B"].target, redis.url]
+                command += ["--samples", str(settings.replica_samples)]
+                figures[scenario] = run_json(pinned(command, LOAD_CPU), timeout=600)
+    return figures
+
+
+def redis_memory(settings: Settings) -> dict[str, Any]:
+    with redis_server() as redis:
+        command = [PYTHON, "-m", "tests.load.redis_memory", redis.url]
+        command += [str(settings.redis_memory_tasks)]
+        return run_json(pinned(command, LOAD_CPU), timeout=1800)
+
+
 # -- the report -----------------------------------------------------------------------------
 
 
@@ -347,8 +404,8 @@ def ratio(numerator: float, denominator: float) -> str:
 def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
     lines = [
         "| RPC | c | server | req/s | p50 ms | p99 ms | errors | ours/limit req/s "
-        "| ours/SDK req/s | ours/limit p99 |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| ours/SDK req/s | ours/limit p99 | Redis/in-memory req/s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for rpc in RPCS:
         for concurrency in CONCURRENCY:
@@ -356,14 +413,19 @@ def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
             limit = cells[(rpc, concurrency, "limit")]
             sdk = cells[(rpc, concurrency, "sdk")]
             for name in KINDS:
-                cell = cells[(rpc, concurrency, name)]
-                ratios = ["", "", ""]
+                cell = cells.get((rpc, concurrency, name))
+                if cell is None:  # a server that does not run this RPC
+                    continue
+                ratios = ["", "", "", ""]
                 if name == "ours":
                     ratios = [
                         ratio(ours.median("rps"), limit.median("rps")),
                         ratio(ours.median("rps"), sdk.median("rps")),
                         ratio(ours.median("p99"), limit.median("p99")),
+                        "",
                     ]
+                elif name == "redis":
+                    ratios = ["", "", "", ratio(cell.median("rps"), ours.median("rps"))]
                 lines.append(
                     f"| {RPCS[rpc]} | {concurrency} | {name} | {cell.median('rps'):.0f} "
                     f"| {cell.median('p50'):.2f} | {cell.median('p99'):.2f} "
@@ -376,6 +438,8 @@ def verdicts(
     cells: dict[tuple[str, int, str], Cell],
     list_figures: dict[int, dict[str, float]],
     memory_figures: dict[str, float],
+    replicas: dict[str, dict[str, float]],
+    redis_kib: float,
 ) -> list[str]:
     def rps(rpc: str, name: str) -> float:
         return cells[(rpc, 32, name)].median("rps")
@@ -387,6 +451,8 @@ def verdicts(
     list_change = list_figures[large]["p50_ms"] / list_figures[small]["p50_ms"] - 1
     errors_256 = sum(sum(cells[(rpc, 256, "ours")].errors) for rpc in RPCS)
     store_kib = memory_figures["store_kib"]
+    on_redis = rps("send", "redis") / send if send else 0.0
+    subscribe_p50, cancel_p99 = replicas["subscribe"]["p50_ms"], replicas["cancel"]["p99_ms"]
     checks = [
         ("SendMessage c=32 ours/limit >= 0.6 (aim 0.8)", send / limit_send,
          send >= 0.6 * limit_send),
@@ -399,6 +465,12 @@ def verdicts(
         (f"ListTasks page p50 change {small} -> {large} tasks within +-20 %", list_change,
          abs(list_change) <= 0.2),
         ("errors at c=256 (ours) == 0", errors_256, errors_256 == 0),
+        ("SendMessage c=32 ours on Redis / in-memory >= 0.5", on_redis, on_redis >= 0.5),
+        ("SubscribeToTask on B, time to first event from A p50 ms <= 2", subscribe_p50,
+         subscribe_p50 <= 2),
+        ("CancelTask on B -> CANCELED on A's stream p99 ms <= 100", cancel_p99,
+         cancel_p99 <= 100),
+        ("Redis KiB per small finished task <= 4", redis_kib, redis_kib <= 4),
     ]  # fmt: skip
     return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
 
@@ -432,20 +504,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         ghz = None if settings.python_load else find_ghz()
         load = LoadGenerator(ghz, build_protoset(Path(scratch)) if ghz else None)
         print(f"load generator: {load.name}", file=sys.stderr, flush=True)
-        with servers(SERVER_ARGS) as started_servers:
-            targets = {name: server.target for name, server in started_servers.items()}
-            cells = throughput(load, settings, targets)
-            ttfe = first_event(settings, targets)
+        with redis_server() as redis:
+            kinds = {**SERVER_ARGS, "redis": ["tests.load.servers", "ours", "--store", redis.url]}
+            with servers(kinds) as started_servers:
+                targets = {name: server.target for name, server in started_servers.items()}
+                cells = throughput(load, settings, targets)
+                ttfe = first_event(settings, {name: targets[name] for name in SERVER_ARGS})
         audit_figures = audit_cost(load, settings, Path(scratch))
     fanout_figures = fanout(settings)
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
+    replicas = replica_latency(settings)
+    redis_figures = redis_memory(settings)
     pinning = (
-        f"servers on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
+        f"servers and redis-server on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
         if pinned(["x"], 0)[0] == "taskset"
         else "not pinned (fewer than 2 CPUs or no taskset)"
     )
     small, large = sorted(list_figures)
+    subscribe, cancel = replicas["subscribe"], replicas["cancel"]
+    redis_kib = redis_figures["kib_per_task"]
+    by_kind = redis_figures["bytes_per_task_by_kind"]
     report = [
         f"machine: {machine()}",
         f"load: {load.name}; {pinning}; {settings.rounds} round(s) of "
@@ -456,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "| measurement | ours | limit | SDK |",
         "|---|---:|---:|---:|",
         "| time to first stream event, p50 ms (c=1, Python client) | "
-        + " | ".join(f"{ttfe[name]:.2f}" for name in KINDS)
+        + " | ".join(f"{ttfe[name]:.2f}" for name in SERVER_ARGS)
         + " |",
         "",
         "| ours only | figure |",
@@ -477,8 +556,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"| KiB per small task at {settings.memory_tasks} tasks, through the server "
         f"(with its idempotency record) | {memory_figures['server_kib']:.2f} |",
         "",
+        f"| ours on Redis: replicas A and B, one redis-server, {int(subscribe['samples'])} "
+        "samples each | p50 ms | p99 ms |",
+        "|---|---:|---:|",
+        "| SubscribeToTask on B, time to first event: client's release -> the event A writes "
+        f"arrives on B's stream | {subscribe['p50_ms']:.2f} | {subscribe['p99_ms']:.2f} |",
+        "| the same, from the agent's emit on A (its timestamp) "
+        f"| {subscribe['emit_p50_ms']:.2f} | {subscribe['emit_p99_ms']:.2f} |",
+        "| CancelTask sent to B -> CANCELED on a SubscribeToTask stream on A "
+        f"| {cancel['p50_ms']:.2f} | {cancel['p99_ms']:.2f} |",
+        "",
+        "| ours on Redis | figure |",
+        "|---|---:|",
+        f"| Redis used_memory KiB per small finished task at {redis_figures['tasks']} tasks "
+        f"(through the handler: task, events, indexes, message-id claim) | {redis_kib:.2f} |",
+        "| of which, bytes per task: "
+        + ", ".join(f"{kind} {value}" for kind, value in by_kind.items())
+        + " | |",
+        "",
         "targets (checked, never asserted):",
-        *verdicts(cells, list_figures, memory_figures),
+        *verdicts(cells, list_figures, memory_figures, replicas, redis_kib),
         "",
         f"took {time.time() - started:.0f} s",
     ]

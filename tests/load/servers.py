@@ -1,13 +1,16 @@
 """The benchmark's own servers, each run in a child process: ours, and the bare gRPC limit.
 
-    .venv/bin/python -m tests.load.servers ours  [--agent demo|burst] [--preload N] [--audit-log F]
+    .venv/bin/python -m tests.load.servers ours  [--agent demo|burst|hold] [--preload N]
+                                                 [--audit-log F] [--store redis://...]
                                                  [--config FIELD=INT ...]
     .venv/bin/python -m tests.load.servers limit
 
 Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
 - `ours`: a2a_grpc.server.app.start_server with the DemoAgent (`--agent burst` adds the
   fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks;
-  `--config max_streams_per_connection=100` sets a ServerConfig field).
+  `--config max_streams_per_connection=100` sets a ServerConfig field). `--store URL` keeps
+  the tasks in that Redis, as `a2a-grpc serve --store` does (a replica); `--agent hold` (Redis
+  only) adds tests.load.hold_agent, which emits an event when the bench client says so.
 - `limit`: a bare grpc.aio servicer on our generated stubs returning canned responses (a
   completed Task; a four-event stream), with server reflection and no A2A logic at all.
 """
@@ -33,6 +36,7 @@ from a2a_grpc.server.app import A2A_SERVICE, MethodAwareReflection, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
+from tests.load.hold_agent import HoldAgent
 from tests.load.store_memory import small_task
 
 BURST_KEYWORD = "burst"
@@ -121,17 +125,20 @@ async def serve_ours(
     preload_count: int,
     audit_log: str | None = None,
     overrides: dict[str, int] | None = None,
+    store: str = "",
 ) -> None:
-    agent = BurstAgent() if agent_name == "burst" else DemoAgent()
+    agents = {"burst": BurstAgent, "demo": DemoAgent, "hold": lambda: HoldAgent(store)}
     config = ServerConfig(
         port=0,
         shutdown_grace=0.5,
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
+        store=store,
     )
     config = dataclasses.replace(config, **(overrides or {}))
-    running = await start_server(config, agent)
-    preload(running.handler.store.table, preload_count)
+    running = await start_server(config, agents[agent_name]())
+    if preload_count:
+        preload(running.handler.store.table, preload_count)
     await _until_signalled(running.port)
     await running.stop()
 
@@ -176,16 +183,19 @@ async def ours_in_child(*args: str) -> AsyncIterator[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=("ours", "limit"))
-    parser.add_argument("--agent", choices=("demo", "burst"), default="demo")
-    parser.add_argument("--preload", type=int, default=0)
+    parser.add_argument("--agent", choices=("demo", "burst", "hold"), default="demo")
+    parser.add_argument("--preload", type=int, default=0, help="ours, in memory only")
+    parser.add_argument("--store", default="", help="ours: a Redis URL (a replica)")
     parser.add_argument("--audit-log", help="ours: write the audit trail to this file")
     parser.add_argument(
         "--config", action="append", default=[], metavar="FIELD=INT", help="ours: a setting"
     )
     args = parser.parse_args()
     overrides = {name: int(value) for name, _, value in (c.partition("=") for c in args.config)}
+    if (args.store and args.preload) or (args.agent == "hold" and not args.store):
+        parser.error("--preload needs the in-memory store, --agent hold needs --store")
     if args.kind == "ours":
-        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log, overrides))
+        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log, overrides, args.store))
     else:
         asyncio.run(serve_limit())
 
