@@ -218,7 +218,9 @@ class TaskStore(Protocol):
         *,
         history_length: int | None = None,
     ) -> bool:
-        """`get` into a message the caller owns; False (target untouched) when not found."""
+        """`get` into a message the caller owns; False (target untouched) when not found. A
+        shared store may answer from its copy of a task it settled within the last second (the
+        blocking caller's reply), as the task stood when it settled."""
         ...
 
     async def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:

@@ -32,10 +32,14 @@ if ARGV[6] ~= '' then
   redis.call('PUBLISH', ARGV[11], id .. '\\n' .. ARGV[7] .. '\\n' .. ARGV[6])
 end
 local ttl = tonumber(ARGV[9])
+local push_version = tonumber(redis.call('GET', KEYS[4]) or '0')
 if ttl > 0 then
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  -- Finished, and no webhook will replay its events: its stream goes now (streams are read
+  -- through pub/sub and snapshots), which saves the ~4.7 KiB a stream's first node takes.
+  if push_version == 0 then redis.call('DEL', KEYS[2]) end
 end
-return {1, ver + 1, id, old_ik, tonumber(redis.call('GET', KEYS[4]) or '0')}
+return {1, ver + 1, id, old_ik, push_version}
 """
 
 EMIT = """
