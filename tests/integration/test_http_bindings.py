@@ -6,12 +6,16 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from opentelemetry import trace
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.audit import verify
 from a2a_grpc.server.card_http import CARD_PATH
 from tests.integration.bindings import rest_error, sse_data
 from tests.integration.conftest import VERSION, Factory, Harness, Held, collect
@@ -347,3 +351,64 @@ async def test_the_card_lists_the_http_interfaces(
     bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
     assert bindings["JSONRPC"] == base_of(harness) + "/"
     assert bindings["HTTP+JSON"] == base_of(harness)
+
+
+# -- audit and tracing ------------------------------------------------------------------------
+
+
+async def test_http_calls_are_audited_like_grpc_calls(
+    make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    harness = await make_server(card_port=0, audit_log=str(log), tokens={"alice-token": "alice"})
+    alice = {"Authorization": "Bearer alice-token"}
+    _, sent, _ = await post_rpc(
+        http, harness, rpc("SendMessage", {"message": message(), "tenant": "acme"}), headers=alice
+    )
+    task_id = sent["result"]["task"]["id"]
+    async with http.get(base_of(harness) + "/acme/tasks/nope", headers=alice) as response:
+        assert response.status == 404
+    async with http.get(base_of(harness) + "/tasks") as response:
+        assert response.status == 401
+    async with http.post(
+        base_of(harness) + "/message:stream", json={"message": message("m-2")}, headers=alice
+    ) as response:
+        assert [data async for data in sse_data(response)]
+    await harness.running.stop(0)  # flushes the trail
+
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    requests = [
+        (r["method"], r["outcome"], r["principal"], r["tenant"])
+        for r in rows
+        if r["kind"] == "request"
+    ]
+    assert requests == [
+        ("SendMessage", "OK", "alice", "acme"),
+        ("GetTask", "NOT_FOUND", "alice", "acme"),
+        ("ListTasks", "UNAUTHENTICATED", "", ""),
+        ("SendStreamingMessage", "OK", "alice", ""),
+    ]
+    sent_row = next(r for r in rows if r["kind"] == "request" and r["method"] == "SendMessage")
+    assert sent_row["task_id"] == task_id
+    assert verify(log)[0] == len(rows)
+
+
+async def test_trace_context_headers_continue_the_callers_trace(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    seen: list[int] = []
+
+    class Recording:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            seen.append(trace.get_current_span().get_span_context().trace_id)
+            await events.complete()
+
+    harness = await make_server(Recording(), card_port=0)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    await post_rpc(http, harness, rpc("SendMessage", {"message": message()}), headers=headers)
+    async with http.post(
+        base_of(harness) + "/message:send", json={"message": message("m-2")}, headers=headers
+    ) as response:
+        assert response.status == 200
+    assert seen == [int(trace_id, 16)] * 2
