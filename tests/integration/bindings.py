@@ -52,24 +52,36 @@ RESPONSES: Mapping[str, type[Message]] = {
 }
 
 
+def _headers(authorization: str | None) -> dict[str, str]:
+    if authorization is None:
+        return dict(VERSION_HEADERS)
+    return {**VERSION_HEADERS, "Authorization": authorization}
+
+
 class GrpcBinding:
     name = "grpc"
 
-    def __init__(self, stub: a2a_pb2_grpc.A2AServiceStub, channel: grpc.aio.Channel) -> None:
+    def __init__(
+        self,
+        stub: a2a_pb2_grpc.A2AServiceStub,
+        channel: grpc.aio.Channel,
+        authorization: str | None = None,
+    ) -> None:
         self.stub = stub
         self.channel = channel
+        self.metadata: tuple[tuple[str, str], ...] = (("a2a-version", "1.0"),)
+        if authorization is not None:
+            self.metadata += (("authorization", authorization),)
 
     async def call(self, rpc: str, request: Message) -> Message:
         try:
-            result: Message = await getattr(self.stub, rpc)(
-                request, metadata=(("a2a-version", "1.0"),)
-            )
+            result: Message = await getattr(self.stub, rpc)(request, metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
             raise _grpc_error(exc) from None
         return result
 
     async def stream(self, rpc: str, request: Message) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        call = getattr(self.stub, rpc)(request, metadata=(("a2a-version", "1.0"),))
+        call = getattr(self.stub, rpc)(request, metadata=self.metadata)
         try:
             async for event in call:
                 yield event
@@ -81,7 +93,7 @@ class GrpcBinding:
     async def unknown_method(self) -> CallError:
         method = self.channel.unary_unary("/lf.a2a.v1.A2AService/NoSuchMethod")
         try:
-            await method(b"", metadata=(("a2a-version", "1.0"),))
+            await method(b"", metadata=self.metadata)
         except grpc.aio.AioRpcError as exc:
             return _grpc_error(exc)
         raise AssertionError("an unknown method succeeded")
@@ -97,10 +109,13 @@ def _grpc_error(exc: grpc.aio.AioRpcError) -> CallError:
 class JsonRpcBinding:
     name = "jsonrpc"
 
-    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, url: str, authorization: str | None = None
+    ) -> None:
         self.session = session
         self.url = url
         self._ids = 0
+        self.headers = _headers(authorization)
 
     def _payload(self, method: str, params: Any) -> dict[str, Any]:
         self._ids += 1
@@ -108,7 +123,7 @@ class JsonRpcBinding:
 
     async def call(self, rpc: str, request: Message) -> Message:
         payload = self._payload(rpc, json_format.MessageToDict(request))
-        async with self.session.post(self.url, json=payload, headers=VERSION_HEADERS) as response:
+        async with self.session.post(self.url, json=payload, headers=self.headers) as response:
             answer = await response.json()
         assert answer["id"] == payload["id"]
         if "error" in answer:
@@ -117,7 +132,7 @@ class JsonRpcBinding:
 
     async def stream(self, rpc: str, request: Message) -> AsyncIterator[a2a_pb2.StreamResponse]:
         payload = self._payload(rpc, json_format.MessageToDict(request))
-        async with self.session.post(self.url, json=payload, headers=VERSION_HEADERS) as response:
+        async with self.session.post(self.url, json=payload, headers=self.headers) as response:
             if response.content_type != "text/event-stream":
                 raise _jsonrpc_error((await response.json())["error"], response.status)
             async for data in sse_data(response):
@@ -129,7 +144,7 @@ class JsonRpcBinding:
 
     async def unknown_method(self) -> CallError:
         payload = self._payload("NoSuchMethod", {})
-        async with self.session.post(self.url, json=payload, headers=VERSION_HEADERS) as response:
+        async with self.session.post(self.url, json=payload, headers=self.headers) as response:
             return _jsonrpc_error((await response.json())["error"], response.status)
 
 
@@ -166,9 +181,12 @@ class RestBinding:
 
     name = "http+json"
 
-    def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, base: str, authorization: str | None = None
+    ) -> None:
         self.session = session
         self.base = base
+        self.headers = _headers(authorization)
 
     def _route(self, rpc: str, request: Any) -> tuple[str, str, dict[str, Any] | None]:
         """(verb, path, JSON body) of a request; query parameters ride in the path."""
@@ -206,7 +224,7 @@ class RestBinding:
     async def call(self, rpc: str, request: Message) -> Message:
         verb, path, body = self._route(rpc, request)
         async with self.session.request(
-            verb, self.base + path, json=body, headers=VERSION_HEADERS
+            verb, self.base + path, json=body, headers=self.headers
         ) as response:
             answer = await response.json(content_type=None)
         if response.status != 200:
@@ -217,7 +235,7 @@ class RestBinding:
     async def stream(self, rpc: str, request: Message) -> AsyncIterator[a2a_pb2.StreamResponse]:
         verb, path, body = self._route(rpc, request)
         async with self.session.request(
-            verb, self.base + path, json=body, headers=VERSION_HEADERS
+            verb, self.base + path, json=body, headers=self.headers
         ) as response:
             if response.status != 200:
                 raise rest_error(await response.json(content_type=None), response.status)
@@ -229,7 +247,7 @@ class RestBinding:
                 yield json_format.ParseDict(answer, a2a_pb2.StreamResponse())
 
     async def unknown_method(self) -> CallError:
-        async with self.session.get(self.base + "/noSuchMethod", headers=VERSION_HEADERS) as r:
+        async with self.session.get(self.base + "/noSuchMethod", headers=self.headers) as r:
             return rest_error(await r.json(content_type=None), r.status)
 
 

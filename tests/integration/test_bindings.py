@@ -13,6 +13,7 @@ from google.protobuf import empty_pb2
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.card_http import CARD_PATH
 from tests.integration.bindings import (
     Binding,
@@ -34,17 +35,19 @@ async def over(request: pytest.FixtureRequest, make_server: Factory) -> AsyncIte
     sessions: list[aiohttp.ClientSession] = []
 
     async def start(agent: AgentExecutor | None = None, **config: Any) -> tuple[Harness, Binding]:
-        harness = await make_server(agent, card_port=0, **config)
+        card = config.pop("card", None)
+        authorization = config.pop("authorization", None)
+        harness = await make_server(agent, card, card_port=0, **config)
         if request.param == "grpc":
-            return harness, GrpcBinding(harness.stub, harness.channel)
+            return harness, GrpcBinding(harness.stub, harness.channel, authorization)
         session = aiohttp.ClientSession()
         sessions.append(session)
         card_url = harness.running.card_url
         assert card_url is not None
         base = card_url.removesuffix(CARD_PATH)
         if request.param == "jsonrpc":
-            return harness, JsonRpcBinding(session, base + "/")
-        return harness, RestBinding(session, base)
+            return harness, JsonRpcBinding(session, base + "/", authorization)
+        return harness, RestBinding(session, base, authorization)
 
     yield start
     for session in sessions:
@@ -228,3 +231,26 @@ async def test_a_task_made_over_one_binding_is_seen_over_grpc(over: Start) -> No
         10,
     )
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_extended_card_not_offered(over: Start) -> None:
+    _, binding = await over()
+    with pytest.raises(CallError) as error:
+        await binding.call("GetExtendedAgentCard", a2a_pb2.GetExtendedAgentCardRequest())
+    assert error.value.reason == "UNSUPPORTED_OPERATION"
+
+
+async def test_extended_card_offered(over: Start) -> None:
+    card = demo_card("127.0.0.1:0")
+    card.capabilities.extended_agent_card = True
+    extended = demo_card("127.0.0.1:0")
+    extended.skills.add(id="members", name="Members", description="extra", tags=["x"])
+    _, binding = await over(
+        card=card,
+        extended_card=extended,
+        tokens={"s3cret": "alice"},
+        authorization="Bearer s3cret",
+    )
+    got = await binding.call("GetExtendedAgentCard", a2a_pb2.GetExtendedAgentCardRequest())
+    assert isinstance(got, a2a_pb2.AgentCard)
+    assert "members" in [skill.id for skill in got.skills]
