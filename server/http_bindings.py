@@ -56,6 +56,9 @@ JSONRPC_PATH = "/"
 JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 A2A_JSON = "application/a2a+json"
 EVENT_STREAM = "text/event-stream"
+JSONRPC_SYSTEM = "jsonrpc"
+REST_SYSTEM = "http"
+"""The spans' `rpc.system` per binding (gRPC's is `grpc`)."""
 SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
@@ -189,13 +192,13 @@ class HttpBindings:
         set_caller(caller_of(self.authenticator, metadata, {}))
 
     async def _unary(
-        self, rpc: Rpc, parse: Callable[[], Message], params: ServiceParams
+        self, rpc: Rpc, parse: Callable[[], Message], params: ServiceParams, system: str
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
         gate = self.servicer
         request: Message | None = None
-        with gate.tracing.span(rpc.name, params.trace_headers) as span:
+        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 gate.admit(stream=False)
             except Exception as exc:
@@ -219,6 +222,7 @@ class HttpBindings:
         rpc: Rpc,
         parse: Callable[[], Message],
         params: ServiceParams,
+        system: str,
         encode: Encode,
         encode_error: EncodeError,
         error_response: Callable[[StatusError], web.Response],
@@ -228,7 +232,7 @@ class HttpBindings:
         ends only its stream (aiohttp cancels the handler): the task goes on."""
         gate = self.servicer
         request: Message | None = None
-        with gate.tracing.span(rpc.name, params.trace_headers) as span:
+        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 gate.admit(stream=True)
             except Exception as exc:
@@ -300,7 +304,7 @@ class HttpBindings:
             )
         try:
             payload = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return _jsonrpc_response(
                 _jsonrpc_error(None, InvalidRequestError(f"parse error: {exc}"), code=-32700)
             )
@@ -352,9 +356,16 @@ class HttpBindings:
                 return _jsonrpc_response(_jsonrpc_error(request_id, error), error=error)
 
             return await self._stream(
-                http_request, rpc, parse, service_params, encode, encode_error, error_response
+                http_request,
+                rpc,
+                parse,
+                service_params,
+                JSONRPC_SYSTEM,
+                encode,
+                encode_error,
+                error_response,
             )
-        result, activated = await self._unary(rpc, parse, service_params)
+        result, activated = await self._unary(rpc, parse, service_params, JSONRPC_SYSTEM)
         if notification:
             return web.Response(status=204)
         if isinstance(result, StatusError):
@@ -387,11 +398,12 @@ class HttpBindings:
                     rpc,
                     parse,
                     service_params,
+                    REST_SYSTEM,
                     lambda event: _dumps(_to_json(event)),
                     lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
                     _rest_error,
                 )
-            result, activated = await self._unary(rpc, parse, service_params)
+            result, activated = await self._unary(rpc, parse, service_params, REST_SYSTEM)
             if isinstance(result, StatusError):
                 return _rest_error(result)
             return web.Response(
@@ -434,7 +446,7 @@ def _from_json(value: dict[str, Any], request_class: type[Message]) -> Message:
     message = request_class()
     try:
         json_format.ParseDict(value, message)
-    except (json_format.ParseError, TypeError, ValueError) as exc:
+    except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
     return message
 
@@ -445,7 +457,7 @@ def _rest_request(
     if route.body == "*" and body:
         try:
             value = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidRequestError(f"the body is not JSON: {exc}") from None
         if not isinstance(value, dict):
             raise InvalidParamsError(

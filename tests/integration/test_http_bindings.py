@@ -412,3 +412,19 @@ async def test_trace_context_headers_continue_the_callers_trace(
     ) as response:
         assert response.status == 200
     assert seen == [int(trace_id, 16)] * 2
+
+
+@pytest.mark.parametrize("path", ["/", "/message:send"])
+async def test_deeply_nested_json_is_a_clear_error(
+    make_server: Factory, http: aiohttp.ClientSession, path: str
+) -> None:
+    harness = await make_server(card_port=0)
+    body = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    headers = {"Content-Type": "application/json"}
+    async with http.post(base_of(harness) + path, data=io.BytesIO(body), headers=headers) as r:
+        answer = await r.json(content_type=None)
+    if path == "/":
+        assert answer["error"]["code"] == -32700
+    else:
+        assert r.status == 400
+        assert rest_error(answer, 400).reason == "INVALID_REQUEST"
