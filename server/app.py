@@ -149,11 +149,12 @@ class RunningServer:
     async def stop(self, grace: float | None = None) -> None:
         """Shuts down within one deadline, `grace` seconds (default: the config's) from now.
 
-        At once Health turns NOT_SERVING and new A2A calls get UNAVAILABLE, while Health and
-        reflection keep answering probes. Running agents get until the deadline to finish (then
-        they are cancelled); the calls that wait on them end with them. Then the server stops,
-        cancelling what is still open, and pending webhook POSTs get what is left of the
-        deadline; the events they could not send are logged as undelivered.
+        At once Health turns NOT_SERVING and new A2A calls (over every binding) get UNAVAILABLE,
+        while Health and reflection keep answering probes. Running agents get until the deadline
+        to finish (then they are cancelled); the calls that wait on them end with them. Then the
+        gRPC and HTTP servers stop, cancelling what is still open (the HTTP server after its
+        `shutdown_grace`), and pending webhook POSTs get what is left of the deadline; the events
+        they could not send are logged as undelivered.
         """
         grace = self.handler.config.shutdown_grace if grace is None else grace
         loop = asyncio.get_running_loop()
@@ -166,12 +167,12 @@ class RunningServer:
         self.gate.closed = True
         await self.handler.drain(left())
         closing = [self.server.stop(left())]
+        if self.card_server is not None:
+            closing.append(self.card_server.stop())  # HTTP calls end with the gRPC ones
         if self.handler.webhooks is not None:
             closing.append(self.handler.webhooks.close(left()))
         await asyncio.gather(*closing)
         await self.handler.store.close()
-        if self.card_server is not None:
-            await self.card_server.stop()
         if self.handler.audit is not None:
             await asyncio.to_thread(self.handler.audit.close)
 
@@ -232,6 +233,7 @@ async def start_server(
             max_age=config.card_max_age,
             reuse_port=config.reuse_port,
             max_body=config.max_receive_bytes,
+            shutdown_timeout=config.shutdown_grace,
         )
         try:
             card_server.bind()
@@ -282,7 +284,7 @@ async def start_server(
     )
     if card_server is not None:
         card_server.set_card(final_card)
-        await card_server.start(HttpBindings(servicer, authenticator))
+        await card_server.start(HttpBindings(servicer, authenticator, draining=lambda: gate.closed))
     await server.start()
     handler.start()
     for service in ("", A2A_SERVICE):

@@ -38,12 +38,15 @@ class CardServer:
         max_age: int = 300,
         reuse_port: bool = False,
         max_body: int = 1024**2,
+        shutdown_timeout: float = 10.0,
     ) -> None:
         self.host = host
         self.port = port
         self.max_age = max_age
         self.reuse_port = reuse_port
         self.max_body = max_body
+        self.shutdown_timeout = shutdown_timeout
+        """How long `stop` lets open requests (streams included) finish before cancelling them."""
         self._body = b""
         self._etag = ""
         self._last_modified = ""
@@ -108,7 +111,12 @@ class CardServer:
         if bindings is not None:
             bindings.add_routes(app)
         # handler_cancellation: a client that goes away cancels its call, as over gRPC.
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=self.shutdown_timeout,
+        )
         await self._runner.setup()
         site = web.SockSite(self._runner, self._socket)
         await site.start()

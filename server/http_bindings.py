@@ -39,6 +39,7 @@ from a2a_grpc.core.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
+    ServiceUnavailableError,
     StatusError,
     UnauthenticatedError,
 )
@@ -171,9 +172,17 @@ EncodeError = Callable[[StatusError], bytes]
 class HttpBindings:
     """Adds both bindings' routes to an aiohttp application."""
 
-    def __init__(self, servicer: A2AServicer, authenticator: Authenticator | None = None) -> None:
+    def __init__(
+        self,
+        servicer: A2AServicer,
+        authenticator: Authenticator | None = None,
+        *,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.servicer = servicer
         self.authenticator = authenticator
+        self.draining = draining
+        """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
         self.rpcs = rpcs_of(servicer.handler)
         self.max_body = servicer.handler.config.max_receive_bytes
 
@@ -191,6 +200,11 @@ class HttpBindings:
         metadata = () if authorization is None else (("authorization", authorization),)
         set_caller(caller_of(self.authenticator, metadata, {}))
 
+    def _admit(self, *, stream: bool) -> None:
+        if self.draining():
+            raise ServiceUnavailableError("the server is shutting down; try again")
+        self.servicer.admit(stream=stream)
+
     async def _unary(
         self, rpc: Rpc, parse: Callable[[], Message], params: ServiceParams, system: str
     ) -> tuple[Message | StatusError, Sequence[str]]:
@@ -200,7 +214,7 @@ class HttpBindings:
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
-                gate.admit(stream=False)
+                self._admit(stream=False)
             except Exception as exc:
                 return gate.failure(exc, span, rpc.name, None), ()
             try:
@@ -234,7 +248,7 @@ class HttpBindings:
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
-                gate.admit(stream=True)
+                self._admit(stream=True)
             except Exception as exc:
                 return error_response(gate.failure(exc, span, rpc.name, None))
             events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None

@@ -3,6 +3,7 @@ headers as service parameters, bad HTTP input, and clients that leave mid-stream
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import AsyncIterator
@@ -11,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
 
 from a2a_grpc.generated import a2a_pb2
@@ -428,3 +430,32 @@ async def test_deeply_nested_json_is_a_clear_error(
     else:
         assert r.status == 400
         assert rest_error(answer, 400).reason == "INVALID_REQUEST"
+
+
+async def test_new_http_calls_are_refused_while_the_server_drains(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    held = Held()
+    harness = await make_server(held, card_port=0)
+    base = base_of(harness)
+    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
+        health_pb2.HealthCheckRequest(service="")
+    )
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    async with http.post(base + "/message:stream", json={"message": message()}) as stream:
+        events = sse_data(stream)
+        task_id = json.loads(await anext(events))["task"]["id"]
+        await held.entered.wait()
+        stopping = asyncio.ensure_future(harness.running.stop(grace=30))
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watch.cancel()
+        async with http.get(base + f"/tasks/{task_id}") as refused:
+            assert refused.status == 503
+            error = rest_error(await refused.json(content_type=None), 503)
+            assert error.reason == "UNAVAILABLE" and "shutting down" in error.message
+        _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": task_id}))
+        assert answer["error"]["data"][0]["reason"] == "UNAVAILABLE"
+        held.go.set()  # the running task finishes, and its HTTP stream gets the end
+        rest = [json.loads(data) async for data in events]
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    await asyncio.wait_for(stopping, 10)
