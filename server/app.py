@@ -144,7 +144,7 @@ class RunningServer:
     def card_url(self) -> str | None:
         if self.card_server is None:
             return None
-        return f"http://{self.card_server.host}:{self.card_server.port}/.well-known/agent-card.json"
+        return f"{self.card_server.base_url}/.well-known/agent-card.json"
 
     async def stop(self, grace: float | None = None) -> None:
         """Shuts down within one deadline, `grace` seconds (default: the config's) from now.

@@ -58,7 +58,8 @@ class CardServer:
     @property
     def base_url(self) -> str:
         """`http://host:port`, the base of the HTTP+JSON routes."""
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        return f"http://{host}:{self.port}"
 
     def set_card(self, card: a2a_pb2.AgentCard) -> None:
         self._body = to_json(card).encode()

@@ -521,8 +521,19 @@ def _query_params(http_request: web.Request, request_class: type[Message]) -> di
 # -- encoding -----------------------------------------------------------------------------
 
 
+_PAGES = (a2a_pb2.ListTasksResponse, a2a_pb2.ListTaskPushNotificationConfigsResponse)
+
+
 def _to_json(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
+    value = json_format.MessageToDict(message)
+    if isinstance(message, _PAGES):
+        # A page states all of its own fields, defaults included (spec §3.1.4: nextPageToken is
+        # always present, "" on the last page; totalSize 0 and tasks [] are answers too), as the
+        # official SDK does; the tasks in it keep ProtoJSON's usual omissions.
+        full = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+        for key, default in full.items():
+            value.setdefault(key, default)
+    return value
 
 
 def _dumps(value: Any) -> bytes:

@@ -459,3 +459,20 @@ async def test_new_http_calls_are_refused_while_the_server_drains(
         rest = [json.loads(data) async for data in events]
     assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     await asyncio.wait_for(stopping, 10)
+
+
+async def test_an_empty_page_states_its_fields(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    async with http.get(base_of(harness) + "/tasks?contextId=none") as response:
+        page = await response.json(content_type=None)
+    assert page == {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
+    _, answer, _ = await post_rpc(http, harness, rpc("ListTasks", {"contextId": "none"}))
+    assert answer["result"] == page
+    async with http.get(
+        base_of(harness) + "/tasks?statusTimestampAfter=2020-01-01T00:00:00Z"
+    ) as response:
+        assert response.status == 200
+    async with http.get(base_of(harness) + "/tasks?statusTimestampAfter=yesterday") as response:
+        assert response.status == 400
