@@ -67,6 +67,13 @@ def secure_http_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def strict_http_url() -> Iterator[str]:
+    """Like `http_url`, for the `--strict` server (required extension, text/plain only)."""
+    for _, http_port in _launch_ports("--strict"):
+        yield f"http://127.0.0.1:{http_port}"
+
+
+@pytest.fixture(scope="module")
 def strict_port() -> Iterator[int]:
     yield from _launch("--strict")
 

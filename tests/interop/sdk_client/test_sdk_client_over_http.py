@@ -136,3 +136,41 @@ async def test_push_configs_and_extended_card_with_a_bearer_token(
             await client.get_task(sdk.GetTaskRequest(id=task_id))  # no token
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("binding", HTTP_BINDINGS)
+async def test_required_extension_content_type_and_no_push(
+    strict_http_url: str, binding: str
+) -> None:
+    client = await connect(strict_http_url, binding, streaming=False)
+    try:
+        with pytest.raises(errors.ExtensionSupportRequiredError):
+            await send(client, request("hello"))
+        activated = ClientCallContext(service_parameters={"A2A-Extensions": "urn:x-required"})
+        pdf = request("hello")
+        pdf.message.parts.add(url="https://x.example/a.pdf", media_type="application/pdf")
+        with pytest.raises(errors.ContentTypeNotSupportedError):
+            _ = [e async for e in client.send_message(pdf, context=activated)]
+        ok = [e async for e in client.send_message(request("hello"), context=activated)]
+        assert ok[0].task.status.state == sdk.TASK_STATE_COMPLETED
+        with pytest.raises(errors.PushNotificationNotSupportedError):
+            await client.create_task_push_notification_config(
+                sdk.TaskPushNotificationConfig(task_id=ok[0].task.id, url="https://h.example"),
+                context=activated,
+            )
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("binding", HTTP_BINDINGS)
+async def test_a_streamed_error_reaches_the_sdk_as_its_class(http_url: str, binding: str) -> None:
+    client = await connect(http_url, binding, streaming=True)
+    try:
+        with pytest.raises(errors.TaskNotFoundError):
+            _ = [e async for e in client.subscribe(sdk.SubscribeToTaskRequest(id="no-such"))]
+        (event,) = [e async for e in client.send_message(request("hello"))][:1]
+        done = event.task.id
+        with pytest.raises(errors.UnsupportedOperationError):  # subscribe to a terminal task
+            _ = [e async for e in client.subscribe(sdk.SubscribeToTaskRequest(id=done))]
+    finally:
+        await client.close()
