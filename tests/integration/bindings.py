@@ -243,7 +243,9 @@ class RestBinding:
             async for data in sse_data(response):
                 answer = json.loads(data)
                 if "__event" in answer:
-                    raise rest_error(json.loads(answer["data"]), response.status)
+                    # an error event after the 200 headers: its status is in its body
+                    error = json.loads(answer["data"])
+                    raise rest_error(error, error["error"]["code"])
                 yield json_format.ParseDict(answer, a2a_pb2.StreamResponse())
 
     async def unknown_method(self) -> CallError:

@@ -254,3 +254,14 @@ async def test_extended_card_offered(over: Start) -> None:
     got = await binding.call("GetExtendedAgentCard", a2a_pb2.GetExtendedAgentCardRequest())
     assert isinstance(got, a2a_pb2.AgentCard)
     assert "members" in [skill.id for skill in got.skills]
+
+
+async def test_an_error_after_the_first_event_ends_the_stream(over: Start) -> None:
+    # A one-event subscriber queue overflows at once under a burst of chunks.
+    _, binding = await over(subscriber_queue_size=1)
+    received: list[a2a_pb2.StreamResponse] = []
+    with pytest.raises(CallError) as error:
+        async for event in binding.stream("SendStreamingMessage", _blocking("chunks 50")):
+            received.append(event)
+    assert received and received[0].WhichOneof("payload") == "task"
+    assert error.value.reason == "RESOURCE_EXHAUSTED"
