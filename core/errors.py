@@ -44,6 +44,11 @@ class StatusError(Exception):
     domain: ClassVar[str] = ERROR_DOMAIN
     default_message: ClassVar[str] = "internal error"
     transient: ClassVar[bool] = False
+    jsonrpc_code: ClassVar[int] = -32603
+    """The JSON-RPC 2.0 binding's error code (spec §3.1)."""
+    http_status: ClassVar[int] = 500
+    """The HTTP status of the HTTP+JSON binding (spec §3.1; also used by JSON-RPC for refusals
+    that happen before any JSON-RPC processing, such as a body over the size limit)."""
 
     def __init__(
         self,
@@ -70,78 +75,104 @@ class TaskNotFoundError(A2AError):
     reason = "TASK_NOT_FOUND"
     code = grpc.StatusCode.NOT_FOUND
     default_message = "task not found"
+    jsonrpc_code = -32001
+    http_status = 404
 
 
 class TaskNotCancelableError(A2AError):
     reason = "TASK_NOT_CANCELABLE"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "task is in a terminal state and cannot be canceled"
+    jsonrpc_code = -32002
+    http_status = 400
 
 
 class PushNotificationNotSupportedError(A2AError):
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "this agent does not support push notifications"
+    jsonrpc_code = -32003
+    http_status = 400
 
 
 class UnsupportedOperationError(A2AError):
     reason = "UNSUPPORTED_OPERATION"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "operation not supported"
+    jsonrpc_code = -32004
+    http_status = 400
 
 
 class ContentTypeNotSupportedError(A2AError):
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "content type not supported"
+    jsonrpc_code = -32005
+    http_status = 400
 
 
 class InvalidAgentResponseError(A2AError):
     reason = "INVALID_AGENT_RESPONSE"
     code = grpc.StatusCode.INTERNAL
     default_message = "the agent's response does not conform to the A2A protocol"
+    jsonrpc_code = -32006
+    http_status = 500
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "no extended agent card is configured"
+    jsonrpc_code = -32007
+    http_status = 400
 
 
 class ExtensionSupportRequiredError(A2AError):
     reason = "EXTENSION_SUPPORT_REQUIRED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "a required extension was not activated"
+    jsonrpc_code = -32008
+    http_status = 400
 
 
 class VersionNotSupportedError(A2AError):
     reason = "VERSION_NOT_SUPPORTED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "A2A protocol version not supported"
+    jsonrpc_code = -32009
+    http_status = 400
 
 
 class InvalidParamsError(A2AError):
     reason = "INVALID_PARAMS"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "invalid parameters"
+    jsonrpc_code = -32602
+    http_status = 400
 
 
 class InvalidRequestError(A2AError):
     reason = "INVALID_REQUEST"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "invalid request"
+    jsonrpc_code = -32600
+    http_status = 400
 
 
 class MethodNotFoundError(A2AError):
     reason = "METHOD_NOT_FOUND"
     code = grpc.StatusCode.NOT_FOUND
     default_message = "method not found"
+    jsonrpc_code = -32601
+    http_status = 404
 
 
 class InternalError(A2AError):
     reason = "INTERNAL_ERROR"
     code = grpc.StatusCode.INTERNAL
     default_message = "internal error"
+    jsonrpc_code = -32603
+    http_status = 500
 
 
 class ServiceError(StatusError):
@@ -155,6 +186,8 @@ class ResourceExhaustedError(ServiceError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     default_message = "the server is at capacity; retry later"
     transient = True
+    jsonrpc_code = -32000
+    http_status = 429
 
 
 class ServiceUnavailableError(ServiceError):
@@ -165,12 +198,16 @@ class ServiceUnavailableError(ServiceError):
     code = grpc.StatusCode.UNAVAILABLE
     default_message = "the server cannot serve requests right now; retry later"
     transient = True
+    jsonrpc_code = -32000
+    http_status = 503
 
 
 class UnauthenticatedError(ServiceError):
     reason = "UNAUTHENTICATED"
     code = grpc.StatusCode.UNAUTHENTICATED
     default_message = "credentials are required"
+    jsonrpc_code = -32000
+    http_status = 401
 
 
 ERROR_CLASSES: tuple[type[A2AError], ...] = (

@@ -8,9 +8,10 @@ delay is known. The Status code and message always equal the call's own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
-from google.protobuf import any_pb2, duration_pb2
+from google.protobuf import any_pb2, duration_pb2, json_format
 from google.rpc import error_details_pb2, status_pb2
 
 from a2a_grpc.core.errors import ERROR_BY_KEY, RETRYABLE_KEY, FieldViolation, StatusError
@@ -28,17 +29,17 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
-    """The gRPC code, message and trailing metadata that carry `error` to a peer."""
-    message = _clip(error.message, MAX_MESSAGE_CHARS)
+def details(error: StatusError) -> list[any_pb2.Any]:
+    """The google.rpc details that describe `error`: ErrorInfo (reason, domain, the metadata with
+    `retryable`), then RetryInfo when a delay is known and BadRequest for invalid fields."""
     metadata = {key: _clip(value, MAX_DETAIL_CHARS) for key, value in error.metadata.items()}
     metadata[RETRYABLE_KEY] = "true" if error.retryable else "false"
     info = error_details_pb2.ErrorInfo(reason=error.reason, domain=error.domain, metadata=metadata)
-    details = [_pack(info)]
+    packed = [_pack(info)]
     if error.retry_delay is not None:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(error.retry_delay * 1e9))
-        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+        packed.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     if error.field_violations:
         bad_request = error_details_pb2.BadRequest(
             field_violations=[
@@ -49,8 +50,25 @@ def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, b
                 for violation in error.field_violations
             ]
         )
-        details.append(_pack(bad_request))
-    status = status_pb2.Status(code=error.code.value[0], message=message, details=details)
+        packed.append(_pack(bad_request))
+    return packed
+
+
+def message_of(error: StatusError) -> str:
+    """The error's message as sent to a peer (clipped)."""
+    return _clip(error.message, MAX_MESSAGE_CHARS)
+
+
+def details_json(error: StatusError) -> list[dict[str, Any]]:
+    """`details(error)` as ProtoJSON objects, each with its `@type`, for the HTTP bindings (the
+    JSON-RPC `error.data` array and the AIP-193 `error.details` array)."""
+    return [json_format.MessageToDict(detail) for detail in details(error)]
+
+
+def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
+    """The gRPC code, message and trailing metadata that carry `error` to a peer."""
+    message = message_of(error)
+    status = status_pb2.Status(code=error.code.value[0], message=message, details=details(error))
     return error.code, message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 

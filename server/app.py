@@ -31,6 +31,7 @@ from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_car
 from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
+from a2a_grpc.server.http_bindings import HttpBindings
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.webhooks import WebhookDispatcher
@@ -143,16 +144,17 @@ class RunningServer:
     def card_url(self) -> str | None:
         if self.card_server is None:
             return None
-        return f"http://{self.card_server.host}:{self.card_server.port}/.well-known/agent-card.json"
+        return f"{self.card_server.base_url}/.well-known/agent-card.json"
 
     async def stop(self, grace: float | None = None) -> None:
         """Shuts down within one deadline, `grace` seconds (default: the config's) from now.
 
-        At once Health turns NOT_SERVING and new A2A calls get UNAVAILABLE, while Health and
-        reflection keep answering probes. Running agents get until the deadline to finish (then
-        they are cancelled); the calls that wait on them end with them. Then the server stops,
-        cancelling what is still open, and pending webhook POSTs get what is left of the
-        deadline; the events they could not send are logged as undelivered.
+        At once Health turns NOT_SERVING and new A2A calls (over every binding) get UNAVAILABLE,
+        while Health and reflection keep answering probes. Running agents get until the deadline
+        to finish (then they are cancelled); the calls that wait on them end with them. Then the
+        gRPC and HTTP servers stop, cancelling what is still open (the HTTP server after its
+        `shutdown_grace`), and pending webhook POSTs get what is left of the deadline; the events
+        they could not send are logged as undelivered.
         """
         grace = self.handler.config.shutdown_grace if grace is None else grace
         loop = asyncio.get_running_loop()
@@ -165,12 +167,12 @@ class RunningServer:
         self.gate.closed = True
         await self.handler.drain(left())
         closing = [self.server.stop(left())]
+        if self.card_server is not None:
+            closing.append(self.card_server.stop())  # HTTP calls end with the gRPC ones
         if self.handler.webhooks is not None:
             closing.append(self.handler.webhooks.close(left()))
         await asyncio.gather(*closing)
         await self.handler.store.close()
-        if self.card_server is not None:
-            await self.card_server.stop()
         if self.handler.audit is not None:
             await asyncio.to_thread(self.handler.audit.close)
 
@@ -205,7 +207,8 @@ async def start_server(
         authenticators.append(ClientCertificates())
     # Both configured: both required (see AllOf); one configured: that one.
     combine = AllOf if len(authenticators) > 1 else AnyOf
-    interceptors = [AuthInterceptor(combine(tuple(authenticators)))] if authenticators else []
+    authenticator = combine(tuple(authenticators)) if authenticators else None
+    interceptors = [AuthInterceptor(authenticator)] if authenticator is not None else []
     health_servicer = health.aio.HealthServicer()
     board = HealthBoard(health_servicer)
     audit = _open_audit(config, board) if config.audit_log else None
@@ -221,9 +224,27 @@ async def start_server(
     )
     port = _bind(server, config, tls)
     address = f"{config.host}:{port}"
+    card_server = None
+    if config.card_port is not None:
+        card_server = CardServer(
+            None,
+            host=config.host,
+            port=config.card_port,
+            max_age=config.card_max_age,
+            reuse_port=config.reuse_port,
+            max_body=config.max_receive_bytes,
+            shutdown_timeout=config.shutdown_grace,
+        )
+        try:
+            card_server.bind()
+        except OSError as exc:
+            raise PortInUseError(
+                f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
+            ) from exc
     final_card = finalize_card(
         card or demo_card(address),
         address,
+        http_url=None if card_server is None else card_server.base_url,
         bearer_tokens=bool(tokens),
         client_certificates=client_certificates,
         signed_messages=None if signature_keys is None else config.require_signed_messages,
@@ -254,27 +275,16 @@ async def start_server(
     handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
-    add_to_server(A2AServicer(handler, strict_version=config.strict_version), server)
+    servicer = A2AServicer(handler, strict_version=config.strict_version)
+    add_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
         server,
     )
-    card_server = None
-    if config.card_port is not None:
-        card_server = CardServer(
-            final_card,
-            host=config.host,
-            port=config.card_port,
-            max_age=config.card_max_age,
-            reuse_port=config.reuse_port,
-        )
-        try:
-            await card_server.start()
-        except OSError as exc:
-            raise PortInUseError(
-                f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
-            ) from exc
+    if card_server is not None:
+        card_server.set_card(final_card)
+        await card_server.start(HttpBindings(servicer, authenticator, draining=lambda: gate.closed))
     await server.start()
     handler.start()
     for service in ("", A2A_SERVICE):

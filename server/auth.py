@@ -223,15 +223,30 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def _authenticate(self, context: Any) -> str | AuthenticationError:
         """The caller's principal, or the refusal the servicer turns into UNAUTHENTICATED."""
-        try:
-            principal = self.authenticator.authenticate(
-                tuple(context.invocation_metadata() or ()), context.auth_context() or {}
-            )
-        except AuthenticationError as exc:
-            return exc
-        return (
-            principal if principal is not None else AuthenticationError("credentials are required")
+        return caller_of(
+            self.authenticator,
+            tuple(context.invocation_metadata() or ()),
+            context.auth_context() or {},
         )
+
+
+def caller_of(
+    authenticator: Authenticator,
+    metadata: Sequence[tuple[str, str | bytes]],
+    peer: Mapping[str, Sequence[bytes]],
+) -> str | AuthenticationError:
+    """The caller's principal, or the refusal to answer with UNAUTHENTICATED."""
+    try:
+        principal = authenticator.authenticate(metadata, peer)
+    except AuthenticationError as exc:
+        return exc
+    return principal if principal is not None else AuthenticationError("credentials are required")
+
+
+def set_caller(caller: str | AuthenticationError) -> None:
+    """Makes `caller` the current call's caller (what `current_principal` answers in this
+    context); for transports other than gRPC, whose calls the interceptor does not see."""
+    _caller.set(caller)
 
 
 def _digest(token: str) -> bytes:

@@ -80,17 +80,31 @@ def finalize_card(
     bearer_tokens: bool,
     client_certificates: bool,
     signed_messages: bool | None = None,
+    http_url: str | None = None,
 ) -> a2a_pb2.AgentCard:
     """A copy of `card` that states what this server really does.
 
-    A card without interfaces gets the gRPC one this server listens on; unset capabilities
-    become explicit (streaming on, push and extended card off), and the server enforces what the
-    card says; the security schemes in force are declared and required.
+    A card without interfaces gets the gRPC one this server listens on; with `http_url` (the
+    HTTP port's `http://host:port`), a card that lists no JSONRPC or no HTTP+JSON interface gets
+    it (JSON-RPC at `http_url/`, HTTP+JSON routes under `http_url`), after the others; unset
+    capabilities become explicit (streaming on, push and extended card off), and the server
+    enforces what the card says; the security schemes in force are declared and required.
     """
     final = a2a_pb2.AgentCard()
     final.CopyFrom(card)
     if not final.supported_interfaces:
         final.supported_interfaces.append(grpc_interface(address))
+    if http_url is not None:
+        bindings = {interface.protocol_binding for interface in final.supported_interfaces}
+        tenant = final.supported_interfaces[0].tenant
+        for binding, url in (("JSONRPC", http_url + "/"), ("HTTP+JSON", http_url)):
+            if binding not in bindings:
+                final.supported_interfaces.add(
+                    url=url,
+                    protocol_binding=binding,
+                    protocol_version=PROTOCOL_VERSION,
+                    tenant=tenant,
+                )
     if not final.capabilities.HasField("streaming"):
         final.capabilities.streaming = True
     if not final.capabilities.HasField("push_notifications"):

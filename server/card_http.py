@@ -7,6 +7,7 @@ Responses carry `Cache-Control: public, max-age=N`, a strong `ETag` over the bod
 from __future__ import annotations
 
 import hashlib
+import socket
 import time
 from email.utils import formatdate
 
@@ -14,34 +15,56 @@ from aiohttp import web
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
+from a2a_grpc.server.http_bindings import HttpBindings, json_not_found
 
 CARD_PATH = "/.well-known/agent-card.json"
 
 
 class CardServer:
-    """An aiohttp server with the one route. `port` is the bound port once started.
+    """An aiohttp server for the card and, given `bindings`, the JSON-RPC and HTTP+JSON
+    bindings of A2A. `port` is the bound port once bound.
 
     With `reuse_port` the port is bound with SO_REUSEPORT, shared with the other workers of one
-    `serve --workers N`; without, it is this server's alone.
+    `serve --workers N`; without, it is this server's alone. `bind` takes the port first (so
+    the card can name it, port 0 included); `start` serves on it.
     """
 
     def __init__(
         self,
-        card: a2a_pb2.AgentCard,
+        card: a2a_pb2.AgentCard | None,
         *,
         host: str,
         port: int,
         max_age: int = 300,
         reuse_port: bool = False,
+        max_body: int = 1024**2,
+        shutdown_timeout: float = 10.0,
     ) -> None:
         self.host = host
         self.port = port
         self.max_age = max_age
         self.reuse_port = reuse_port
+        self.max_body = max_body
+        self.shutdown_timeout = shutdown_timeout
+        """How long `stop` lets open requests (streams included) finish before cancelling them."""
+        self._body = b""
+        self._etag = ""
+        self._last_modified = ""
+        if card is not None:
+            self.set_card(card)
+        self._socket: socket.socket | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def base_url(self) -> str:
+        """`http://host:port`, the base of the HTTP+JSON routes."""
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        return f"http://{host}:{self.port}"
+
+    def set_card(self, card: a2a_pb2.AgentCard) -> None:
         self._body = to_json(card).encode()
         self._etag = '"' + hashlib.sha256(self._body).hexdigest()[:32] + '"'
         self._last_modified = formatdate(time.time(), usegmt=True)
-        self._runner: web.AppRunner | None = None
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -59,17 +82,50 @@ class CardServer:
             body=self._body, content_type="application/json", headers=self._headers()
         )
 
-    async def start(self) -> None:
-        app = web.Application()
+    def bind(self) -> None:
+        """Takes the port (OSError when it cannot); `port` is then the bound one."""
+        if self._socket is not None:
+            return
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._socket = sock
+        self.port = int(sock.getsockname()[1])
+
+    async def start(self, bindings: HttpBindings | None = None) -> None:
+        self.bind()
+        assert self._socket is not None
+        app = web.Application(
+            client_max_size=self.max_body,
+            middlewares=[json_not_found] if bindings is not None else [],
+        )
         app.router.add_get(CARD_PATH, self._card)
-        self._runner = web.AppRunner(app, access_log=None)
+        if bindings is not None:
+            bindings.add_routes(app)
+        # handler_cancellation: a client that goes away cancels its call, as over gRPC.
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=self.shutdown_timeout,
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_port=self.reuse_port)
+        site = web.SockSite(self._runner, self._socket)
         await site.start()
-        if self.port == 0:
-            self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None

@@ -61,8 +61,9 @@ def parser() -> argparse.ArgumentParser:
         "--card-port",
         type=int,
         default=None,
-        help="HTTP port for /.well-known/agent-card.json: default gRPC port + 1 (any free port "
-        f"when --port is 0), {CARD_PORT_OFF} to not serve it",
+        help="HTTP port for /.well-known/agent-card.json and the JSON-RPC (POST /) and "
+        "HTTP+JSON bindings: default gRPC port + 1 (any free port when --port is 0), "
+        f"{CARD_PORT_OFF} to not serve it",
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
     add(
@@ -372,7 +373,11 @@ async def _serve(setup: Setup) -> int:
     config = setup.config
     scheme = "TLS" if setup.tls else "plaintext"
     say(f"serving A2A 1.0 over gRPC ({scheme}) on {config.host}:{running.port}")
-    say(f"agent card at {running.card_url or '(not served over HTTP)'}")
+    if running.card_server is None:
+        say("agent card (not served over HTTP)")
+    else:
+        base = running.card_server.base_url
+        say(f"agent card at {running.card_url}; JSON-RPC at {base}/, HTTP+JSON at {base}")
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
     if telemetry:
         say(telemetry)

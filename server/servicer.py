@@ -189,7 +189,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             if span is not None:
                 annotate(span, request, result)
             if self.handler.audit is not None:
-                self._audit(rpc, request, "OK", result)
+                self.audit(rpc, request, "OK", result)
             return result
 
     def _at_capacity(self, kind: str) -> ResourceExhaustedError:
@@ -236,14 +236,30 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             except Exception as exc:
                 await self._abort(context, exc, span, rpc, request)
             except BaseException:  # the caller went away (cancelled) or the server is stopping
-                self._audit(rpc, request, "CANCELLED", first)
+                self.audit(rpc, request, "CANCELLED", first)
                 raise
             finally:
                 self.streams -= 1
-            self._audit(rpc, request, "OK", first)
+            self.audit(rpc, request, "OK", first)
 
     async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
-        principal = current_principal()  # UNAUTHENTICATED before anything is looked up
+        call, activated = self.open_call(params.version, params.extension_values)
+        if activated:
+            await context.send_initial_metadata(
+                ((service_params.EXTENSIONS_KEY, ",".join(activated)),)
+            )
+        return call
+
+    def open_call(
+        self, version: str | None, extension_values: Sequence[str]
+    ) -> tuple[CallContext, Sequence[str]]:
+        """The handler's CallContext for a call with these service parameters, and the
+        extensions to echo as activated; raises what refuses the call (any transport).
+
+        The caller's principal first (UNAUTHENTICATED before anything is looked up), then a
+        fail-closed audit trail, then the version, then the requested extensions.
+        """
+        principal = current_principal()
         audit = self.handler.audit
         if audit is not None and audit.refusing:
             raise ServiceUnavailableError(
@@ -251,16 +267,30 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 "requests; retry later",
                 retry_delay=AUDIT_RETRY_DELAY,
             )
-        self._check_version(params.version)
-        if not params.extension_values:
-            return CallContext(principal, ())
-        requested = service_params.parse_extensions(params.extension_values)
+        self._check_version(version)
+        if not extension_values:
+            return CallContext(principal, ()), ()
+        requested = service_params.parse_extensions(extension_values)
         activated = [uri for uri in requested if uri in self._declared_extensions]
-        if activated:
-            await context.send_initial_metadata(
-                ((service_params.EXTENSIONS_KEY, ",".join(activated)),)
-            )
-        return CallContext(principal=principal, extensions=requested)
+        return CallContext(principal=principal, extensions=requested), activated
+
+    def admit(self, *, stream: bool) -> None:
+        """Counts a call or stream of another transport in (release it with `release`), or
+        raises RESOURCE_EXHAUSTED past the limit the gRPC calls share."""
+        if stream:
+            if self.streams >= self._max_streams:
+                raise self._at_capacity("streams")
+            self.streams += 1
+        else:
+            if self.calls >= self._max_calls:
+                raise self._at_capacity("calls")
+            self.calls += 1
+
+    def release(self, *, stream: bool) -> None:
+        if stream:
+            self.streams -= 1
+        else:
+            self.calls -= 1
 
     def _check_version(self, version: str | None) -> None:
         if version is None or not version.strip():
@@ -286,18 +316,24 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     async def _abort(
         self, context: Context, exc: Exception, span: Span | None, rpc: str, request: Any
     ) -> NoReturn:
-        error = _as_status_error(exc)
+        error = self.failure(exc, span, rpc, request)
+        code, message, trailers = status.encode(error)
+        await context.abort(code, message, trailing_metadata=trailers)
+        raise AssertionError("context.abort returned")  # it always raises
+
+    def failure(self, exc: Exception, span: Span | None, rpc: str, request: Any) -> StatusError:
+        """The error a failed call answers with (any transport), traced and audited; an
+        unexpected exception is logged and becomes INTERNAL with a generic message."""
+        error = as_status_error(exc)
         if error is None:
             log.exception("unexpected error while handling a request", exc_info=exc)
             error = InternalError(INTERNAL_MESSAGE)
         failed(span, error.code.name)
         annotate(span, request, None)
-        self._audit(rpc, request, error.code.name, None)
-        code, message, trailers = status.encode(error)
-        await context.abort(code, message, trailing_metadata=trailers)
-        raise AssertionError("context.abort returned")  # it always raises
+        self.audit(rpc, request, error.code.name, None)
+        return error
 
-    def _audit(self, rpc: str, request: Any, outcome: str, result: Any) -> None:
+    def audit(self, rpc: str, request: Any, outcome: str, result: Any) -> None:
         audit = self.handler.audit
         if audit is None:
             return
@@ -396,7 +432,7 @@ class _ServiceParams(NamedTuple):
         return cls(version, extension_values, trace_headers)
 
 
-def _as_status_error(exc: Exception) -> StatusError | None:
+def as_status_error(exc: Exception) -> StatusError | None:
     """The status error an exception stands for; None for an unexpected one."""
     if isinstance(exc, StatusError):
         return exc

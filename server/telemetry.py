@@ -33,15 +33,17 @@ class RpcTracing:
         self.recording = tracing_configured()
 
     def span(
-        self, rpc: str, trace_headers: Sequence[tuple[str, str]]
+        self, rpc: str, trace_headers: Sequence[tuple[str, str]], system: str = "grpc"
     ) -> contextlib.AbstractContextManager[Span | None]:
+        """The call's server span (None when nothing records); `system` is the binding's
+        `rpc.system`: grpc, jsonrpc or http."""
         if not trace_headers and not self.recording:
             return _NO_SPAN  # the common case costs one test
         return tracer.start_as_current_span(
             f"{SERVICE_NAME}/{rpc}",
             context=incoming_context(trace_headers),
             kind=SpanKind.SERVER,
-            attributes={"rpc.system": "grpc", "rpc.service": SERVICE_NAME, "rpc.method": rpc},
+            attributes={"rpc.system": system, "rpc.service": SERVICE_NAME, "rpc.method": rpc},
             record_exception=False,
             set_status_on_exception=False,
         )

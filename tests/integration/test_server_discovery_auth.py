@@ -36,12 +36,15 @@ async def test_card_is_served_with_cache_validators(make_server: Factory) -> Non
         etag = first.headers["etag"]
         assert first.headers["last-modified"].endswith("GMT")
         card = first.json()
+        http_base = url.removesuffix("/.well-known/agent-card.json")
         assert card["supportedInterfaces"] == [
             {
                 "url": f"127.0.0.1:{harness.running.port}",
                 "protocolBinding": "GRPC",
                 "protocolVersion": "1.0",
-            }
+            },
+            {"url": f"{http_base}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": http_base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ]
         assert card["capabilities"] == {
             "streaming": True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import aiohttp
 import grpc
 import pytest
 from opentelemetry import trace
@@ -90,3 +91,30 @@ async def test_errors_mark_the_server_span(make_server: Factory) -> None:
     assert span.attributes["rpc.grpc.status_code"] == "NOT_FOUND"
     assert span.attributes["a2a.task_id"] == "nope"
     assert span.status.status_code == trace.StatusCode.ERROR
+
+
+async def test_http_bindings_open_server_spans_in_the_callers_trace(
+    make_server: Factory,
+) -> None:
+    EXPORTER.clear()
+    harness = await make_server(card_port=0)
+    assert harness.running.card_server is not None
+    base = harness.running.card_server.base_url
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    message = {"messageId": "t-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    async with aiohttp.ClientSession() as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        async with http.post(base + "/", json=body, headers=headers) as response:
+            assert "result" in await response.json()
+        async with http.get(base + "/tasks/nope", headers=headers) as response:
+            assert response.status == 404
+    spans = {
+        s.attributes["rpc.system"]: s
+        for s in EXPORTER.get_finished_spans()
+        if s.attributes and "rpc.system" in s.attributes
+    }
+    assert spans["jsonrpc"].name == "lf.a2a.v1.A2AService/SendMessage"
+    assert spans["http"].name == "lf.a2a.v1.A2AService/GetTask"
+    assert spans["http"].attributes["rpc.grpc.status_code"] == "NOT_FOUND"
+    assert {s.context.trace_id for s in spans.values()} == {int(trace_id, 16)}

@@ -102,3 +102,50 @@ def test_echoed_text_is_clipped_to_fit_the_trailers() -> None:
     assert sum(len(value) for _, value in trailers) < 4096
     decoded = status.decode(code, message, trailers)
     assert decoded is not None and len(decoded.metadata["taskId"]) == status.MAX_DETAIL_CHARS
+
+
+# spec §3.1: the JSON-RPC code and HTTP status of each error; the service errors (not in the spec)
+# use the implementation-defined JSON-RPC code -32000 and their usual HTTP statuses.
+HTTP_TABLE = {
+    errors.TaskNotFoundError: (-32001, 404),
+    errors.TaskNotCancelableError: (-32002, 400),
+    errors.PushNotificationNotSupportedError: (-32003, 400),
+    errors.UnsupportedOperationError: (-32004, 400),
+    errors.ContentTypeNotSupportedError: (-32005, 400),
+    errors.InvalidAgentResponseError: (-32006, 500),
+    errors.ExtendedAgentCardNotConfiguredError: (-32007, 400),
+    errors.ExtensionSupportRequiredError: (-32008, 400),
+    errors.VersionNotSupportedError: (-32009, 400),
+    errors.InvalidParamsError: (-32602, 400),
+    errors.InvalidRequestError: (-32600, 400),
+    errors.MethodNotFoundError: (-32601, 404),
+    errors.InternalError: (-32603, 500),
+    errors.ResourceExhaustedError: (-32000, 429),
+    errors.ServiceUnavailableError: (-32000, 503),
+    errors.UnauthenticatedError: (-32000, 401),
+}
+
+
+def test_every_error_has_its_jsonrpc_code_and_http_status() -> None:
+    assert set(HTTP_TABLE) == {*errors.ERROR_CLASSES, *errors.SERVICE_ERROR_CLASSES}
+    for error_class, expected in HTTP_TABLE.items():
+        assert (error_class.jsonrpc_code, error_class.http_status) == expected, error_class
+
+
+def test_details_as_json_for_the_http_bindings() -> None:
+    error = errors.InvalidParamsError(
+        "bad", field_violations=[errors.FieldViolation("id", "empty")], retry_delay=1.5
+    )
+    assert status.details_json(error) == [
+        {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "INVALID_PARAMS",
+            "domain": "a2a-protocol.org",
+            "metadata": {"retryable": "false"},
+        },
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.500s"},
+        {
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [{"field": "id", "description": "empty"}],
+        },
+    ]

@@ -32,7 +32,13 @@ PROTOCOL_CORE = (
     "validation",
     "agent",
 )
-TRANSPORT = ("a2a_grpc.server.auth", "a2a_grpc.server.servicer", "a2a_grpc.server.app")
+TRANSPORT = (
+    "a2a_grpc.server.auth",
+    "a2a_grpc.server.servicer",
+    "a2a_grpc.server.app",
+    "a2a_grpc.server.http_bindings",
+    "a2a_grpc.server.card_http",
+)
 
 
 def imported_modules(path: Path) -> set[str]:

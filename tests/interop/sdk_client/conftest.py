@@ -21,6 +21,12 @@ LAUNCHER = Path(__file__).with_name("our_server.py")
 
 
 def _launch(*args: str) -> Iterator[int]:
+    for grpc_port, _ in _launch_ports(*args):
+        yield grpc_port
+
+
+def _launch_ports(*args: str) -> Iterator[tuple[int, int]]:
+    """Our server in a child process: its (gRPC port, HTTP port)."""
     with subprocess.Popen(
         [sys.executable, str(LAUNCHER), *args],
         stdout=subprocess.PIPE,
@@ -31,7 +37,8 @@ def _launch(*args: str) -> Iterator[int]:
             assert process.stdout is not None
             line = process.stdout.readline()
             assert line.startswith("PORT "), f"our server did not start: {line!r}"
-            yield int(line.split()[1])
+            words = line.split()
+            yield int(words[1]), int(words[3])
         finally:
             process.terminate()
             try:
@@ -43,6 +50,27 @@ def _launch(*args: str) -> Iterator[int]:
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
     yield from _launch()
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """The base URL of our server's HTTP port (card, JSON-RPC and HTTP+JSON)."""
+    for _, http_port in _launch_ports():
+        yield f"http://127.0.0.1:{http_port}"
+
+
+@pytest.fixture(scope="module")
+def secure_http_url() -> Iterator[str]:
+    """Like `http_url`, for a server that requires the bearer token `sdk-token`."""
+    for _, http_port in _launch_ports("--secure"):
+        yield f"http://127.0.0.1:{http_port}"
+
+
+@pytest.fixture(scope="module")
+def strict_http_url() -> Iterator[str]:
+    """Like `http_url`, for the `--strict` server (required extension, text/plain only)."""
+    for _, http_port in _launch_ports("--strict"):
+        yield f"http://127.0.0.1:{http_port}"
 
 
 @pytest.fixture(scope="module")

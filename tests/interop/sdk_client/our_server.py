@@ -1,6 +1,7 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict | --secure | --unconfigured]. Prints `PORT <n>` once
+Usage: python our_server.py [--strict | --secure | --unconfigured]. Prints `PORT <n> HTTP <m>`
+(the gRPC port, and the HTTP port of the card and the JSON-RPC and HTTP+JSON bindings) once
 serving and stops on SIGTERM.
 - `--strict`: a card that accepts only text/plain, requires the extension urn:x-required and
   offers no push notifications.
@@ -55,6 +56,7 @@ async def main(mode: str) -> None:
         shutdown_grace=0.5,
         allow_private_webhooks=mode == "--secure",
         audit_log=audit,
+        card_port=0,
     )
     running = await start_server(
         config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys
@@ -62,7 +64,8 @@ async def main(mode: str) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    print(f"PORT {running.port}", flush=True)
+    assert running.card_server is not None
+    print(f"PORT {running.port} HTTP {running.card_server.port}", flush=True)
     await stop.wait()
     await running.stop()
 

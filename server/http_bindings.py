@@ -1,0 +1,622 @@
+"""A2A over HTTP: the JSON-RPC 2.0 binding and the HTTP+JSON binding (spec §9, §11).
+
+Both are thin adapters over the servicer that gRPC uses and its RequestHandler: a request is
+decoded from ProtoJSON, goes through the same admission limits, authentication, version and
+extension rules, tracing and audit (`A2AServicer.admit` / `open_call` / `failure` / `audit`), and
+the same handler method; only the encoding of requests, results, streams and errors differs.
+
+- JSON-RPC: `POST /` (the official SDK's default endpoint, so its clients find us where they
+  find its servers; the card lists it). `method` is the RPC name, `params` the request message,
+  `result` the response message. The two streaming methods answer with Server-Sent Events, one
+  JSON-RPC response object per `data:` line.
+- HTTP+JSON: the routes are the `google.api.http` annotations of `proto/a2a.proto`, read from
+  the generated descriptor (each with its `/{tenant}` additional binding): path parameters and,
+  for GET and DELETE, query parameters fill the request; `body: "*"` takes the JSON body.
+  Streams are Server-Sent Events, one StreamResponse per event. A streaming GET route also
+  answers POST, because the spec's prose says POST for `:subscribe` where the proto says GET.
+
+Service parameters come from headers: `A2A-Version`, `A2A-Extensions` (comma-separated; the
+activated ones are echoed in the response header), `Authorization` (the gRPC server's
+authenticator), `traceparent` / `tracestate`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from google.api import annotations_pb2  # type: ignore[import-untyped]
+from google.protobuf import descriptor, json_format, message_factory
+from google.protobuf.message import Message
+
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    ServiceUnavailableError,
+    StatusError,
+    UnauthenticatedError,
+)
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
+from a2a_grpc.core.tracing import TRACE_HEADERS
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.auth import Authenticator, caller_of, set_caller
+from a2a_grpc.server.handler import CallContext
+from a2a_grpc.server.servicer import A2AServicer
+
+log = logging.getLogger(__name__)
+
+JSONRPC_PATH = "/"
+"""The JSON-RPC endpoint, where the official a2a-sdk serves it (its DEFAULT_RPC_URL)."""
+JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
+A2A_JSON = "application/a2a+json"
+EVENT_STREAM = "text/event-stream"
+JSONRPC_SYSTEM = "jsonrpc"
+REST_SYSTEM = "http"
+"""The spans' `rpc.system` per binding (gRPC's is `grpc`)."""
+SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+_SEGMENT = "[^/:]+"
+"""What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
+`/tasks/{id}:cancel` to its own route."""
+
+
+class HttpProblem(Exception):
+    """A request refused before it reaches a method: `error` says why, `http_status` how."""
+
+    def __init__(self, error: StatusError, http_status: int | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.http_status = error.http_status if http_status is None else http_status
+
+
+@dataclass(frozen=True)
+class Rpc:
+    """One RPC of the service as the HTTP bindings call it."""
+
+    name: str
+    request_class: type[Message]
+    streaming: bool
+    method: Callable[[Any, CallContext], Any]
+    """The handler method (snake_case of the RPC name)."""
+
+
+@dataclass(frozen=True)
+class HttpRoute:
+    """One HTTP+JSON route, from a google.api.http rule."""
+
+    verb: str
+    template: str
+    """The proto's path template, e.g. `/{tenant}/tasks/{id=*}:cancel`."""
+    path: str
+    """The aiohttp path: each variable `v<n>` matches one segment."""
+    fields: tuple[str, ...]
+    """The request field each variable `v<n>` fills, in order."""
+    body: str
+    rpc: str
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def rpcs_of(handler: Any) -> dict[str, Rpc]:
+    """Every RPC of A2AService with its request class and handler method, from the descriptor."""
+    return {
+        method.name: Rpc(
+            method.name,
+            message_factory.GetMessageClass(method.input_type),
+            method.server_streaming,
+            getattr(handler, _snake(method.name)),
+        )
+        for method in SERVICE.methods
+    }
+
+
+def http_routes() -> list[HttpRoute]:
+    """The HTTP+JSON routes: every method's google.api.http rule and its additional bindings."""
+    routes: list[HttpRoute] = []
+    for method in SERVICE.methods:
+        rule = method.GetOptions().Extensions[annotations_pb2.http]
+        for binding in (rule, *rule.additional_bindings):
+            verb = binding.WhichOneof("pattern")
+            if verb is None or verb == "custom":
+                continue
+            routes.append(_route(verb.upper(), getattr(binding, verb), binding.body, method.name))
+            if method.server_streaming and verb == "get":
+                routes.append(_route("POST", getattr(binding, verb), binding.body, method.name))
+    return routes
+
+
+def _route(verb: str, template: str, body: str, rpc: str) -> HttpRoute:
+    fields: list[str] = []
+
+    def variable(match: re.Match[str]) -> str:
+        field, _, pattern = match.group(1).partition("=")
+        if pattern not in ("", "*"):
+            raise ValueError(f"unsupported path pattern {match.group(0)} in {template}")
+        fields.append(field)
+        return f"{{v{len(fields) - 1}:{_SEGMENT}}}"
+
+    path = re.sub(r"\{([^}]+)\}", variable, template)
+    return HttpRoute(verb, template, path, tuple(fields), body, rpc)
+
+
+@dataclass(frozen=True)
+class ServiceParams:
+    version: str | None
+    extension_values: Sequence[str]
+    trace_headers: Sequence[tuple[str, str]]
+    authorization: str | None
+
+    @classmethod
+    def read(cls, request: web.Request) -> ServiceParams:
+        headers = request.headers
+        return cls(
+            headers.get(VERSION_KEY),
+            headers.getall(EXTENSIONS_KEY, []),
+            [(key, headers[key]) for key in TRACE_HEADERS if key in headers],
+            headers.get("Authorization"),
+        )
+
+
+Encode = Callable[[Message], bytes]
+EncodeError = Callable[[StatusError], bytes]
+
+
+class HttpBindings:
+    """Adds both bindings' routes to an aiohttp application."""
+
+    def __init__(
+        self,
+        servicer: A2AServicer,
+        authenticator: Authenticator | None = None,
+        *,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.servicer = servicer
+        self.authenticator = authenticator
+        self.draining = draining
+        """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
+        self.rpcs = rpcs_of(servicer.handler)
+        self.max_body = servicer.handler.config.max_receive_bytes
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post(JSONRPC_PATH, self.jsonrpc)
+        for route in http_routes():
+            app.router.add_route(route.verb, route.path, self._rest_endpoint(route))
+
+    # -- the shared call path -------------------------------------------------------------
+
+    def _authenticate(self, params: ServiceParams) -> None:
+        if self.authenticator is None:
+            return
+        authorization = params.authorization
+        metadata = () if authorization is None else (("authorization", authorization),)
+        set_caller(caller_of(self.authenticator, metadata, {}))
+
+    def _admit(self, *, stream: bool) -> None:
+        if self.draining():
+            raise ServiceUnavailableError("the server is shutting down; try again")
+        self.servicer.admit(stream=stream)
+
+    async def _unary(
+        self, rpc: Rpc, parse: Callable[[], Message], params: ServiceParams, system: str
+    ) -> tuple[Message | StatusError, Sequence[str]]:
+        """Runs one unary call: its result (or the error it answers with) and the extensions
+        to echo."""
+        gate = self.servicer
+        request: Message | None = None
+        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
+            try:
+                self._admit(stream=False)
+            except Exception as exc:
+                return gate.failure(exc, span, rpc.name, None), ()
+            try:
+                self._authenticate(params)
+                call, activated = gate.open_call(params.version, params.extension_values)
+                request = parse()
+                result: Message = await rpc.method(request, call)
+            except Exception as exc:
+                return gate.failure(exc, span, rpc.name, request), ()
+            finally:
+                gate.release(stream=False)
+            if gate.handler.audit is not None:
+                gate.audit(rpc.name, request, "OK", result)
+            return result, activated
+
+    async def _stream(
+        self,
+        http_request: web.Request,
+        rpc: Rpc,
+        parse: Callable[[], Message],
+        params: ServiceParams,
+        system: str,
+        encode: Encode,
+        encode_error: EncodeError,
+        error_response: Callable[[StatusError], web.Response],
+    ) -> web.StreamResponse:
+        """Runs one stream as Server-Sent Events. An error before the first event is a plain
+        error response; one after it is the stream's last event. A client that goes away
+        ends only its stream (aiohttp cancels the handler): the task goes on."""
+        gate = self.servicer
+        request: Message | None = None
+        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
+            try:
+                self._admit(stream=True)
+            except Exception as exc:
+                return error_response(gate.failure(exc, span, rpc.name, None))
+            events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
+            first: a2a_pb2.StreamResponse | None = None
+            try:
+                try:
+                    self._authenticate(params)
+                    call, activated = gate.open_call(params.version, params.extension_values)
+                    request = parse()
+                    events = rpc_events = rpc.method(request, call)
+                    first = await anext(rpc_events)
+                except StopAsyncIteration:
+                    first = None
+                except Exception as exc:
+                    return error_response(gate.failure(exc, span, rpc.name, request))
+                response = web.StreamResponse(headers=_sse_headers(activated))
+                await response.prepare(http_request)
+                if first is not None:
+                    await response.write(_sse(encode(first)))
+                    try:
+                        async for event in rpc_events:
+                            await response.write(_sse(encode(event)))
+                    except (ConnectionResetError, OSError):
+                        raise
+                    except Exception as exc:
+                        error = gate.failure(exc, span, rpc.name, request)
+                        await response.write(encode_error(error))
+                        await response.write_eof()
+                        return response
+                await response.write_eof()
+            except BaseException:  # the client went away (cancelled) or the server is stopping
+                gate.audit(rpc.name, request, "CANCELLED", first)
+                raise
+            finally:
+                gate.release(stream=True)
+                if events is not None:
+                    await events.aclose()
+            gate.audit(rpc.name, request, "OK", first)
+            return response
+
+    async def _body(self, http_request: web.Request) -> bytes:
+        """The request body, refused when too large (413) or not JSON (415)."""
+        if http_request.content_length is not None and http_request.content_length > self.max_body:
+            raise _too_large(self.max_body)
+        try:
+            body = await http_request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise _too_large(self.max_body) from None
+        if body and http_request.content_type not in JSON_MEDIA_TYPES:
+            raise HttpProblem(
+                InvalidRequestError(
+                    f"Content-Type {http_request.content_type!r} is not supported: send "
+                    "application/json or application/a2a+json"
+                ),
+                415,
+            )
+        return body
+
+    # -- JSON-RPC 2.0 ---------------------------------------------------------------------
+
+    async def jsonrpc(self, http_request: web.Request) -> web.StreamResponse:
+        try:
+            body = await self._body(http_request)
+        except HttpProblem as problem:
+            return _jsonrpc_response(
+                _jsonrpc_error(None, problem.error), status=problem.http_status
+            )
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            return _jsonrpc_response(
+                _jsonrpc_error(None, InvalidRequestError(f"parse error: {exc}"), code=-32700)
+            )
+        if isinstance(payload, list):
+            error: StatusError = InvalidRequestError(
+                "batch requests are not part of A2A: send one object"
+            )
+            return _jsonrpc_response(_jsonrpc_error(None, error))
+        request_id = payload.get("id") if isinstance(payload, dict) else None
+        if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
+            request_id = None
+            payload = None  # an invalid id makes the whole request invalid
+        if not isinstance(payload, dict) or payload.get("jsonrpc") != "2.0":
+            error = InvalidRequestError(
+                'invalid JSON-RPC request: expected {"jsonrpc": "2.0", "method": ..., '
+                '"params": {...}, "id": ...}'
+            )
+            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+        method = payload.get("method")
+        if not isinstance(method, str):
+            error = InvalidRequestError("invalid JSON-RPC request: method must be a string")
+            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+        rpc = self.rpcs.get(method)
+        if rpc is None:
+            error = MethodNotFoundError(
+                f"method {method!r} not found: A2A 1.0 methods are {', '.join(self.rpcs)}"
+            )
+            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+        params_value = payload.get("params", {})
+        notification = "id" not in payload
+        service_params = ServiceParams.read(http_request)
+
+        def parse() -> Message:
+            if not isinstance(params_value, dict):
+                raise InvalidParamsError("params must be a JSON object (the request message)")
+            return _from_json(params_value, rpc.request_class)
+
+        if rpc.streaming:
+            if notification:
+                return web.Response(status=204)
+
+            def encode(event: Message) -> bytes:
+                return _dumps({"jsonrpc": "2.0", "id": request_id, "result": _to_json(event)})
+
+            def encode_error(error: StatusError) -> bytes:
+                return _sse(_dumps(_jsonrpc_error(request_id, error)))
+
+            def error_response(error: StatusError) -> web.Response:
+                return _jsonrpc_response(_jsonrpc_error(request_id, error), error=error)
+
+            return await self._stream(
+                http_request,
+                rpc,
+                parse,
+                service_params,
+                JSONRPC_SYSTEM,
+                encode,
+                encode_error,
+                error_response,
+            )
+        result, activated = await self._unary(rpc, parse, service_params, JSONRPC_SYSTEM)
+        if notification:
+            return web.Response(status=204)
+        if isinstance(result, StatusError):
+            return _jsonrpc_response(_jsonrpc_error(request_id, result), error=result)
+        return _jsonrpc_response(
+            {"jsonrpc": "2.0", "id": request_id, "result": _to_json(result)},
+            extensions=activated,
+        )
+
+    # -- HTTP+JSON ------------------------------------------------------------------------
+
+    def _rest_endpoint(
+        self, route: HttpRoute
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        rpc = self.rpcs[route.rpc]
+
+        async def endpoint(http_request: web.Request) -> web.StreamResponse:
+            try:
+                body = await self._body(http_request)
+            except HttpProblem as problem:
+                return _rest_error(problem.error, problem.http_status)
+            service_params = ServiceParams.read(http_request)
+
+            def parse() -> Message:
+                return _rest_request(route, rpc.request_class, http_request, body)
+
+            if rpc.streaming:
+                return await self._stream(
+                    http_request,
+                    rpc,
+                    parse,
+                    service_params,
+                    REST_SYSTEM,
+                    lambda event: _dumps(_to_json(event)),
+                    lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
+                    _rest_error,
+                )
+            result, activated = await self._unary(rpc, parse, service_params, REST_SYSTEM)
+            if isinstance(result, StatusError):
+                return _rest_error(result)
+            return web.Response(
+                body=_dumps(_to_json(result)),
+                content_type=A2A_JSON,
+                headers=_extension_headers(activated),
+            )
+
+        return endpoint
+
+
+@web.middleware
+async def json_not_found(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Answers unknown paths and methods with an AIP-193 error instead of aiohttp's text."""
+    try:
+        return await handler(request)
+    except web.HTTPNotFound:
+        return _rest_error(
+            MethodNotFoundError(
+                f"no A2A HTTP+JSON route is {request.method} {request.path} (JSON-RPC: POST "
+                f"{JSONRPC_PATH})"
+            )
+        )
+    except web.HTTPMethodNotAllowed as exc:
+        return _rest_error(
+            MethodNotFoundError(
+                f"{request.method} is not allowed on {request.path}; allowed: "
+                f"{', '.join(sorted(exc.allowed_methods))}"
+            ),
+            405,
+        )
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+def _from_json(value: dict[str, Any], request_class: type[Message]) -> Message:
+    message = request_class()
+    try:
+        json_format.ParseDict(value, message)
+    except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
+        raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
+    return message
+
+
+def _rest_request(
+    route: HttpRoute, request_class: type[Message], http_request: web.Request, body: bytes
+) -> Message:
+    if route.body == "*" and body:
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidRequestError(f"the body is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise InvalidParamsError(
+                f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
+            )
+        message = _from_json(value, request_class)
+    else:
+        message = _from_json(_query_params(http_request, request_class), request_class)
+    for index, field in enumerate(route.fields):
+        value = http_request.match_info[f"v{index}"]
+        present = getattr(message, field)
+        if present and present != value:
+            raise InvalidParamsError(
+                f"{field} is {value!r} in the path but {present!r} in the body"
+            )
+        setattr(message, field, value)
+    return message
+
+
+def _query_params(http_request: web.Request, request_class: type[Message]) -> dict[str, Any]:
+    """The query string as the ProtoJSON object it stands for: names in camelCase (or the
+    proto's), repeated fields by repetition or commas, booleans as true/false."""
+    fields = request_class.DESCRIPTOR.fields_by_name
+    by_json = {field.json_name: field for field in request_class.DESCRIPTOR.fields}
+    value: dict[str, Any] = {}
+    for key in http_request.query:
+        field = by_json.get(key) or fields.get(key)
+        if field is None:
+            raise InvalidParamsError(
+                f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
+            )
+        values = http_request.query.getall(key)
+        if field.is_repeated:
+            value[field.json_name] = [item for v in values for item in v.split(",") if item]
+            continue
+        if len(values) > 1:
+            raise InvalidParamsError(f"query parameter {key!r} is given more than once")
+        text: Any = values[0]
+        if field.type == descriptor.FieldDescriptor.TYPE_BOOL:
+            if text not in ("true", "false"):
+                raise InvalidParamsError(f"query parameter {key!r} must be true or false")
+            text = text == "true"
+        value[field.json_name] = text
+    return value
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+_PAGES = (a2a_pb2.ListTasksResponse, a2a_pb2.ListTaskPushNotificationConfigsResponse)
+
+
+def _to_json(message: Message) -> dict[str, Any]:
+    value = json_format.MessageToDict(message)
+    if isinstance(message, _PAGES):
+        # A page states all of its own fields, defaults included (spec §3.1.4: nextPageToken is
+        # always present, "" on the last page; totalSize 0 and tasks [] are answers too), as the
+        # official SDK does; the tasks in it keep ProtoJSON's usual omissions.
+        full = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+        for key, default in full.items():
+            value.setdefault(key, default)
+    return value
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _sse(data: bytes) -> bytes:
+    return b"data: " + data + b"\n\n"
+
+
+def _sse_headers(extensions: Sequence[str]) -> dict[str, str]:
+    return {
+        "Content-Type": EVENT_STREAM,
+        "Cache-Control": "no-cache",
+        "X-Accel-Buffering": "no",
+        **_extension_headers(extensions),
+    }
+
+
+def _extension_headers(extensions: Sequence[str]) -> dict[str, str]:
+    return {"A2A-Extensions": ",".join(extensions)} if extensions else {}
+
+
+def _jsonrpc_error(
+    request_id: str | int | None, error: StatusError, *, code: int | None = None
+) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": error.jsonrpc_code if code is None else code,
+            "message": status.message_of(error),
+            "data": status.details_json(error),
+        },
+    }
+
+
+def _auth_headers(error: StatusError | None) -> dict[str, str]:
+    return {"WWW-Authenticate": "Bearer"} if isinstance(error, UnauthenticatedError) else {}
+
+
+def _jsonrpc_response(
+    value: Mapping[str, Any],
+    *,
+    status: int = 200,
+    error: StatusError | None = None,
+    extensions: Sequence[str] = (),
+) -> web.Response:
+    """A JSON-RPC response: HTTP 200 whatever the outcome (the error is in the body), except a
+    refused caller (401, with a challenge) and refusals before JSON-RPC (413, 415)."""
+    if isinstance(error, UnauthenticatedError):
+        status = 401
+    return web.Response(
+        body=_dumps(value),
+        status=status,
+        content_type="application/json",
+        headers={**_auth_headers(error), **_extension_headers(extensions)},
+    )
+
+
+def _aip193(error: StatusError, http_status: int | None = None) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": error.http_status if http_status is None else http_status,
+            "status": error.code.name,
+            "message": status.message_of(error),
+            "details": status.details_json(error),
+        }
+    }
+
+
+def _rest_error(error: StatusError, http_status: int | None = None) -> web.Response:
+    code = error.http_status if http_status is None else http_status
+    return web.Response(
+        body=_dumps(_aip193(error, code)),
+        status=code,
+        content_type=A2A_JSON,
+        headers=_auth_headers(error),
+    )
+
+
+def _too_large(limit: int) -> HttpProblem:
+    return HttpProblem(
+        InvalidRequestError(f"the request body is larger than this server's limit ({limit} bytes)"),
+        413,
+    )

@@ -1,0 +1,478 @@
+"""What only the HTTP bindings have: JSON-RPC envelopes, HTTP+JSON routes and query strings,
+headers as service parameters, bad HTTP input, and clients that leave mid-stream."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry import trace
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.audit import verify
+from a2a_grpc.server.card_http import CARD_PATH
+from tests.integration.bindings import rest_error, sse_data
+from tests.integration.conftest import VERSION, Factory, Harness, Held, collect
+
+MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+BUDGET = "urn:a2a-grpc:budget:v1"
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def base_of(harness: Harness) -> str:
+    assert harness.running.card_url is not None
+    return harness.running.card_url.removesuffix(CARD_PATH)
+
+
+def rpc(method: str, params: Any, request_id: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def message(message_id: str = "m-1", text: str = "hi") -> dict[str, Any]:
+    return {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+
+
+async def post_rpc(
+    http: aiohttp.ClientSession, harness: Harness, body: Any, **kwargs: Any
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    data = io.BytesIO(body if isinstance(body, bytes) else json.dumps(body).encode())
+    headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+    async with http.post(base_of(harness) + "/", data=data, headers=headers, **kwargs) as r:
+        text = await r.text()
+        return r.status, json.loads(text) if text else None, r
+
+
+# -- JSON-RPC envelopes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b"{not json", -32700),
+        ([rpc("GetTask", {"id": "x"})], -32600),
+        ({"id": 1, "method": "GetTask", "params": {}}, -32600),
+        ({"jsonrpc": "2.0", "id": {"an": "object"}, "method": "GetTask"}, -32600),
+        ({"jsonrpc": "2.0", "id": 1, "method": 7}, -32600),
+        (rpc("GetTask", ["x"]), -32602),
+        (rpc("GetTask", {"id": "x", "bogus": 1}), -32602),
+        (rpc("GetTask", {"id": "x", "historyLength": "many"}), -32602),
+        (rpc("tasks/get", {"id": "x"}), -32601),
+    ],
+)
+async def test_jsonrpc_envelope_errors(
+    make_server: Factory, http: aiohttp.ClientSession, body: Any, code: int
+) -> None:
+    harness = await make_server(card_port=0)
+    status, answer, _ = await post_rpc(http, harness, body)
+    assert status == 200
+    assert answer["jsonrpc"] == "2.0"
+    assert answer["error"]["code"] == code
+    info = answer["error"]["data"][0]
+    assert info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
+    assert info["domain"] == "a2a-protocol.org"
+
+
+async def test_jsonrpc_unknown_field_is_named(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    _, answer, _ = await post_rpc(
+        http, harness, rpc("SendMessage", {"message": {**MESSAGE, "colour": "red"}})
+    )
+    assert answer["error"]["code"] == -32602
+    assert "colour" in answer["error"]["message"]
+    assert answer["error"]["data"][0]["reason"] == "INVALID_PARAMS"
+
+
+async def test_jsonrpc_notification_gets_no_body(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    body = {"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": message("n-1")}}
+    status, answer, _ = await post_rpc(http, harness, body)
+    assert (status, answer) == (204, None)
+
+
+async def test_a2a_errors_carry_their_jsonrpc_code(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    _, sent, _ = await post_rpc(http, harness, rpc("SendMessage", {"message": message()}))
+    task_id = sent["result"]["task"]["id"]
+    _, answer, _ = await post_rpc(http, harness, rpc("CancelTask", {"id": task_id}, "abc"))
+    assert answer["id"] == "abc"
+    assert answer["error"]["code"] == -32002
+    assert answer["error"]["data"][0]["reason"] == "TASK_NOT_CANCELABLE"
+    assert answer["error"]["data"][0]["metadata"]["taskId"] == task_id
+
+
+# -- bad HTTP input -------------------------------------------------------------------------
+
+
+async def test_wrong_content_type_is_415(make_server: Factory, http: aiohttp.ClientSession) -> None:
+    harness = await make_server(card_port=0)
+    body = json.dumps(rpc("GetTask", {"id": "x"}))
+    headers = {"Content-Type": "text/plain"}
+    async with http.post(base_of(harness) + "/", data=body, headers=headers) as response:
+        assert response.status == 415
+        assert (await response.json())["error"]["code"] == -32600
+    async with http.post(
+        base_of(harness) + "/message:send", data=json.dumps({"message": MESSAGE}), headers=headers
+    ) as response:
+        assert response.status == 415
+        error = rest_error(await response.json(content_type=None), response.status)
+        assert error.reason == "INVALID_REQUEST"
+
+
+async def test_a2a_json_media_type_is_accepted(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    headers = {"Content-Type": "application/a2a+json"}
+    async with http.post(
+        base_of(harness) + "/message:send", data=json.dumps({"message": MESSAGE}), headers=headers
+    ) as response:
+        assert response.status == 200
+        assert response.content_type == "application/a2a+json"
+
+
+async def test_body_over_the_limit_is_413(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    limit = harness.running.handler.config.max_receive_bytes
+    text = "x" * (limit + 1)
+    status, answer, _ = await post_rpc(
+        http, harness, rpc("SendMessage", {"message": message(text=text)})
+    )
+    assert status == 413
+    assert answer["error"]["data"][0]["reason"] == "INVALID_REQUEST"
+    big = io.BytesIO(json.dumps({"message": message(text=text)}).encode())
+    async with http.post(
+        base_of(harness) + "/message:send", data=big, headers={"Content-Type": "application/json"}
+    ) as response:
+        assert response.status == 413
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/message:send", "[1, 2]"),
+        ("/message:send", "{not json"),
+        ("/message:send", '{"message": {"messageId": 5}}'),
+        ("/tasks/abc:cancel", '{"id": "other"}'),
+    ],
+)
+async def test_rest_bad_bodies_are_400(
+    make_server: Factory, http: aiohttp.ClientSession, path: str, body: str
+) -> None:
+    harness = await make_server(card_port=0)
+    headers = {"Content-Type": "application/json"}
+    async with http.post(base_of(harness) + path, data=body, headers=headers) as response:
+        assert response.status == 400
+        error = rest_error(await response.json(content_type=None), 400)
+        assert error.reason in ("INVALID_PARAMS", "INVALID_REQUEST")
+        assert error.grpc_code == "INVALID_ARGUMENT"
+
+
+async def test_rest_query_parameters(make_server: Factory, http: aiohttp.ClientSession) -> None:
+    harness = await make_server(card_port=0)
+    base = base_of(harness)
+    async with http.get(base + "/tasks?colour=red") as response:
+        assert response.status == 400
+        assert "colour" in rest_error(await response.json(content_type=None), 400).message
+    async with http.get(base + "/tasks?includeArtifacts=maybe") as response:
+        assert response.status == 400
+    async with http.get(base + "/tasks?status=TASK_STATE_WORKING&page_size=5") as response:
+        assert response.status == 200
+        assert (await response.json(content_type=None))["pageSize"] == 5
+    async with http.delete(base + "/tasks") as response:
+        assert response.status == 405
+
+
+# -- service parameters ---------------------------------------------------------------------
+
+
+async def test_unsupported_version_header(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    _, answer, _ = await post_rpc(
+        http, harness, rpc("GetTask", {"id": "x"}), headers={"A2A-Version": "0.3"}
+    )
+    assert answer["error"]["code"] == -32009
+    async with http.get(base_of(harness) + "/tasks", headers={"A2A-Version": "2.0"}) as r:
+        assert r.status == 400
+        assert rest_error(await r.json(content_type=None), 400).reason == "VERSION_NOT_SUPPORTED"
+
+
+async def test_strict_version_needs_the_header(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0, strict_version=True)
+    _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": "x"}))
+    assert answer["error"]["code"] == -32009
+    _, answer, _ = await post_rpc(
+        http, harness, rpc("GetTask", {"id": "x"}), headers={"A2A-Version": "1.0.3"}
+    )
+    assert answer["error"]["code"] == -32001
+
+
+async def test_activated_extensions_are_echoed(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    headers = {"A2A-Extensions": f"urn:x-unknown, {BUDGET}"}
+    _, answer, response = await post_rpc(
+        http, harness, rpc("SendMessage", {"message": message()}), headers=headers
+    )
+    assert "result" in answer
+    assert response.headers["A2A-Extensions"] == BUDGET
+    async with http.post(
+        base_of(harness) + "/message:stream", json={"message": message("m-2")}, headers=headers
+    ) as r:
+        assert r.headers["A2A-Extensions"] == BUDGET
+        assert [json.loads(data) async for data in sse_data(r)]
+
+
+async def test_bearer_tokens(make_server: Factory, http: aiohttp.ClientSession) -> None:
+    harness = await make_server(card_port=0, tokens={"s3cret": "alice"})
+    base = base_of(harness)
+    status, answer, response = await post_rpc(http, harness, rpc("ListTasks", {}))
+    assert status == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert answer["error"]["data"][0]["reason"] == "UNAUTHENTICATED"
+    async with http.get(base + "/tasks", headers={"Authorization": "Bearer wrong"}) as r:
+        assert r.status == 401
+    alice = {"Authorization": "Bearer s3cret"}
+    async with http.post(base + "/message:send", json={"message": MESSAGE}, headers=alice) as r:
+        assert r.status == 200
+        task_id = (await r.json(content_type=None))["task"]["id"]
+    # the same principal over gRPC sees the task
+    task = await harness.stub.GetTask(
+        a2a_pb2.GetTaskRequest(id=task_id), metadata=(*VERSION, ("authorization", "Bearer s3cret"))
+    )
+    assert task.id == task_id
+
+
+async def test_tenant_routes(make_server: Factory, http: aiohttp.ClientSession) -> None:
+    harness = await make_server(card_port=0)
+    base = base_of(harness)
+    async with http.post(base + "/acme/message:send", json={"message": MESSAGE}) as r:
+        assert r.status == 200
+        task_id = (await r.json(content_type=None))["task"]["id"]
+    async with http.get(base + f"/acme/tasks/{task_id}") as r:
+        assert r.status == 200
+    task = await harness.stub.GetTask(
+        a2a_pb2.GetTaskRequest(id=task_id, tenant="acme"), metadata=VERSION
+    )
+    assert task.id == task_id
+
+
+async def test_subscribe_also_answers_post(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    held = Held()
+    harness = await make_server(held, card_port=0)
+    request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="s", role=1))
+    request.message.parts.add(text="x")
+    request.configuration.return_immediately = True
+    sent = await harness.stub.SendMessage(request, metadata=VERSION)
+    await held.entered.wait()
+    async with http.post(base_of(harness) + f"/tasks/{sent.task.id}:subscribe") as r:
+        events = sse_data(r)
+        first = json.loads(await anext(events))
+        assert first["task"]["status"]["state"] == "TASK_STATE_WORKING"
+        held.go.set()
+        rest = [json.loads(data) async for data in events]
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def test_a_client_leaving_mid_stream_leaves_the_task_running(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    held = Held()
+    harness = await make_server(held, card_port=0)
+    async with http.post(
+        base_of(harness) + "/", json=rpc("SendStreamingMessage", {"message": message()})
+    ) as response:
+        first = json.loads(await anext(sse_data(response)))
+        task_id = first["result"]["task"]["id"]
+        await held.entered.wait()
+        response.close()  # drops the connection
+    follow = harness.stub.SubscribeToTask(
+        a2a_pb2.SubscribeToTaskRequest(id=task_id), metadata=VERSION
+    )
+    assert (await follow.read()).task.id == task_id
+    held.go.set()
+    events = await collect(follow)
+    assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_streams_share_the_servers_stream_limit(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    held = Held()
+    harness = await make_server(held, card_port=0, max_open_streams=1)
+    request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="g", role=1))
+    request.message.parts.add(text="x")
+    grpc_stream = harness.stub.SendStreamingMessage(request, metadata=VERSION)
+    await grpc_stream.read()
+    async with http.post(
+        base_of(harness) + "/message:stream", json={"message": message("h")}
+    ) as response:
+        assert response.status == 429
+        error = rest_error(await response.json(content_type=None), 429)
+        assert error.reason == "RESOURCE_EXHAUSTED"
+    held.go.set()
+    await collect(grpc_stream)
+
+
+async def test_the_card_lists_the_http_interfaces(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    async with http.get(base_of(harness) + CARD_PATH) as response:
+        card = await response.json()
+    bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
+    assert bindings["JSONRPC"] == base_of(harness) + "/"
+    assert bindings["HTTP+JSON"] == base_of(harness)
+
+
+# -- audit and tracing ------------------------------------------------------------------------
+
+
+async def test_http_calls_are_audited_like_grpc_calls(
+    make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    harness = await make_server(card_port=0, audit_log=str(log), tokens={"alice-token": "alice"})
+    alice = {"Authorization": "Bearer alice-token"}
+    _, sent, _ = await post_rpc(
+        http, harness, rpc("SendMessage", {"message": message(), "tenant": "acme"}), headers=alice
+    )
+    task_id = sent["result"]["task"]["id"]
+    async with http.get(base_of(harness) + "/acme/tasks/nope", headers=alice) as response:
+        assert response.status == 404
+    async with http.get(base_of(harness) + "/tasks") as response:
+        assert response.status == 401
+    async with http.post(
+        base_of(harness) + "/message:stream", json={"message": message("m-2")}, headers=alice
+    ) as response:
+        assert [data async for data in sse_data(response)]
+    await harness.running.stop(0)  # flushes the trail
+
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    requests = [
+        (r["method"], r["outcome"], r["principal"], r["tenant"])
+        for r in rows
+        if r["kind"] == "request"
+    ]
+    assert requests == [
+        ("SendMessage", "OK", "alice", "acme"),
+        ("GetTask", "NOT_FOUND", "alice", "acme"),
+        ("ListTasks", "UNAUTHENTICATED", "", ""),
+        ("SendStreamingMessage", "OK", "alice", ""),
+    ]
+    sent_row = next(r for r in rows if r["kind"] == "request" and r["method"] == "SendMessage")
+    assert sent_row["task_id"] == task_id
+    assert verify(log)[0] == len(rows)
+
+
+async def test_trace_context_headers_continue_the_callers_trace(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    seen: list[int] = []
+
+    class Recording:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            seen.append(trace.get_current_span().get_span_context().trace_id)
+            await events.complete()
+
+    harness = await make_server(Recording(), card_port=0)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    await post_rpc(http, harness, rpc("SendMessage", {"message": message()}), headers=headers)
+    async with http.post(
+        base_of(harness) + "/message:send", json={"message": message("m-2")}, headers=headers
+    ) as response:
+        assert response.status == 200
+    assert seen == [int(trace_id, 16)] * 2
+
+
+@pytest.mark.parametrize("path", ["/", "/message:send"])
+async def test_deeply_nested_json_is_a_clear_error(
+    make_server: Factory, http: aiohttp.ClientSession, path: str
+) -> None:
+    harness = await make_server(card_port=0)
+    body = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    headers = {"Content-Type": "application/json"}
+    async with http.post(base_of(harness) + path, data=io.BytesIO(body), headers=headers) as r:
+        answer = await r.json(content_type=None)
+    if path == "/":
+        assert answer["error"]["code"] == -32700
+    else:
+        assert r.status == 400
+        assert rest_error(answer, 400).reason == "INVALID_REQUEST"
+
+
+async def test_new_http_calls_are_refused_while_the_server_drains(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    held = Held()
+    harness = await make_server(held, card_port=0)
+    base = base_of(harness)
+    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
+        health_pb2.HealthCheckRequest(service="")
+    )
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    async with http.post(base + "/message:stream", json={"message": message()}) as stream:
+        events = sse_data(stream)
+        task_id = json.loads(await anext(events))["task"]["id"]
+        await held.entered.wait()
+        stopping = asyncio.ensure_future(harness.running.stop(grace=30))
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watch.cancel()
+        async with http.get(base + f"/tasks/{task_id}") as refused:
+            assert refused.status == 503
+            error = rest_error(await refused.json(content_type=None), 503)
+            assert error.reason == "UNAVAILABLE" and "shutting down" in error.message
+        _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": task_id}))
+        assert answer["error"]["data"][0]["reason"] == "UNAVAILABLE"
+        held.go.set()  # the running task finishes, and its HTTP stream gets the end
+        rest = [json.loads(data) async for data in events]
+    assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    await asyncio.wait_for(stopping, 10)
+
+
+async def test_an_empty_page_states_its_fields(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    async with http.get(base_of(harness) + "/tasks?contextId=none") as response:
+        page = await response.json(content_type=None)
+    assert page == {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
+    _, answer, _ = await post_rpc(http, harness, rpc("ListTasks", {"contextId": "none"}))
+    assert answer["result"] == page
+    async with http.get(
+        base_of(harness) + "/tasks?statusTimestampAfter=2020-01-01T00:00:00Z"
+    ) as response:
+        assert response.status == 200
+    async with http.get(base_of(harness) + "/tasks?statusTimestampAfter=yesterday") as response:
+        assert response.status == 400
