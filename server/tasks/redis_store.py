@@ -300,6 +300,11 @@ class RedisTaskStore:
         try:
             async with asyncio.timeout(self.timeout):
                 result = await awaitable
+        except redis.exceptions.AuthenticationError as exc:  # a ConnectionError, but not "down"
+            self._set_healthy(False)
+            raise StoreUnavailableError(
+                f"the task store (Redis) refused the credentials in its URL: {exc}"
+            ) from exc
         except (*REDIS_ERRORS, TimeoutError) as exc:
             self._set_healthy(False)
             raise StoreUnavailableError(

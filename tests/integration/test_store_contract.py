@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,8 @@ from a2a_grpc.server.tasks.base import (
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
 from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
-from tests.redis_servers import RedisCluster, RedisServer
+from tests.integration.certs import Authority
+from tests.redis_servers import RedisCluster, RedisServer, free_ports
 
 ALICE = Scope("tenant-a", "alice")
 BOB = Scope("tenant-a", "bob")
@@ -498,3 +500,52 @@ async def test_a_cancel_racing_the_run_s_writes_still_cancels(redis_server: Redi
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_password_in_the_url_is_used_and_a_wrong_one_refused(
+    make_redis_server: Any,
+) -> None:
+    server = make_redis_server(extra_args=["--requirepass", "s3cret"])
+    url = server.url.replace("redis://", "redis://:s3cret@")
+    store = RedisTaskStore.connect(url)
+    await store.start()
+    try:
+        await created(store, "t1")
+        assert await store.get("t1", ALICE) is not None
+    finally:
+        await store.close()
+    refused = RedisTaskStore.connect(server.url.replace("redis://", "redis://:wrong@"))
+    with pytest.raises(StoreUnavailableError, match="refused the credentials"):
+        await refused.start()
+    await refused.close()
+
+
+async def test_rediss_connects_over_tls(make_redis_server: Any, tmp_path: Path) -> None:
+    authority = Authority()
+    issued = authority.issue("127.0.0.1", server=True)
+    files = {"ca.pem": authority.certificate, "cert.pem": issued.certificate}
+    files["key.pem"] = issued.key
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    (tls_port,) = free_ports(1)
+    server = make_redis_server(
+        extra_args=[
+            "--tls-port", str(tls_port),
+            "--tls-cert-file", str(tmp_path / "cert.pem"),
+            "--tls-key-file", str(tmp_path / "key.pem"),
+            "--tls-ca-cert-file", str(tmp_path / "ca.pem"),
+            "--tls-auth-clients", "no",
+        ]
+    )  # fmt: skip
+    del server
+    url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={tmp_path / 'ca.pem'}"
+    store = RedisTaskStore.connect(url)
+    await store.start()
+    try:
+        await created(store, "t1")
+        watched = await store.watch("t1", ALICE, until_terminal=True)  # pub/sub over TLS too
+        assert watched is not None
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
+    finally:
+        await store.close()
