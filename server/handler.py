@@ -59,7 +59,8 @@ from a2a_grpc.server.tasks.base import (
     TaskStore,
 )
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis_store import RedisTaskStore, SharedDedupWindow
+from a2a_grpc.server.tasks.redis_dedup import SharedDedupWindow
+from a2a_grpc.server.tasks.redis_store import RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 

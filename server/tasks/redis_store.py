@@ -18,9 +18,13 @@ Cluster; the scripts (redis_scripts.py) each touch one slot.
 Events travel twice, in one atomic script with the write that made them: appended to the task's
 stream (the record: a cursor for every reader, trimmed, expired with the task) and published on
 the task's channel `a2a:ev:<task>` with their stream id. Each replica reads every channel it
-needs on ONE pub/sub connection (`_EventReader`) and fans events out to its local streams;
-`watch` subscribes first, then reads the snapshot with the id of its last event, and passes on
-only events after that id: no gap, no repeat, and no polling.
+needs on ONE pub/sub connection (`EventReader`, redis_events.py) and fans events out to its
+local streams; `watch` subscribes first, then reads the snapshot with the id of its last event,
+and passes on only events after that id: no gap, no repeat, and no polling. A finished task
+without webhooks drops its stream at once (nothing reads it any more).
+
+Modules: this one (tasks, room, leases), redis_scripts.py (the Lua), redis_events.py (the
+pub/sub reader), redis_push.py (push configs), redis_dedup.py (message-id claims).
 
 Writes: the run working on a task keeps the task in memory (`_Owned`) and writes it whole with
 the version it read; a version that moved means another replica canceled it (or a reaper failed
@@ -36,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -53,12 +56,11 @@ from redis.backoff import NoBackoff
 from redis.connection import HiredisRespSerializer
 from redis.utils import HIREDIS_AVAILABLE
 
-from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Subscription
-from a2a_grpc.server.dedup import DedupWindow, Key, Outcome
+from a2a_grpc.server.dedup import Outcome
 from a2a_grpc.server.tasks import redis_scripts
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
@@ -72,6 +74,8 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
 )
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
+from a2a_grpc.server.tasks.redis_events import EventReader, RemoteOutcome, parse_stream_id
+from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
 from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
@@ -261,7 +265,7 @@ class RedisTaskStore:
         self._owned: dict[str, _Owned] = {}
         self._last_ns = 0
         self._scripts = self._register(client)
-        self.events = _EventReader(self, queue_size)
+        self.events = EventReader(self, queue_size)
         self.webhooks: WebhookDispatcher | None = None
         """Delivers the events this replica writes to their tasks' webhooks (set by the
         server when the agent offers push notifications)."""
@@ -309,11 +313,11 @@ class RedisTaskStore:
         the pub/sub connection."""
         if self.url is None or self.client is not self.pubsub_client:
             return
-        info = await self._call(self.client.info("cluster"))
+        info = await self.call(self.client.info("cluster"))
         if not info.get("cluster_enabled"):
             return
         cluster = RedisCluster.from_url(self.url, **self._client_options(self.timeout))
-        await self._call(cluster.initialize())
+        await self.call(cluster.initialize())
         for node in cluster.get_nodes():
             _pack_in_c(node)
         self.client = cluster
@@ -321,30 +325,30 @@ class RedisTaskStore:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    async def _call(self, awaitable: Awaitable[T]) -> T:
+    async def call(self, awaitable: Awaitable[T]) -> T:
         """One Redis round trip, bounded by `timeout` (the client's connect and read timeouts:
         an asyncio.timeout around each call as well cost 6 % of a send's CPU);
         StoreUnavailableError when it fails."""
         try:
             result = await awaitable
         except redis.exceptions.AuthenticationError as exc:  # a ConnectionError, but not "down"
-            self._set_healthy(False)
+            self.set_healthy(False)
             raise StoreUnavailableError(
                 f"the task store (Redis) refused the credentials in its URL: {exc}"
             ) from exc
         except (*REDIS_ERRORS, TimeoutError) as exc:
-            self._set_healthy(False)
+            self.set_healthy(False)
             raise StoreUnavailableError(
                 f"the task store (Redis) did not answer: {type(exc).__name__}; retry shortly"
             ) from exc
         if not self.healthy:
-            self._set_healthy(True)
+            self.set_healthy(True)
         return result
 
-    async def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await self._call(self._scripts[name](keys=list(keys), args=list(args)))
+    async def run_script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return await self.call(self._scripts[name](keys=list(keys), args=list(args)))
 
-    def _set_healthy(self, healthy: bool) -> None:
+    def set_healthy(self, healthy: bool) -> None:
         if healthy == self.healthy:
             return
         self.healthy = healthy
@@ -362,7 +366,7 @@ class RedisTaskStore:
         then reopens the event reader."""
         while not self.healthy and not self._closing:
             with contextlib.suppress(StoreUnavailableError):
-                await self._call(self.client.ping())
+                await self.call(self.client.ping())
             if not self.healthy:
                 await asyncio.sleep(min(1.0, self.timeout / 2))
         self.events.restart()
@@ -392,7 +396,7 @@ class RedisTaskStore:
         tenant_max = "" if self.max_live_per_tenant is None else self.max_live_per_tenant
         for _ in range(3):  # each round makes room for up to 64 tasks
             now_ms = int(time.time() * 1000)
-            result = await self._run(
+            result = await self.run_script(
                 "RESERVE",
                 script_keys,
                 [task_id, now_ms, self.max_tasks, owner_max, tenant_max, _scope_text(scope)],
@@ -422,7 +426,7 @@ class RedisTaskStore:
         await self._settle_room(task_id, scope, "release")
 
     async def _settle_room(self, task_id: str, scope: Scope, how: str) -> None:
-        await self._run(*self._settle_call(task_id, scope, how))
+        await self.run_script(*self._settle_call(task_id, scope, how))
 
     def _settle_call(self, task_id: str, scope: Scope, how: str) -> _ScriptCall:
         keys = self.keys
@@ -444,14 +448,14 @@ class RedisTaskStore:
         scripts cost the replica 99 us of CPU this way, 153 us one after another. redis-py
         refuses scripts in a Cluster pipeline: there they go out together, unpipelined."""
         if self.client is not self.pubsub_client:  # a Cluster
-            return list(await asyncio.gather(*(self._run(*call) for call in calls)))
+            return list(await asyncio.gather(*(self.run_script(*call) for call in calls)))
         pipe = self.client.pipeline(transaction=False)
         for name, keys, args in calls:
             pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
-        results = await self._call(pipe.execute(raise_on_error=False))
+        results = await self.call(pipe.execute(raise_on_error=False))
         for number, result in enumerate(results):
             if isinstance(result, redis.exceptions.NoScriptError):  # Redis lost its scripts
-                results[number] = await self._run(*calls[number])
+                results[number] = await self.run_script(*calls[number])
             elif isinstance(result, Exception):
                 raise result
         return list(results)
@@ -550,7 +554,9 @@ class RedisTaskStore:
         extra: list[str],
     ) -> None:
         """Writes `owned.task` alone (see `_write_call`, `_written`)."""
-        result = await self._run(*self._write_call(owned, member, event, flags, runner, extra))
+        result = await self.run_script(
+            *self._write_call(owned, member, event, flags, runner, extra)
+        )
         await self._written(owned, member, event, result)
 
     def _write_call(
@@ -632,7 +638,7 @@ class RedisTaskStore:
         assert webhooks is not None
         if task_id not in self._delivering:
             key = self.keys.replica_deliveries(self.replica_id)
-            await self._call(self.client.sadd(key, task_id))
+            await self.call(self.client.sadd(key, task_id))
             self._delivering.add(task_id)
         if self._push_versions.get(task_id) != version:
             configs = await self.push_configs.for_task(task_id)
@@ -644,7 +650,7 @@ class RedisTaskStore:
 
     async def _delivered(self, task_id: str, config_id: str, position: str) -> None:
         """The webhook's cursor: events up to `position` reached it."""
-        await self._call(self.client.hset(self.keys.push_cursors(task_id), config_id, position))
+        await self.call(self.client.hset(self.keys.push_cursors(task_id), config_id, position))
 
     async def _take_over_deliveries(self, replica: str) -> None:
         """Re-queues, per webhook, the events the stopped `replica` recorded for its tasks but
@@ -653,29 +659,27 @@ class RedisTaskStore:
         if webhooks is None:
             return
         keys = self.keys
-        members = await self._call(self.client.smembers(keys.replica_deliveries(replica)))
+        members = await self.call(self.client.smembers(keys.replica_deliveries(replica)))
         for member in members:
             task_id = member.decode()
             configs = await self.push_configs.for_task(task_id)
             if not configs:
                 continue
             webhooks.configs.mirror(task_id, configs)
-            cursors = await self._call(self.client.hgetall(keys.push_cursors(task_id)))
-            entries = await self._call(self.client.xrange(keys.events(task_id), "-", "+"))
+            cursors = await self.call(self.client.hgetall(keys.push_cursors(task_id)))
+            entries = await self.call(self.client.xrange(keys.events(task_id), "-", "+"))
             for config in webhooks.configs.stored_for(task_id):
-                cursor = _stream_id((cursors.get(config.id.encode()) or b"0-0").decode())
+                cursor = parse_stream_id((cursors.get(config.id.encode()) or b"0-0").decode())
                 missed = [
                     (entry_id.decode(), fields[b"e"])
                     for entry_id, fields in entries
-                    if _stream_id(entry_id.decode()) > cursor
+                    if parse_stream_id(entry_id.decode()) > cursor
                 ]
                 webhooks.replay(config, missed)
             if task_id not in self._delivering:
-                await self._call(
-                    self.client.sadd(keys.replica_deliveries(self.replica_id), task_id)
-                )
+                await self.call(self.client.sadd(keys.replica_deliveries(self.replica_id), task_id))
                 self._delivering.add(task_id)
-        await self._call(self.client.delete(keys.replica_deliveries(replica)))
+        await self.call(self.client.delete(keys.replica_deliveries(replica)))
 
     def _index_call(
         self, scope: Scope, task: a2a_pb2.Task, old_member: str, old_state: int, member: str
@@ -737,7 +741,7 @@ class RedisTaskStore:
 
     async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
         keys = self.keys
-        await self._run(
+        await self.run_script(
             "EMIT",
             [keys.events(task_id)],
             [
@@ -788,7 +792,7 @@ class RedisTaskStore:
         if loaded.task.status.state in TERMINAL_STATES:
             raise TaskFinishedError(task_id, loaded.task.status.state)
         # First stop the run's writes (see STOP), then write CANCELED over the last of them.
-        await self._run("STOP", [self.keys.task(task_id)], [])
+        await self.run_script("STOP", [self.keys.task(task_id)], [])
         for _ in range(8):
             canceled = await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, message)
             if canceled is not None:
@@ -819,7 +823,7 @@ class RedisTaskStore:
             return None  # e.g. the run wrote an event meanwhile: read it again
         runner = loaded.runner
         if runner and runner != self.replica_id:
-            await self._call(self.client.publish(self.keys.cancel_channel(runner), task.id))
+            await self.call(self.client.publish(self.keys.cancel_channel(runner), task.id))
         elif runner == self.replica_id and self.on_remote_cancel is not None:
             self.on_remote_cancel(task.id)
         result = a2a_pb2.Task()
@@ -829,11 +833,11 @@ class RedisTaskStore:
     async def cancel_parked(self, task_id: str, message: a2a_pb2.Message) -> Scope | None:
         loaded = await self._load(task_id)
         if loaded is None:
-            await self._call(self.client.zrem(self.keys.parked, task_id))
+            await self.call(self.client.zrem(self.keys.parked, task_id))
             return None
         state = loaded.task.status.state
         if loaded.runner or state not in INTERRUPTED_STATES:
-            await self._call(self.client.zrem(self.keys.parked, task_id))
+            await self.call(self.client.zrem(self.keys.parked, task_id))
             return None
         try:
             ended = await self._end(loaded, a2a_pb2.TASK_STATE_CANCELED, message)
@@ -844,7 +848,7 @@ class RedisTaskStore:
     # -- reads ----------------------------------------------------------------------------
 
     async def _load(self, task_id: str) -> _Loaded | None:
-        fields = await self._call(
+        fields = await self.call(
             self.client.hmget(
                 self.keys.task(task_id), ["body", "tenant", "owner", "ver", "runner", "ik"]
             )
@@ -892,7 +896,7 @@ class RedisTaskStore:
     async def _read_into(
         self, task_id: str, scope: Scope, target: a2a_pb2.Task, history_length: int | None
     ) -> bool:
-        body, tenant, owner = await self._call(
+        body, tenant, owner = await self.call(
             self.client.hmget(self.keys.task(task_id), ["body", "tenant", "owner"])
         )
         if body is None or Scope(tenant.decode(), owner.decode()) != scope:
@@ -922,7 +926,7 @@ class RedisTaskStore:
         exhausted = False
         batch = max(16, query.page_size + 1)
         while len(page) <= query.page_size and not exhausted:
-            members = await self._call(
+            members = await self.call(
                 self.client.zrange(key, ceiling, floor, desc=True, bylex=True, offset=0, num=batch)
             )
             exhausted = len(members) < batch
@@ -933,7 +937,7 @@ class RedisTaskStore:
             async with self.client.pipeline(transaction=False) as pipe:
                 for member in decoded:
                     pipe.hmget(keys.task(member.partition("|")[2]), ["body", "ik"])
-                rows = await self._call(pipe.execute())
+                rows = await self.call(pipe.execute())
             for member, (body, current) in zip(decoded, rows, strict=True):
                 if body is None or (current or b"").decode() != member:
                     stale.append(member)  # expired, or re-indexed under a newer member
@@ -955,20 +959,20 @@ class RedisTaskStore:
             trim_history(task, query.history_length)
             response.tasks.append(task)
         if stale:
-            await self._call(self.client.zrem(key, *stale))
+            await self.call(self.client.zrem(key, *stale))
         response.total_size = await self._count(key, floor, predicate_state, len(page))
         return response
 
     async def _count(self, key: str, floor: str, state: int, at_least: int) -> int:
         """Tasks matching a ListTasks filter (stale members not yet swept may count too)."""
         if not state:
-            return int(await self._call(self.client.zlexcount(key, floor, "+")))
+            return int(await self.call(self.client.zlexcount(key, floor, "+")))
         # context and state together: walk the context's index (it has no state index)
-        members = await self._call(self.client.zrange(key, floor, "+", bylex=True))
+        members = await self.call(self.client.zrange(key, floor, "+", bylex=True))
         async with self.client.pipeline(transaction=False) as pipe:
             for member in members:
                 pipe.hget(self.keys.task(member.decode().partition("|")[2]), "state")
-            states = await self._call(pipe.execute())
+            states = await self.call(pipe.execute())
         return max(
             at_least, sum(1 for value in states if value is not None and int(value) == state)
         )
@@ -978,7 +982,7 @@ class RedisTaskStore:
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         subscription = await self.events.open(task_id, until_terminal)
         try:
-            fields = await self._run(
+            fields = await self.run_script(
                 "SNAPSHOT", [self.keys.task(task_id), self.keys.events(task_id)], []
             )
         except BaseException:
@@ -998,32 +1002,32 @@ class RedisTaskStore:
 
     async def outcome(self, task_id: str, scope: Scope) -> Outcome:
         """What the first delivery of a message id, on any replica, led to (see dedup)."""
-        return await _RemoteOutcome.follow(self, task_id, scope)
+        return await RemoteOutcome.follow(self, task_id, scope)
 
     # -- message-id claims ----------------------------------------------------------------
 
     async def claim(self, digest: str, value: str, window: float) -> str | None:
         """Sets the claim `value` on `digest` unless one exists; returns the existing one."""
-        existing = await self._run(
+        existing = await self.run_script(
             "CLAIM", [self.keys.claim(digest)], [value, max(1, int(window * 1000))]
         )
         return None if existing is None else existing.decode()
 
     async def unclaim(self, digest: str, value: str) -> None:
-        await self._run("UNCLAIM", [self.keys.claim(digest)], [value])
+        await self.run_script("UNCLAIM", [self.keys.claim(digest)], [value])
 
     # -- housekeeping ---------------------------------------------------------------------
 
     async def parked_longer_than(self, seconds: float) -> Sequence[str]:
         before = int((time.time() - seconds) * 1000)
-        members = await self._call(self.client.zrangebyscore(self.keys.parked, "-inf", before))
+        members = await self.call(self.client.zrangebyscore(self.keys.parked, "-inf", before))
         return [member.decode() for member in members]
 
     async def evict_expired(self) -> int:
         """Deletes finished tasks past their time to live, with their events and index
         entries (their keys also expire on their own a while later, as a backstop)."""
         now_ms = int(time.time() * 1000)
-        expired = await self._call(
+        expired = await self.call(
             self.client.zrangebyscore(self.keys.room_all, "-inf", now_ms, start=0, num=256)
         )
         gone = 0
@@ -1034,10 +1038,10 @@ class RedisTaskStore:
     async def _delete(self, task_id: str) -> int:
         """Deletes one finished task (whoever wins the ZREM does it); 1 when this call did."""
         keys = self.keys
-        if not await self._call(self.client.zrem(keys.room_all, task_id)):
+        if not await self.call(self.client.zrem(keys.room_all, task_id)):
             return 0
         loaded = await self._load(task_id)
-        await self._call(
+        await self.call(
             self.client.delete(
                 keys.task(task_id),
                 keys.events(task_id),
@@ -1047,7 +1051,7 @@ class RedisTaskStore:
             )
         )
         self._delivering.discard(task_id)
-        await self._call(self.client.srem(keys.replica_deliveries(self.replica_id), task_id))
+        await self.call(self.client.srem(keys.replica_deliveries(self.replica_id), task_id))
         if loaded is not None and loaded.member:
             index_keys = [
                 keys.index(loaded.scope, "all"),
@@ -1058,7 +1062,7 @@ class RedisTaskStore:
             async with self.client.pipeline(transaction=False) as pipe:
                 for key in index_keys:
                     pipe.zrem(key, loaded.member)
-                await self._call(pipe.execute())
+                await self.call(pipe.execute())
         if self.on_evict is not None:
             self.on_evict(task_id)
         return 1
@@ -1066,7 +1070,7 @@ class RedisTaskStore:
     async def start(self) -> None:
         """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader
         and starts the lease keeper."""
-        await self._call(self.client.ping())
+        await self.call(self.client.ping())
         await self._use_cluster_if_there_is_one()
         if self.webhooks is not None:
             self.webhooks.on_delivered = self._delivered
@@ -1088,14 +1092,14 @@ class RedisTaskStore:
     async def _heartbeat(self) -> None:
         """Renews this replica's lease, and reaps the replicas whose lease ran out."""
         now = time.time()
-        dead = await self._run(
+        dead = await self.run_script(
             "HEARTBEAT",
             [self.keys.replicas],
             [self.replica_id, int((now + self.lease) * 1000), int(now * 1000)],
         )
         for replica in dead:
             name = replica.decode()
-            if name != self.replica_id and await self._call(
+            if name != self.replica_id and await self.call(
                 self.client.zrem(self.keys.replicas, name)
             ):
                 await self._reap(name)
@@ -1105,7 +1109,7 @@ class RedisTaskStore:
         task it was running (spec decision §9.11)."""
         await self._take_over_deliveries(replica)
         keys = self.keys
-        tasks = await self._call(self.client.hgetall(keys.replica_tasks(replica)))
+        tasks = await self.call(self.client.hgetall(keys.replica_tasks(replica)))
         orphans: list[_Loaded] = []
         for member, scope_text in tasks.items():  # rooms first: a FAILED seen means all done
             task_id = member.decode()
@@ -1123,7 +1127,7 @@ class RedisTaskStore:
             with contextlib.suppress(TaskFinishedError):
                 if await self._end(loaded, a2a_pb2.TASK_STATE_FAILED, text) is not None:
                     failed += 1
-        await self._call(self.client.delete(keys.replica_tasks(replica)))
+        await self.call(self.client.delete(keys.replica_tasks(replica)))
         if failed:
             log.warning("replica %s stopped: %d of its tasks were marked FAILED", replica, failed)
 
@@ -1151,380 +1155,8 @@ class RedisTaskStore:
         self._background.clear()
         with contextlib.suppress(StoreUnavailableError):
             expired = int(time.time() * 1000) - 1
-            await self._call(self.client.zadd(self.keys.replicas, {self.replica_id: expired}))
+            await self.call(self.client.zadd(self.keys.replicas, {self.replica_id: expired}))
         await self.events.close()
         await self.client.aclose()
         if self.pubsub_client is not self.client:
             await self.pubsub_client.aclose()
-
-
-class RedisPushConfigs:
-    """Push configs in Redis, beside their task: a hash of config id -> config, and a version
-    that every change increments (so the replica delivering the task's events knows to read
-    them again). Listed by id."""
-
-    def __init__(self, store: RedisTaskStore) -> None:
-        self.store = store
-
-    async def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig
-    ) -> a2a_pb2.TaskPushNotificationConfig:
-        stored = a2a_pb2.TaskPushNotificationConfig()
-        stored.CopyFrom(config)
-        if not stored.id:
-            stored.id = new_id()
-        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString())
-        return stored
-
-    async def _change(self, task_id: str, *change: Any) -> None:
-        keys = self.store.keys
-        await self.store._run(
-            "PUSH_CHANGE", [keys.push(task_id), keys.push_version(task_id)], list(change)
-        )
-
-    async def count(self, task_id: str) -> int:
-        return int(await self.store._call(self.store.client.hlen(self.store.keys.push(task_id))))
-
-    async def has(self, task_id: str, config_id: str) -> bool:
-        store = self.store
-        return bool(await store._call(store.client.hexists(store.keys.push(task_id), config_id)))
-
-    async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
-        store = self.store
-        raw = await store._call(store.client.hget(store.keys.push(task_id), config_id))
-        return None if raw is None else a2a_pb2.TaskPushNotificationConfig.FromString(raw)
-
-    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        store = self.store
-        raw = await store._call(store.client.hgetall(store.keys.push(task_id)))
-        return [
-            a2a_pb2.TaskPushNotificationConfig.FromString(raw[config_id])
-            for config_id in sorted(raw)
-        ]
-
-    async def delete(self, task_id: str, config_id: str) -> None:
-        await self._change(task_id, "delete", config_id)
-
-    async def drop_task(self, task_id: str) -> None:
-        keys = self.store.keys
-        await self.store._call(
-            self.store.client.delete(keys.push(task_id), keys.push_version(task_id))
-        )
-
-
-def _stream_id(text: str) -> tuple[int, int]:
-    milliseconds, _, sequence = text.partition("-")
-    return int(milliseconds), int(sequence or 0)
-
-
-class _EventReader:
-    """This replica's one pub/sub connection: the channels of the tasks its streams watch, and
-    its cancel channel. Fans each event out to the local subscriptions (broker.Subscription,
-    so overflow and closing behave as in the in-memory store)."""
-
-    def __init__(self, store: RedisTaskStore, queue_size: int) -> None:
-        self.store = store
-        self.queue_size = queue_size
-        self._pubsub: Any = None
-        self._reader: asyncio.Task[None] | None = None
-        self._subscribers: dict[str, list[Subscription]] = {}  # by task id
-        # Subscriptions waiting for their snapshot's stream id, with the events seen meanwhile.
-        self._pending: dict[Subscription, list[tuple[tuple[int, int], bytes, str]]] = {}
-        self._after: dict[Subscription, tuple[int, int]] = {}
-        self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
-        self._cancel_channel = store.keys.cancel_channel(store.replica_id)
-        self._restarting: asyncio.Task[None] | None = None
-        self._unsubscribing: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        self._pubsub = self.store.pubsub_client.pubsub()
-        await self._subscribe_channel(self._cancel_channel)
-
-    def restart(self) -> None:
-        """After Redis came back: a fresh connection (the streams it served already ended)."""
-        self._restarting = asyncio.get_running_loop().create_task(self._restart())
-
-    async def _restart(self) -> None:
-        # Streams open now may have missed events while Redis did not answer: they end
-        # (UNAVAILABLE) and their clients resubscribe for a fresh snapshot.
-        self._fail_all(
-            StoreUnavailableError("the task store (Redis) was unavailable; subscribe again")
-        )
-        reader, self._reader = self._reader, None
-        if reader is not None:  # stop reading before the connection goes back to the pool
-            reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
-        old, self._pubsub = self._pubsub, None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.aclose()
-        with contextlib.suppress(StoreUnavailableError):
-            await self.start()  # down again: the store's probe calls restart() once more
-
-    async def _subscribe_channel(self, channel: str) -> None:
-        """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
-        if self._pubsub is None:  # between a failure and the reader's restart
-            raise StoreUnavailableError("the task store (Redis) is reconnecting; retry shortly")
-        confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # Failed by `_fail_all` after a timeout here gave up on it: retrieve it, unlogged.
-        confirmed.add_done_callback(lambda future: future.cancelled() or future.exception())
-        self._confirmations.setdefault(channel, []).append(confirmed)
-        await self.store._call(self._pubsub.subscribe(channel))
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.get_running_loop().create_task(self._read())
-        try:
-            # Not a Redis call, so bounded here: the store's timeout, as a read would be.
-            await self.store._call(asyncio.wait_for(asyncio.shield(confirmed), self.store.timeout))
-        finally:
-            waiting = self._confirmations.get(channel)
-            if waiting is not None and confirmed in waiting:
-                waiting.remove(confirmed)
-
-    async def open(self, task_id: str, until_terminal: bool) -> Subscription:
-        subscription = Subscription(self, task_id, self.queue_size, until_terminal)
-        self._pending[subscription] = []
-        subscribers = self._subscribers.get(task_id)
-        if subscribers is None:
-            self._subscribers[task_id] = [subscription]
-            try:
-                await self._subscribe_channel(self.store.keys.channel(task_id))
-            except BaseException:
-                subscription.cancel()
-                raise
-        else:
-            subscribers.append(subscription)
-        return subscription
-
-    def start_after(self, subscription: Subscription, stream_id: str) -> None:
-        """Passes on the events after `stream_id` (the snapshot's last), now and from now on."""
-        after = _stream_id(stream_id)
-        seen = self._pending.pop(subscription, [])
-        self._after[subscription] = after
-        for event_id, payload, flags in seen:
-            if event_id > after:
-                self._deliver(subscription, event_id, payload, flags)
-
-    async def _read(self) -> None:
-        pubsub = self._pubsub
-        try:
-            while True:
-                message = await pubsub.parse_response(block=True)
-                self._dispatch(message)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("the task store's event connection broke: %s", exc)
-            self._fail_all(
-                StoreUnavailableError(
-                    "the task store (Redis) connection broke; call SubscribeToTask again"
-                )
-            )
-            self.store._set_healthy(False)
-
-    def _dispatch(self, message: Any) -> None:
-        kind = message[0].decode() if isinstance(message[0], bytes) else str(message[0])
-        channel = message[1].decode()
-        if kind == "subscribe":
-            waiting = self._confirmations.get(channel)
-            if waiting:
-                future = waiting.pop(0)
-                if not future.done():
-                    future.set_result(None)
-            return
-        if kind != "message":
-            return
-        data: bytes = message[2]
-        if channel == self._cancel_channel:
-            callback = self.store.on_remote_cancel
-            if callback is not None:
-                callback(data.decode())
-            return
-        task_id = channel[len(self.store.keys.prefix) + 4 :]  # after "<prefix>:ev:"
-        subscribers = self._subscribers.get(task_id)
-        if not subscribers:
-            return
-        head, _, rest = data.partition(b"\n")
-        flag_bytes, _, payload = rest.partition(b"\n")
-        event_id = _stream_id(head.decode())
-        flags = flag_bytes.decode()
-        for subscription in list(subscribers):
-            pending = self._pending.get(subscription)
-            if pending is not None:
-                pending.append((event_id, payload, flags))
-            elif event_id > self._after.get(subscription, (0, 0)):
-                self._deliver(subscription, event_id, payload, flags)
-
-    def _deliver(
-        self, subscription: Subscription, event_id: tuple[int, int], payload: bytes, flags: str
-    ) -> None:
-        self._after[subscription] = event_id
-        if subscription._offer(a2a_pb2.StreamResponse.FromString(payload)) < 0:
-            subscription.cancel()
-            return
-        if flags == "t" or (flags == "i" and not subscription.until_terminal):
-            subscription._close()
-            subscription.cancel()
-
-    def _remove(self, task_id: str, subscription: Subscription) -> None:
-        self._pending.pop(subscription, None)
-        self._after.pop(subscription, None)
-        subscribers = self._subscribers.get(task_id)
-        if subscribers is None or subscription not in subscribers:
-            return
-        subscribers.remove(subscription)
-        if not subscribers:
-            del self._subscribers[task_id]
-            pubsub = self._pubsub
-            if pubsub is not None and self.store.healthy:
-                job = asyncio.get_running_loop().create_task(self._unsubscribe(pubsub, task_id))
-                self._unsubscribing.add(job)
-                job.add_done_callback(self._unsubscribing.discard)
-
-    async def _unsubscribe(self, pubsub: Any, task_id: str) -> None:
-        if task_id in self._subscribers:
-            return  # someone subscribed again meanwhile
-        with contextlib.suppress(Exception):
-            await pubsub.unsubscribe(self.store.keys.channel(task_id))
-
-    def _fail_all(self, error: Exception) -> None:
-        for subscribers in list(self._subscribers.values()):
-            for subscription in list(subscribers):
-                subscription._fail(error)
-                subscription.cancel()
-        for waiting in self._confirmations.values():
-            for future in waiting:
-                if not future.done():
-                    future.set_exception(error)
-        self._confirmations.clear()
-
-    async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.wait([self._reader], timeout=self.store.timeout)
-        if self._pubsub is not None:
-            with contextlib.suppress(Exception):
-                await self._pubsub.aclose()
-
-
-class _RemoteOutcome:
-    """The outcome of a message id's first delivery, which another replica (or an earlier
-    process) runs: followed through the task's events, like a stream would."""
-
-    def __init__(self, task_id: str, scope: Scope) -> None:
-        self.task_id = task_id
-        self.scope = scope
-        self.reply_message: a2a_pb2.Message | None = None
-        self.started = asyncio.Event()
-        self.settled = asyncio.Event()
-        self._follower: asyncio.Task[None] | None = None
-
-    @classmethod
-    async def follow(cls, store: RedisTaskStore, task_id: str, scope: Scope) -> _RemoteOutcome:
-        outcome = cls(task_id, scope)
-        subscription = await store.events.open(task_id, until_terminal=False)
-        try:
-            fields = await store._run(
-                "SNAPSHOT", [store.keys.task(task_id), store.keys.events(task_id)], []
-            )
-            body = fields[0]
-            if body is not None:
-                outcome._saw(a2a_pb2.StreamResponse(task=a2a_pb2.Task.FromString(body)))
-                store.events.start_after(subscription, fields[6].decode())
-            else:  # not created yet, or a direct reply: read its events from the start
-                store.events.start_after(subscription, "0-0")
-                for _, entry in await store._call(
-                    store.client.xrange(store.keys.events(task_id), "-", "+", count=4)
-                ):
-                    outcome._saw(a2a_pb2.StreamResponse.FromString(entry[b"e"]))
-        except BaseException:
-            subscription.cancel()
-            raise
-        if outcome.settled.is_set():
-            subscription.cancel()
-        else:
-            outcome._follower = asyncio.get_running_loop().create_task(
-                outcome._follow(subscription)
-            )
-        return outcome
-
-    async def _follow(self, subscription: Subscription) -> None:
-        try:
-            async for event in subscription:
-                self._saw(event)
-                if self.settled.is_set():
-                    return
-        except Exception:
-            log.debug("lost the events of task %s", self.task_id, exc_info=True)
-        finally:
-            subscription.cancel()
-            self.started.set()  # whoever waits reads the task as it stands
-            self.settled.set()
-
-    def _saw(self, event: a2a_pb2.StreamResponse) -> None:
-        kind = event.WhichOneof("payload")
-        if kind == "message":
-            self.reply_message = event.message
-            self.started.set()
-            self.settled.set()
-        elif kind == "task":
-            self.started.set()
-            if event.task.status.state in SETTLED_STATES:
-                self.settled.set()
-        elif kind == "status_update":
-            self.started.set()
-            if event.status_update.status.state in SETTLED_STATES:
-                self.settled.set()
-
-
-def message_digest(message: a2a_pb2.Message) -> str:
-    """A fingerprint of a message's content that every process computes alike."""
-    return hashlib.blake2b(
-        message.SerializeToString(deterministic=True), digest_size=16
-    ).hexdigest()
-
-
-class SharedDedupWindow(DedupWindow):
-    """The idempotency window over Redis: this process's window for repeats of runs it holds,
-    plus a claim in Redis that decides, across replicas, which delivery runs."""
-
-    def __init__(self, store: RedisTaskStore, *, window: float, capacity: int) -> None:
-        super().__init__(window=window, capacity=capacity)
-        self.store = store
-        self._claims: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
-
-    @staticmethod
-    def _key_digest(key: Key) -> str:
-        joined = "\x00".join(key).encode()
-        return hashlib.blake2b(joined, digest_size=16).hexdigest()
-
-    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
-        digest = self._key_digest(key)
-        content = message_digest(message)
-        value = f"{content}|{task_id}"
-        existing = await self.store.claim(digest, value, self.window)
-        if existing is None:
-            self._claims[key] = (digest, value)
-            return None
-        first_content, _, first_task = existing.partition("|")
-        if first_content != content:
-            raise InvalidParamsError(
-                f"message_id {key[2]!r} was already used for a different "
-                "message: mint a new message_id for new content",
-                field_violations=[
-                    FieldViolation("message.message_id", "already used for different content")
-                ],
-            )
-        return await self.store.outcome(first_task, Scope(key[0], key[1]))
-
-    async def unclaim(self, key: Key) -> None:
-        claimed = self._claims.pop(key, None)
-        if claimed is not None:
-            await self.store.unclaim(*claimed)
-
-    def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
-        self._claims.pop(key, None)
-        super().remember(key, message, run)
-
-
-__all__ = ["REPLICA_STOPPED_TEXT", "RedisTaskStore", "SharedDedupWindow", "message_digest"]

@@ -21,6 +21,10 @@ LAYERS = {
     "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
 }
 PROTOCOL_CORE = (
+    "tasks/redis_store",
+    "tasks/redis_events",
+    "tasks/redis_push",
+    "tasks/redis_dedup",
     "handler",
     "run",
     "tasks/base",

@@ -1,0 +1,290 @@
+"""The events side of the Redis task store: each replica's one pub/sub reader, which feeds its
+local streams, and the outcome of a message id whose first delivery another replica runs.
+
+Events are published by the store's write scripts on the task's channel, as "<stream id>\n
+<flags>\n<StreamResponse bytes>"; flags "t" (terminal, or a direct reply) closes every stream,
+"i" (interrupted) the send streams. See redis_store.py for the keys and the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from a2a_grpc.core.states import SETTLED_STATES
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.broker import Subscription
+from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+
+log = logging.getLogger(__name__)
+
+
+def parse_stream_id(text: str) -> tuple[int, int]:
+    """A stream entry id ("<ms>-<seq>") as a tuple that orders like the ids."""
+    milliseconds, _, sequence = text.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+class EventReader:
+    """This replica's one pub/sub connection: the channels of the tasks its streams watch, and
+    its cancel channel. Fans each event out to the local subscriptions (broker.Subscription,
+    so overflow and closing behave as in the in-memory store)."""
+
+    def __init__(self, store: RedisTaskStore, queue_size: int) -> None:
+        self.store = store
+        self.queue_size = queue_size
+        self._pubsub: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._subscribers: dict[str, list[Subscription]] = {}  # by task id
+        # Subscriptions waiting for their snapshot's stream id, with the events seen meanwhile.
+        self._pending: dict[Subscription, list[tuple[tuple[int, int], bytes, str]]] = {}
+        self._after: dict[Subscription, tuple[int, int]] = {}
+        self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
+        self._cancel_channel = store.keys.cancel_channel(store.replica_id)
+        self._restarting: asyncio.Task[None] | None = None
+        self._unsubscribing: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._pubsub = self.store.pubsub_client.pubsub()
+        await self._subscribe_channel(self._cancel_channel)
+
+    def restart(self) -> None:
+        """After Redis came back: a fresh connection (the streams it served already ended)."""
+        self._restarting = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        # Streams open now may have missed events while Redis did not answer: they end
+        # (UNAVAILABLE) and their clients resubscribe for a fresh snapshot.
+        self._fail_all(
+            StoreUnavailableError("the task store (Redis) was unavailable; subscribe again")
+        )
+        reader, self._reader = self._reader, None
+        if reader is not None:  # stop reading before the connection goes back to the pool
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+        old, self._pubsub = self._pubsub, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.aclose()
+        with contextlib.suppress(StoreUnavailableError):
+            await self.start()  # down again: the store's probe calls restart() once more
+
+    async def _subscribe_channel(self, channel: str) -> None:
+        """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
+        if self._pubsub is None:  # between a failure and the reader's restart
+            raise StoreUnavailableError("the task store (Redis) is reconnecting; retry shortly")
+        confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Failed by `_fail_all` after a timeout here gave up on it: retrieve it, unlogged.
+        confirmed.add_done_callback(lambda future: future.cancelled() or future.exception())
+        self._confirmations.setdefault(channel, []).append(confirmed)
+        await self.store.call(self._pubsub.subscribe(channel))
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.get_running_loop().create_task(self._read())
+        try:
+            # Not a Redis call, so bounded here: the store's timeout, as a read would be.
+            await self.store.call(asyncio.wait_for(asyncio.shield(confirmed), self.store.timeout))
+        finally:
+            waiting = self._confirmations.get(channel)
+            if waiting is not None and confirmed in waiting:
+                waiting.remove(confirmed)
+
+    async def open(self, task_id: str, until_terminal: bool) -> Subscription:
+        subscription = Subscription(self, task_id, self.queue_size, until_terminal)
+        self._pending[subscription] = []
+        subscribers = self._subscribers.get(task_id)
+        if subscribers is None:
+            self._subscribers[task_id] = [subscription]
+            try:
+                await self._subscribe_channel(self.store.keys.channel(task_id))
+            except BaseException:
+                subscription.cancel()
+                raise
+        else:
+            subscribers.append(subscription)
+        return subscription
+
+    def start_after(self, subscription: Subscription, stream_id: str) -> None:
+        """Passes on the events after `stream_id` (the snapshot's last), now and from now on."""
+        after = parse_stream_id(stream_id)
+        seen = self._pending.pop(subscription, [])
+        self._after[subscription] = after
+        for event_id, payload, flags in seen:
+            if event_id > after:
+                self._deliver(subscription, event_id, payload, flags)
+
+    async def _read(self) -> None:
+        pubsub = self._pubsub
+        try:
+            while True:
+                message = await pubsub.parse_response(block=True)
+                self._dispatch(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("the task store's event connection broke: %s", exc)
+            self._fail_all(
+                StoreUnavailableError(
+                    "the task store (Redis) connection broke; call SubscribeToTask again"
+                )
+            )
+            self.store.set_healthy(False)
+
+    def _dispatch(self, message: Any) -> None:
+        kind = message[0].decode() if isinstance(message[0], bytes) else str(message[0])
+        channel = message[1].decode()
+        if kind == "subscribe":
+            waiting = self._confirmations.get(channel)
+            if waiting:
+                future = waiting.pop(0)
+                if not future.done():
+                    future.set_result(None)
+            return
+        if kind != "message":
+            return
+        data: bytes = message[2]
+        if channel == self._cancel_channel:
+            callback = self.store.on_remote_cancel
+            if callback is not None:
+                callback(data.decode())
+            return
+        task_id = channel[len(self.store.keys.prefix) + 4 :]  # after "<prefix>:ev:"
+        subscribers = self._subscribers.get(task_id)
+        if not subscribers:
+            return
+        head, _, rest = data.partition(b"\n")
+        flag_bytes, _, payload = rest.partition(b"\n")
+        event_id = parse_stream_id(head.decode())
+        flags = flag_bytes.decode()
+        for subscription in list(subscribers):
+            pending = self._pending.get(subscription)
+            if pending is not None:
+                pending.append((event_id, payload, flags))
+            elif event_id > self._after.get(subscription, (0, 0)):
+                self._deliver(subscription, event_id, payload, flags)
+
+    def _deliver(
+        self, subscription: Subscription, event_id: tuple[int, int], payload: bytes, flags: str
+    ) -> None:
+        self._after[subscription] = event_id
+        if subscription._offer(a2a_pb2.StreamResponse.FromString(payload)) < 0:
+            subscription.cancel()
+            return
+        if flags == "t" or (flags == "i" and not subscription.until_terminal):
+            subscription._close()
+            subscription.cancel()
+
+    def _remove(self, task_id: str, subscription: Subscription) -> None:
+        self._pending.pop(subscription, None)
+        self._after.pop(subscription, None)
+        subscribers = self._subscribers.get(task_id)
+        if subscribers is None or subscription not in subscribers:
+            return
+        subscribers.remove(subscription)
+        if not subscribers:
+            del self._subscribers[task_id]
+            pubsub = self._pubsub
+            if pubsub is not None and self.store.healthy:
+                job = asyncio.get_running_loop().create_task(self._unsubscribe(pubsub, task_id))
+                self._unsubscribing.add(job)
+                job.add_done_callback(self._unsubscribing.discard)
+
+    async def _unsubscribe(self, pubsub: Any, task_id: str) -> None:
+        if task_id in self._subscribers:
+            return  # someone subscribed again meanwhile
+        with contextlib.suppress(Exception):
+            await pubsub.unsubscribe(self.store.keys.channel(task_id))
+
+    def _fail_all(self, error: Exception) -> None:
+        for subscribers in list(self._subscribers.values()):
+            for subscription in list(subscribers):
+                subscription._fail(error)
+                subscription.cancel()
+        for waiting in self._confirmations.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_exception(error)
+        self._confirmations.clear()
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.wait([self._reader], timeout=self.store.timeout)
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+
+
+class RemoteOutcome:
+    """The outcome of a message id's first delivery, which another replica (or an earlier
+    process) runs: followed through the task's events, like a stream would."""
+
+    def __init__(self, task_id: str, scope: Scope) -> None:
+        self.task_id = task_id
+        self.scope = scope
+        self.reply_message: a2a_pb2.Message | None = None
+        self.started = asyncio.Event()
+        self.settled = asyncio.Event()
+        self._follower: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def follow(cls, store: RedisTaskStore, task_id: str, scope: Scope) -> RemoteOutcome:
+        outcome = cls(task_id, scope)
+        subscription = await store.events.open(task_id, until_terminal=False)
+        try:
+            fields = await store.run_script(
+                "SNAPSHOT", [store.keys.task(task_id), store.keys.events(task_id)], []
+            )
+            body = fields[0]
+            if body is not None:
+                outcome._saw(a2a_pb2.StreamResponse(task=a2a_pb2.Task.FromString(body)))
+                store.events.start_after(subscription, fields[6].decode())
+            else:  # not created yet, or a direct reply: read its events from the start
+                store.events.start_after(subscription, "0-0")
+                for _, entry in await store.call(
+                    store.client.xrange(store.keys.events(task_id), "-", "+", count=4)
+                ):
+                    outcome._saw(a2a_pb2.StreamResponse.FromString(entry[b"e"]))
+        except BaseException:
+            subscription.cancel()
+            raise
+        if outcome.settled.is_set():
+            subscription.cancel()
+        else:
+            outcome._follower = asyncio.get_running_loop().create_task(
+                outcome._follow(subscription)
+            )
+        return outcome
+
+    async def _follow(self, subscription: Subscription) -> None:
+        try:
+            async for event in subscription:
+                self._saw(event)
+                if self.settled.is_set():
+                    return
+        except Exception:
+            log.debug("lost the events of task %s", self.task_id, exc_info=True)
+        finally:
+            subscription.cancel()
+            self.started.set()  # whoever waits reads the task as it stands
+            self.settled.set()
+
+    def _saw(self, event: a2a_pb2.StreamResponse) -> None:
+        kind = event.WhichOneof("payload")
+        if kind == "message":
+            self.reply_message = event.message
+            self.started.set()
+            self.settled.set()
+        elif kind == "task":
+            self.started.set()
+            if event.task.status.state in SETTLED_STATES:
+                self.settled.set()
+        elif kind == "status_update":
+            self.started.set()
+            if event.status_update.status.state in SETTLED_STATES:
+                self.settled.set()

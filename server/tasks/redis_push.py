@@ -1,0 +1,65 @@
+"""Push-notification configs in Redis, beside their task (see redis_store.py for the keys)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from a2a_grpc.core.ids import new_id
+from a2a_grpc.generated import a2a_pb2
+
+if TYPE_CHECKING:
+    from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+
+
+class RedisPushConfigs:
+    """Push configs in Redis, beside their task: a hash of config id -> config, and a version
+    that every change increments (so the replica delivering the task's events knows to read
+    them again). Listed by id."""
+
+    def __init__(self, store: RedisTaskStore) -> None:
+        self.store = store
+
+    async def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        if not stored.id:
+            stored.id = new_id()
+        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString())
+        return stored
+
+    async def _change(self, task_id: str, *change: Any) -> None:
+        keys = self.store.keys
+        await self.store.run_script(
+            "PUSH_CHANGE", [keys.push(task_id), keys.push_version(task_id)], list(change)
+        )
+
+    async def count(self, task_id: str) -> int:
+        return int(await self.store.call(self.store.client.hlen(self.store.keys.push(task_id))))
+
+    async def has(self, task_id: str, config_id: str) -> bool:
+        store = self.store
+        return bool(await store.call(store.client.hexists(store.keys.push(task_id), config_id)))
+
+    async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
+        store = self.store
+        raw = await store.call(store.client.hget(store.keys.push(task_id), config_id))
+        return None if raw is None else a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        store = self.store
+        raw = await store.call(store.client.hgetall(store.keys.push(task_id)))
+        return [
+            a2a_pb2.TaskPushNotificationConfig.FromString(raw[config_id])
+            for config_id in sorted(raw)
+        ]
+
+    async def delete(self, task_id: str, config_id: str) -> None:
+        await self._change(task_id, "delete", config_id)
+
+    async def drop_task(self, task_id: str) -> None:
+        keys = self.store.keys
+        await self.store.call(
+            self.store.client.delete(keys.push(task_id), keys.push_version(task_id))
+        )
