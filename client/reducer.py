@@ -111,8 +111,10 @@ def _on_task(view: TaskView, snapshot: a2a_pb2.Task) -> TaskView:
     if not snapshot.id:
         raise InvalidAgentResponseError("Task without an id")
     _check_task_id(view, snapshot.id, "task")
-    ids = {artifact.artifact_id for artifact in snapshot.artifacts}
-    return replace(view, task=snapshot, completed_artifacts=view.completed_artifacts & ids)
+    # A snapshot's artifacts are complete as far as anyone can know (a Task carries no chunk
+    # state), so a view folded from GetTask equals the streamed view of a finished task.
+    ids = frozenset(artifact.artifact_id for artifact in snapshot.artifacts)
+    return replace(view, task=snapshot, completed_artifacts=ids)
 
 
 def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> TaskView:
@@ -130,7 +132,7 @@ def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> Tas
     completed = view.completed_artifacts
     if update.last_chunk:
         completed = completed | {artifact_id}
-    elif not update.append:
+    else:  # a new artifact, a replacement, or more chunks after a "last" one: not complete
         completed = completed - {artifact_id}
     return replace(view, task=task, completed_artifacts=completed)
 

@@ -80,6 +80,26 @@ def test_chunk_completion_follows_last_chunk() -> None:
     view = fold(view, chunk("new"))
     assert view.completed_artifacts == frozenset()
     assert texts(view) == ["new"]
+    view = fold(view, chunk("end", append=True, last_chunk=True))
+    assert view.completed_artifacts == {"a1"}
+    # More chunks after the "last" one: incomplete again until the next last_chunk.
+    view = fold(view, chunk("more", append=True))
+    assert view.completed_artifacts == frozenset()
+
+
+def test_a_snapshot_s_artifacts_are_complete_so_get_task_equals_the_stream() -> None:
+    streamed = reduce(
+        [
+            task(),
+            chunk("Hel", name="greeting"),
+            chunk("lo", append=True, last_chunk=True),
+            status(pb.TASK_STATE_COMPLETED),
+        ]
+    )
+    assert streamed.task is not None
+    polled = reduce([pb.StreamResponse(task=streamed.task)])
+    assert polled.completed_artifacts == streamed.completed_artifacts == {"a1"}
+    assert polled.task == streamed.task
 
 
 def test_artifacts_with_different_ids_are_kept_apart() -> None:
