@@ -129,12 +129,12 @@ def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> Tas
         existing.CopyFrom(update.artifact)
     else:
         task.artifacts.append(update.artifact)
+    # Complete at a last chunk; a new artifact, a replacement, or more chunks after a "last"
+    # one are not.
     completed = view.completed_artifacts
     if update.last_chunk:
-        completed = completed | {artifact_id}
-    else:  # a new artifact, a replacement, or more chunks after a "last" one: not complete
-        completed = completed - {artifact_id}
-    return replace(view, task=task, completed_artifacts=completed)
+        return replace(view, task=task, completed_artifacts=completed | {artifact_id})
+    return replace(view, task=task, completed_artifacts=completed - {artifact_id})
 
 
 def _append_chunk(artifact: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:
