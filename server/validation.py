@@ -96,11 +96,12 @@ def check_content(
     max_inline_bytes: int,
     max_message_bytes: int,
 ) -> int:
-    """Part media types against `accepted_input_modes` (empty: any), then the inline size cap,
-    then the message's serialized size (every part counts: text, data, raw, url, and metadata).
-    Returns that size."""
-    if input_modes:
-        for index, part in enumerate(message.parts):
+    """Each part in turn: its media type against `accepted_input_modes` (empty: any), then its
+    inline size cap, before the next part (so the first bad part is the one reported); then the
+    message's serialized size (every part counts: text, data, raw, url, and metadata). Returns
+    that size."""
+    for index, part in enumerate(message.parts):
+        if input_modes:
             kind = part.WhichOneof("content") or ""
             media_type = part.media_type or _IMPLIED_MEDIA_TYPES.get(kind, "")
             if media_type and not _matches(media_type, input_modes):
@@ -109,7 +110,6 @@ def check_content(
                     f"{', '.join(input_modes)}",
                     metadata={"mediaType": media_type},
                 )
-    for index, part in enumerate(message.parts):
         if part.HasField("raw") and len(part.raw) > max_inline_bytes:
             raise InvalidParamsError(
                 f"message.parts[{index}] carries {len(part.raw)} bytes inline; the limit is "

@@ -96,6 +96,29 @@ async def test_inline_raw_over_the_cap_asks_for_a_url(
     assert agent.runs == 0
 
 
+async def test_parts_are_checked_in_order_type_then_size(
+    strict: tuple[Harness, CountingAgent],
+) -> None:
+    harness, agent = strict
+    oversized_then_unsupported = send_request()
+    oversized_then_unsupported.message.parts.add(raw=b"x" * 17, media_type="image/png")
+    oversized_then_unsupported.message.parts.add(
+        url="https://x/y.pdf", media_type="application/pdf"
+    )
+    error = await _fails(harness, oversized_then_unsupported)
+    # The first bad part's size is reported, before the next part's type.
+    assert error_reason(error) == "INVALID_PARAMS"
+    assert "message.parts[1]" in (error.details() or "")  # [0] is the request's text
+    unsupported_then_oversized = send_request()
+    unsupported_then_oversized.message.parts.add(
+        url="https://x/y.pdf", media_type="application/pdf"
+    )
+    unsupported_then_oversized.message.parts.add(raw=b"x" * 17, media_type="image/png")
+    error = await _fails(harness, unsupported_then_oversized)
+    assert error_reason(error) == "CONTENT_TYPE_NOT_SUPPORTED"
+    assert agent.runs == 0
+
+
 async def test_required_extension_must_be_activated(
     strict: tuple[Harness, CountingAgent],
 ) -> None:
