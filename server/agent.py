@@ -114,12 +114,13 @@ class TaskEvents(Protocol):
         """States what the work will cost before doing it (budget extension).
 
         Over the budget (with what was already spent), the task ends REJECTED with a data part
-        saying why, and BudgetExceededError is raised.
+        saying why, and BudgetExceededError is raised. Without a budget it always passes.
         """
         ...
 
     async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
-        """Records spent cost (in the budget's currency unless given).
+        """Records spent cost (in the budget's currency unless given; without a budget, in the
+        first charge's currency, else USD: `spend.DEFAULT_CURRENCY`).
 
         If it would take the task over its budget, nothing is recorded, the task ends FAILED with
         a data part saying why, and BudgetExceededError is raised. The running cost is kept in

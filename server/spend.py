@@ -3,7 +3,8 @@
 A `Ledger` holds the budget the request stated (or the task carried) and the cost charged so
 far. It checks amounts the agent quotes or charges, and says when one would cross the budget;
 the task run records what follows (REJECTED for a quote, FAILED for a charge). Amounts are
-decimals in one currency per task.
+decimals in one currency per task: the budget's, else the first charge's, else
+`DEFAULT_CURRENCY`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any, NamedTuple
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money
 from a2a_grpc.server.agent import AgentContractError
+
+DEFAULT_CURRENCY = "USD"
+"""The currency of a cost recorded without a budget or a currency named by the agent."""
 
 
 class OverBudget(NamedTuple):
@@ -36,7 +40,8 @@ class Ledger:
         self.cost = cost
 
     def quote(self, amount: Decimal | str) -> OverBudget | None:
-        """The refusal when the quoted work would take the cost over the budget, else None."""
+        """The refusal when the quoted work would take the cost over the budget, else None
+        (always None without a budget: nothing to exceed)."""
         price = self._money(amount, None)
         if self.budget is not None and self._spent() + price.amount > self.budget.amount:
             return self._refusal(
@@ -78,9 +83,7 @@ class Ledger:
 
     def _money(self, amount: Decimal | str, currency: str | None) -> Money:
         known = self.budget or self.cost
-        code = currency or (known.currency if known else "")
-        if not code:
-            raise AgentContractError("charge(): give a currency when the request has no budget")
+        code = currency or (known.currency if known else DEFAULT_CURRENCY)
         if known is not None and code != known.currency:
             raise AgentContractError(
                 f"charge() in {code}, but this task counts in {known.currency}"

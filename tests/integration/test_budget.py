@@ -13,6 +13,7 @@ from a2a_grpc.client.messages import user_message
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, budget_of, cost_of, with_budget
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.spend import DEFAULT_CURRENCY
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
 
 
@@ -35,6 +36,13 @@ async def test_cost_is_reported_in_the_task_and_the_last_status_update(demo: Har
     task = await demo.stub.GetTask(a2a_pb2.GetTaskRequest(id=events[0].task.id))
     assert cost_of(task) == Money(Decimal("3.0"), "EUR")
     assert budget_of(task) == Money(Decimal("10"), "EUR")
+
+
+async def test_spend_without_a_budget_completes_and_reports_its_cost(demo: Harness) -> None:
+    task = (await demo.stub.SendMessage(send_request("spend 0.02"))).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert cost_of(task) == Money(Decimal("0.02"), DEFAULT_CURRENCY)
+    assert budget_of(task) is None
 
 
 async def test_echo_is_charged_per_part(demo: Harness) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money
 from a2a_grpc.server.agent import AgentContractError
-from a2a_grpc.server.spend import Ledger
+from a2a_grpc.server.spend import DEFAULT_CURRENCY, Ledger
 
 
 def test_quotes_and_charges_against_a_budget() -> None:
@@ -33,11 +33,21 @@ def test_quotes_and_charges_against_a_budget() -> None:
 def test_without_a_budget_charges_only_count() -> None:
     ledger = Ledger(None, None)
     assert ledger.metadata() is None
-    with pytest.raises(AgentContractError, match="give a currency"):
-        ledger.charge("1")
-    assert ledger.charge("1", "USD") is None and ledger.quote("1000") is None
-    with pytest.raises(AgentContractError, match="counts in USD"):
-        ledger.charge("1", "EUR")
+    assert ledger.quote("1000") is None  # nothing to exceed, no currency needed
+    assert ledger.charge("1", "EUR") is None
+    assert ledger.charge("0.5") is None  # in the currency the cost is already counted in
+    assert ledger.metadata() == {BUDGET_EXTENSION: {"cost": {"amount": "1.5", "currency": "EUR"}}}
+    with pytest.raises(AgentContractError, match="counts in EUR"):
+        ledger.charge("1", "USD")
+
+
+def test_without_a_budget_or_a_currency_the_default_currency_counts() -> None:
+    ledger = Ledger(None, None)
+    assert ledger.charge("0.02") is None
+    assert ledger.metadata() == {
+        BUDGET_EXTENSION: {"cost": {"amount": "0.02", "currency": DEFAULT_CURRENCY}}
+    }
+    ledger = Ledger(None, None)
     for bad in ("-1", "NaN", "lots"):
         with pytest.raises(AgentContractError):
             ledger.charge(bad)
