@@ -47,6 +47,7 @@ from a2a_grpc.client.render import (
 )
 from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.state_names import parse_state_name, state_name
+from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -343,12 +344,18 @@ def _message(args: argparse.Namespace) -> a2a_pb2.Message:
     if args.url is not None:
         media_type = args.media_type or mimetypes.guess_type(args.url)[0] or ""
         parts.append(url_part(args.url, media_type=media_type))
-    return user_message(
+    message = user_message(
         *parts,
         task_id=args.task_id or "",
         context_id=args.context_id or "",
         reference_task_ids=args.reference,
     )
+    if args.budget is None:
+        return message
+    try:
+        return with_budget(message, args.budget, args.currency)
+    except (ValueError, ArithmeticError) as error:
+        raise UsageError(f"--budget {args.budget!r}: {error}") from error
 
 
 def _exit_for(state: int) -> int | None:
@@ -445,6 +452,12 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--stream", action="store_true", help="stream events live")
     send.add_argument("--task-id", help="continue this task (with --context-id)")
     send.add_argument("--context-id", help="the conversation's context id")
+    send.add_argument(
+        "--budget",
+        metavar="AMOUNT",
+        help="state a budget (budget extension), e.g. 0.10; the agent refuses work over it",
+    )
+    send.add_argument("--currency", default="USD", help="currency of --budget (default: USD)")
     send.add_argument(
         "--reference",
         action="append",

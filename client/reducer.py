@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.states import INTERRUPTED_STATES, is_settled
 from a2a_grpc.generated import a2a_pb2
@@ -82,6 +83,10 @@ def fold(view: TaskView, event: a2a_pb2.StreamResponse) -> TaskView:
         update = event.status_update
         task = _task_for_update(view, update.task_id, update.context_id, member)
         task.status.CopyFrom(update.status)
+        if BUDGET_EXTENSION in update.metadata:
+            # The budget extension's contract: the update that ends a run carries the task's
+            # budget-and-cost entry, so the view's task has the figures GetTask would show.
+            task.metadata[BUDGET_EXTENSION] = update.metadata[BUDGET_EXTENSION]
         return replace(view, task=task)
     return _on_artifact(view, event.artifact_update)
 

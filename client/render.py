@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.state_names import state_name
+from a2a_grpc.core.budget import BudgetFormatError, budget_of, cost_of
 from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
 
@@ -41,6 +42,9 @@ def render_task(task: a2a_pb2.Task, *, history: bool = False) -> str:
     for artifact in task.artifacts:
         name = artifact.name or artifact.artifact_id
         lines.append(f"artifact {name}: {render_parts(artifact.parts, separator='')}")
+    spent = _spending(task)
+    if spent is not None:
+        lines.append(spent)
     if history:
         for message in task.history:
             role = "user" if message.role == a2a_pb2.ROLE_USER else "agent"
@@ -85,8 +89,23 @@ def render_card(card: a2a_pb2.AgentCard) -> str:
 
 
 def render_outcome(view: TaskView) -> str:
-    """The line that ends a followed stream: `task <id> <state>`."""
-    return f"task {view.task_id} {state_name(view.state)}"
+    """The line that ends a followed stream: `task <id> <state>`, and what it cost when the
+    agent reported a cost (budget extension)."""
+    line = f"task {view.task_id} {state_name(view.state)}"
+    spent = None if view.task is None else _spending(view.task)
+    return line if spent is None else f"{line}\n{spent}"
+
+
+def _spending(task: a2a_pb2.Task) -> str | None:
+    """`cost 0.02 USD (budget 0.10 USD)` for a task that reported a cost; None otherwise (or
+    for figures that are not the extension's)."""
+    try:
+        cost, budget = cost_of(task), budget_of(task)
+    except BudgetFormatError:
+        return None
+    if cost is None:
+        return None
+    return f"cost {cost}" + ("" if budget is None else f" (budget {budget})")
 
 
 def reply_hint(target: str, task: a2a_pb2.Task) -> str | None:

@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from a2a_grpc.client import cli
 from a2a_grpc.core.errors import TaskNotFoundError
 from a2a_grpc.generated import a2a_pb2
+from tests.integration.conftest import Factory
 from tests.integration.scripted_agent import Peer, abort_with, chunk_event, peer, status_event, task
 
 __all__ = ["peer"]
@@ -366,3 +367,19 @@ async def test_process_stdout_closed_early(peer: Peer) -> None:
     _, err = await asyncio.wait_for(process.communicate(), 50)
     assert process.returncode == 141
     assert err.decode() == ""
+
+
+async def test_send_states_a_budget_and_prints_the_cost(
+    make_server: Factory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    harness = await make_server()
+    target = harness.running.address
+    code = await run("send", target, "spend 0.02", "--budget", "0.10", "--currency", "EUR")
+    assert code == 0
+    assert "cost 0.02 EUR (budget 0.10 EUR)" in capsys.readouterr().out
+    assert await run("send", target, "spend 0.02", "--stream") == 0  # no budget: still a cost
+    assert "cost 0.02 USD" in capsys.readouterr().out
+    assert await run("send", target, "spend 0.50", "--budget", "0.10") == 3  # REJECTED
+    assert "over_budget" in capsys.readouterr().out
+    assert await run("send", target, "hi", "--budget", "lots") == 2
+    assert "--budget 'lots'" in capsys.readouterr().err

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from a2a_grpc.client.reducer import TaskView, fold, reduce
+from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, cost_of
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.generated import a2a_pb2 as pb
 
@@ -208,3 +211,13 @@ def test_fold_never_mutates_earlier_views_or_events() -> None:
     assert first.state == pb.TASK_STATE_WORKING
     assert texts(second) == ["a"]
     assert list(event.artifact_update.artifact.parts) == [pb.Part(text="a")]
+
+
+def test_the_cost_a_run_ends_with_reaches_the_view_s_task() -> None:
+    ending = status(pb.TASK_STATE_COMPLETED)
+    ending.status_update.metadata.update(
+        {BUDGET_EXTENSION: {"cost": {"amount": "0.02", "currency": "USD"}}}
+    )
+    view = reduce([task(), ending])
+    assert view.task is not None
+    assert cost_of(view.task) == Money(Decimal("0.02"), "USD")
