@@ -10,6 +10,7 @@ from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.demo_agent import SKILLS as DEMO_SKILLS
 
 
 def demo_card(address: str) -> a2a_pb2.AgentCard:
@@ -17,8 +18,10 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
     return a2a_pb2.AgentCard(
         name="a2a-grpc demo agent",
         description=(
-            "Echoes every part it receives back as an artifact. Keywords as the first word: "
-            "ask, chunks, reply, fail, slow, crash."
+            "Echoes every part it receives back as an artifact. A keyword as the first word "
+            "picks another behaviour (one skill each): "
+            + ", ".join(keyword for keyword, _, _ in DEMO_SKILLS[1:])
+            + ". 'reply' answers with a direct message and creates no task."
         ),
         version="0.1.0",
         supported_interfaces=[grpc_interface(address)],
@@ -29,12 +32,13 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
         default_output_modes=["text/plain", "application/json", "*/*"],
         skills=[
             a2a_pb2.AgentSkill(
-                id="echo",
-                name="Echo",
-                description="Returns each part of the message as an artifact.",
-                tags=["demo", "echo"],
-                examples=["hello", "ask", "chunks 5", "reply hi", "slow 30"],
+                id=keyword,
+                name=keyword.capitalize(),
+                description=(does if keyword == "echo" else f"First word '{keyword}': {does}"),
+                tags=["demo", keyword],
+                examples=[example],
             )
+            for keyword, does, example in DEMO_SKILLS
         ],
     )
 

@@ -25,6 +25,24 @@ from a2a_grpc.server.agent import RequestContext, TaskEvents
 CHUNK_DELAY = 0.01
 ECHO_PRICE = Decimal("0.01")
 
+SKILLS: tuple[tuple[str, str, str], ...] = (
+    ("echo", "WORKING, one artifact echoing every part (text, data, raw, url), COMPLETED. "
+     "Charged 0.01 per part when the message states a budget.", "hello"),
+    ("ask", "INPUT_REQUIRED with a question; the next message on the task completes it, "
+     "echoing the answer.", "ask"),
+    ("chunks", "One artifact streamed in N text chunks (default 4), then COMPLETED.",
+     "chunks 5"),
+    ("reply", "Answers with a direct message: no task is created.", "reply hi"),
+    ("fail", "The task ends FAILED, saying why.", "fail"),
+    ("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; cancelable.",
+     "slow 30"),
+    ("crash", "The agent raises: the task ends FAILED and the caller sees a generic reason.",
+     "crash"),
+    ("spend", "Quotes X (budget extension): over the message's budget the task is REJECTED, "
+     "otherwise X is charged and the task completes.", "spend 0.02"),
+)  # fmt: skip
+"""(keyword, what it does, an example message) for each behaviour: the demo card's skills."""
+
 
 def _count(words: list[str], default: float) -> float:
     try:

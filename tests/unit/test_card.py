@@ -10,6 +10,7 @@ import pytest
 from a2a_grpc.client.card import CardResolver, card_url, grpc_interface, max_age, parse_card
 from a2a_grpc.client.errors import AgentCardError, UnavailableError
 from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.server.card import demo_card
 
 CARD = {
     "name": "echo",
@@ -146,3 +147,13 @@ async def test_http_failures() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(refused)) as http:
         with pytest.raises(UnavailableError):
             await CardResolver(http).get("https://a.example")
+
+
+def test_the_demo_card_has_a_skill_per_keyword_and_says_which_makes_no_task() -> None:
+    card = demo_card("127.0.0.1:50051")
+    skills = {skill.id: skill for skill in card.skills}
+    assert set(skills) == {"echo", "ask", "chunks", "reply", "fail", "slow", "crash", "spend"}
+    for keyword, skill in skills.items():
+        if keyword != "echo":
+            assert skill.examples[0].split()[0] == keyword
+    assert "no task" in skills["reply"].description and "no task" in card.description
