@@ -161,7 +161,7 @@ async def test_extended_card(make_server: Factory) -> None:
         await configured.stub.GetExtendedAgentCard(request)
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
     card = await configured.stub.GetExtendedAgentCard(request, metadata=ALICE)
-    assert [s.id for s in card.skills] == ["echo", "secret"]
+    assert [s.id for s in card.skills] == [s.id for s in public.skills] + ["secret"]
 
     unconfigured = await make_server(card=public, tokens=TOKENS)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
