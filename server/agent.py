@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from a2a_grpc.core.budget import Money
 from a2a_grpc.core.ids import new_id
+from a2a_grpc.core.media_types import matches
 from a2a_grpc.generated import a2a_pb2
 
 
@@ -67,10 +68,28 @@ class RequestContext:
     tenant: str = ""
     metadata: dict[str, object] = field(default_factory=dict)
     """The request's metadata Struct as plain Python values."""
+    accepted_output_modes: tuple[str, ...] = ()
+    """Media types the caller accepts in artifacts (empty: any). The spec says agents SHOULD
+    tailor their output to them and names no error: see `accepts`."""
+    history_length: int | None = None
+    """How much history the caller asked to get back (None: all)."""
+    return_immediately: bool = False
+    """The caller does not wait for the task to settle."""
 
     def text(self) -> str:
         """The message's text parts joined by newlines."""
         return "\n".join(part.text for part in self.message.parts if part.HasField("text"))
+
+    def accepts(self, media_type: str) -> bool:
+        """Whether the caller accepts artifacts of `media_type` ("" counts as accepted: a part
+        without a media type of its own, such as a url part, is not refused). An artifact with
+        a part the caller does not accept is still delivered (the spec names no error), and
+        the server logs it once per run."""
+        return (
+            not self.accepted_output_modes
+            or not media_type
+            or matches(media_type, self.accepted_output_modes)
+        )
 
 
 class TaskEvents(Protocol):

@@ -11,7 +11,8 @@ The first word of the message's text picks the behaviour:
 - `crash`          the agent raises; the task becomes FAILED and the caller sees a generic error.
 - `spend X`        quotes X (budget extension): over the request's budget the task is REJECTED;
                    otherwise it charges X in two halves and completes.
-Every echo is charged 0.01 per part when the request states a budget.
+Every echo is charged 0.01 per part when the request states a budget. A data part is echoed as
+its JSON text when the caller accepts text/plain but not application/json.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from __future__ import annotations
 import asyncio
 from decimal import Decimal
 
+from google.protobuf import json_format
+
+from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 
@@ -42,6 +46,20 @@ SKILLS: tuple[tuple[str, str, str], ...] = (
      "otherwise X is charged and the task completes.", "spend 0.02"),
 )  # fmt: skip
 """(keyword, what it does, an example message) for each behaviour: the demo card's skills."""
+
+
+def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:
+    """The message's parts, with a data part the caller does not accept as JSON but does as
+    text echoed as its JSON text (the caller's accepted output modes)."""
+    if not context.accepted_output_modes:
+        return list(context.message.parts)
+    parts = []
+    for part in context.message.parts:
+        as_text = part.HasField("data") and not context.accepts(media_type_of(part))
+        if as_text and context.accepts("text/plain"):
+            part = a2a_pb2.Part(text=json_format.MessageToJson(part.data, indent=None))
+        parts.append(part)
+    return parts
 
 
 def _count(words: list[str], default: float) -> float:
@@ -85,7 +103,7 @@ class DemoAgent:
             await events.working()
             if context.budget is not None:
                 await events.charge(ECHO_PRICE * len(context.message.parts))
-            await events.add_artifact(list(context.message.parts), name="echo")
+            await events.add_artifact(_as_accepted(context), name="echo")
             await events.complete()
 
     async def _chunks(self, events: TaskEvents, count: int) -> None:

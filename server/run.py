@@ -17,6 +17,7 @@ from opentelemetry import trace
 
 from a2a_grpc.core.budget import Money, cost_of
 from a2a_grpc.core.ids import new_id
+from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import (
@@ -76,6 +77,7 @@ class TaskRun:
         self._traced = traced
         self._runner: asyncio.Task[None] | None = None
         self._open = True  # until settled (a plain flag: it is read on every event)
+        self._warned_output_modes = False
         self.stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
         """How the task ends when the server stops the agent (state, status text)."""
         if self._task_exists:
@@ -255,6 +257,8 @@ class TaskRun:
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
         self._check_open()
+        if self.context.accepted_output_modes and not self._warned_output_modes:
+            self._check_output_modes(parts)
         if not self._task_exists:
             await self._create_task()
         fresh = artifact_id is None
@@ -311,6 +315,20 @@ class TaskRun:
         self._mark_settled()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _check_output_modes(self, parts: Sequence[a2a_pb2.Part]) -> None:
+        """Logs, once per run, an artifact part the caller said it does not accept."""
+        for part in parts:
+            media_type = media_type_of(part)
+            if not self.context.accepts(media_type):
+                self._warned_output_modes = True
+                log.warning(
+                    "task %s: the agent sent a %s artifact part; the caller accepts only %s",
+                    self.task_id,
+                    media_type,
+                    ", ".join(self.context.accepted_output_modes),
+                )
+                return
 
     # The readers' turn: once a reader has a backlog (Broker.backlog_mark queued events), the
     # event methods yield once (sleep 0). An agent that emits in a tight loop would otherwise

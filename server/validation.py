@@ -6,7 +6,7 @@ them in the order the project documents (required fields first, then content, th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from a2a_grpc.core.errors import (
     ContentTypeNotSupportedError,
@@ -14,12 +14,11 @@ from a2a_grpc.core.errors import (
     FieldViolation,
     InvalidParamsError,
 )
+from a2a_grpc.core.media_types import matches, media_type_of
 from a2a_grpc.generated import a2a_pb2
 
 MAX_TASKS_PAGE_SIZE = 100
 TASKS_PAGE_SIZE = 50
-
-_IMPLIED_MEDIA_TYPES = {"text": "text/plain", "data": "application/json"}
 
 
 def raise_violations(violations: Sequence[FieldViolation]) -> None:
@@ -69,16 +68,6 @@ def check_send_required(request: a2a_pb2.SendMessageRequest) -> None:
         raise_violations(violations)
 
 
-def _matches(media_type: str, accepted: Iterable[str]) -> bool:
-    media_type = media_type.split(";", 1)[0].strip().lower()
-    major = media_type.split("/", 1)[0]
-    for mode in accepted:
-        mode = mode.split(";", 1)[0].strip().lower()
-        if mode in ("*", "*/*", media_type) or mode == f"{major}/*":
-            return True
-    return False
-
-
 def accepted_input_modes(card: a2a_pb2.AgentCard) -> tuple[str, ...]:
     """The card's input modes to check parts against; empty when it accepts anything (`*/*`)."""
     modes = tuple(card.default_input_modes)
@@ -102,9 +91,8 @@ def check_content(
     that size."""
     for index, part in enumerate(message.parts):
         if input_modes:
-            kind = part.WhichOneof("content") or ""
-            media_type = part.media_type or _IMPLIED_MEDIA_TYPES.get(kind, "")
-            if media_type and not _matches(media_type, input_modes):
+            media_type = media_type_of(part)
+            if media_type and not matches(media_type, input_modes):
                 raise ContentTypeNotSupportedError(
                     f"message.parts[{index}] has media type {media_type!r}; this agent accepts "
                     f"{', '.join(input_modes)}",

@@ -180,3 +180,23 @@ async def test_error_status_details_match_the_call(demo: Harness) -> None:
     info = error_details_pb2.ErrorInfo()
     rich.details[0].Unpack(info)
     assert (info.domain, info.reason) == ("a2a-protocol.org", "TASK_NOT_FOUND")
+
+
+async def test_accepted_output_modes_reach_the_agent(
+    demo: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = send_request("hello")
+    request.message.parts.add().data.struct_value.update({"n": 1})
+    as_sent = (await demo.stub.SendMessage(request)).task.artifacts[0].parts
+    assert as_sent[1].HasField("data")  # no modes stated: echoed as it came
+    request = send_request("hello")
+    request.message.parts.add().data.struct_value.update({"n": 1})
+    request.configuration.accepted_output_modes.append("text/plain")
+    as_text = (await demo.stub.SendMessage(request)).task.artifacts[0].parts
+    assert [part.text for part in as_text] == ["hello", '{"n": 1.0}']
+    request = send_request("hello")
+    request.configuration.accepted_output_modes.append("image/png")  # the agent cannot comply
+    with caplog.at_level("WARNING", logger="a2a_grpc.server.run"):
+        task = (await demo.stub.SendMessage(request)).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED  # delivered all the same
+    assert "the caller accepts only image/png" in caplog.text
