@@ -34,7 +34,8 @@ from a2a_grpc.server.workers import (
     watch_lifeline,
 )
 
-CARD_PORT_OFF = -1
+HTTP_PORT_OFF = -1
+"""`--http-port -1`: no HTTP port (no card over HTTP, no JSON-RPC, no HTTP+JSON)."""
 
 WORKERS_STOP_MARGIN = 10.0
 """Seconds a stopping worker gets beyond its --shutdown-grace before the supervisor kills it."""
@@ -58,12 +59,14 @@ def parser() -> argparse.ArgumentParser:
     add("--card", metavar="FILE", help="agent card as ProtoJSON (default: the demo agent's)")
     add("--extended-card", metavar="FILE", help="extended card for authenticated callers")
     add(
-        "--card-port",
+        "--http-port",
+        "--card-port",  # its first name, when the port served only the card; kept as an alias
+        dest="http_port",
         type=int,
         default=None,
-        help="HTTP port for /.well-known/agent-card.json and the JSON-RPC (POST /) and "
-        "HTTP+JSON bindings: default gRPC port + 1 (any free port when --port is 0), "
-        f"{CARD_PORT_OFF} to not serve it",
+        help="HTTP port of the JSON-RPC (POST /) and HTTP+JSON bindings and of "
+        "/.well-known/agent-card.json: default gRPC port + 1 (any free port when --port is 0), "
+        f"{HTTP_PORT_OFF} to not serve HTTP; --card-port is the same option",
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
     add(
@@ -194,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         default=d.workers,
-        help="run N server processes sharing --port (and the card port); N > 1 needs a shared "
+        help="run N server processes sharing --port (and the HTTP port); N > 1 needs a shared "
         "--store and a fixed --port; the first process supervises them, forwards SIGTERM/SIGINT "
         "and stops them all when one exits (%(default)s)",
     )
@@ -266,9 +269,9 @@ def setup(args: argparse.Namespace) -> Setup:
     """Checks and loads what `args` name; ValueError (one line) for anything unusable.
 
     No message holds the store URL's password (they show `redacted_url`)."""
-    card_port = args.card_port
-    if card_port is None:
-        card_port = 0 if args.port == 0 else args.port + 1
+    http_port = args.http_port
+    if http_port is None:
+        http_port = 0 if args.port == 0 else args.port + 1
     if (args.worker_index is None) != (args.worker_lifeline is None):
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
     loaded = Setup(
@@ -280,7 +283,7 @@ def setup(args: argparse.Namespace) -> Setup:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             shutdown_grace=args.shutdown_grace,
-            card_port=None if card_port == CARD_PORT_OFF else card_port,
+            card_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
             webhook_max_attempts=args.webhook_max_attempts,

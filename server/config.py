@@ -97,7 +97,9 @@ class ServerConfig:
     shutdown_grace: float = 10.0
     """Seconds running tasks and open streams get on SIGTERM/SIGINT before they are cancelled."""
     card_port: int | None = None
-    """HTTP port for /.well-known/agent-card.json (0 = any free port, None = not served)."""
+    """The HTTP port (`serve --http-port`, alias `--card-port`): the JSON-RPC and HTTP+JSON
+    bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). The
+    field keeps its first name, from when the port served only the card."""
     card_max_age: int = 300
     """Cache-Control max-age of the served card, in seconds."""
     webhook_timeout: float = 10.0
@@ -149,7 +151,7 @@ class ServerConfig:
     `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
     reuse_port: bool = False
-    """Bind the gRPC and card ports with SO_REUSEPORT, sharing them with the other workers: set
+    """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on
     it is a start-up error)."""
 
