@@ -24,7 +24,7 @@ from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
-from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
+from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.telemetry import configure_from_environment
 from a2a_grpc.server.workers import (
@@ -67,6 +67,15 @@ def parser() -> argparse.ArgumentParser:
         help="HTTP port of the JSON-RPC (POST /) and HTTP+JSON bindings and of "
         "/.well-known/agent-card.json: default gRPC port + 1 (any free port when --port is 0), "
         f"{HTTP_PORT_OFF} to not serve HTTP; --card-port is the same option",
+    )
+    add(
+        "--bindings",
+        type=_bindings,
+        default=d.bindings,
+        metavar="LIST",
+        help="protocol bindings to serve, comma-separated among "
+        f"{','.join(BINDINGS)} (default: all); grpc is always served and must be listed; "
+        "an HTTP binding left out is not on the card and its routes answer 404",
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
     add(
@@ -207,6 +216,11 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
+def _bindings(value: str) -> tuple[str, ...]:
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    return tuple(dict.fromkeys(names))
+
+
 def load_agent(spec: str | None) -> AgentExecutor:
     """`package.module:attr` → an agent; attr may be an instance or a zero-argument factory."""
     if spec is None:
@@ -303,6 +317,7 @@ def setup(args: argparse.Namespace) -> Setup:
             store=args.store,
             task_lease=args.task_lease,
             workers=args.workers,
+            bindings=args.bindings,
             reuse_port=args.worker_index is not None,
         ),
         agent=load_agent(args.agent),
@@ -380,7 +395,13 @@ async def _serve(setup: Setup) -> int:
         say("agent card (not served over HTTP)")
     else:
         base = running.card_server.base_url
-        say(f"agent card at {running.card_url}; JSON-RPC at {base}/, HTTP+JSON at {base}")
+        served = {"JSONRPC": f"JSON-RPC at {base}/", "HTTP+JSON": f"HTTP+JSON at {base}"}
+        say(
+            "; ".join(
+                [f"agent card at {running.card_url}"]
+                + [served[binding] for binding in config.http_bindings]
+            )
+        )
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
     if telemetry:
         say(telemetry)

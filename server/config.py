@@ -15,6 +15,11 @@ STORE_ENV = "A2A_GRPC_STORE"
 """Environment variable `serve --store` defaults to (keeps the URL's password out of `ps`)."""
 STORE_SCHEMES = ("redis", "rediss", "unix")
 """URL schemes of a shared task store: Redis over TCP, over TLS, over a Unix socket."""
+BINDINGS = ("grpc", "jsonrpc", "http+json")
+"""The protocol bindings a server can serve (`serve --bindings`). gRPC is always served: the
+server's Health and reflection are gRPC services, and it is the binding the others adapt."""
+HTTP_BINDINGS = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
+"""The HTTP bindings, by their `--bindings` name, with the card's `protocolBinding` for each."""
 MAX_TASK_LEASE = 3600.0
 """Longest task lease accepted, in seconds."""
 
@@ -150,6 +155,10 @@ class ServerConfig:
     """Server processes sharing `port` (see server/workers.py). More than one needs a shared
     `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
+    bindings: tuple[str, ...] = BINDINGS
+    """The protocol bindings served (names from BINDINGS); "grpc" must be one. The HTTP ones are
+    served only with an HTTP port (`card_port`); the card lists exactly the served ones, and an
+    HTTP binding not served answers 404 on its routes."""
     reuse_port: bool = False
     """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on
@@ -191,6 +200,17 @@ class ServerConfig:
             (self.workers >= 1, "workers must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
+        unknown = [name for name in self.bindings if name not in BINDINGS]
+        if unknown:
+            problems.append(
+                f"unknown binding(s) {', '.join(map(repr, unknown))}: choose among "
+                f"{', '.join(BINDINGS)}"
+            )
+        if "grpc" not in self.bindings:
+            problems.append(
+                "bindings must include grpc: it is always served (Health, reflection and the "
+                "service the HTTP bindings adapt); list the HTTP ones to serve beside it"
+            )
         store_problem = _store_problem(self.store)
         if store_problem is not None:
             problems.append(store_problem)
@@ -232,6 +252,14 @@ class ServerConfig:
             for f in fields(self)
         )
         return f"ServerConfig({', '.join(shown)})"
+
+    @property
+    def http_bindings(self) -> tuple[str, ...]:
+        """The HTTP bindings served, by their card names (JSONRPC, HTTP+JSON); none without an
+        HTTP port."""
+        if self.card_port is None:
+            return ()
+        return tuple(card for name, card in HTTP_BINDINGS.items() if name in self.bindings)
 
     @property
     def delivery_policy(self) -> DeliveryPolicy:

@@ -25,11 +25,19 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Collection,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from google.api import annotations_pb2  # type: ignore[import-untyped]
 from google.protobuf import descriptor, json_format, message_factory
 from google.protobuf.message import Message
@@ -57,6 +65,9 @@ JSONRPC_PATH = "/"
 JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 A2A_JSON = "application/a2a+json"
 EVENT_STREAM = "text/event-stream"
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
+"""The bindings' names, as the card's `protocolBinding` states them."""
 JSONRPC_SYSTEM = "jsonrpc"
 REST_SYSTEM = "http"
 """The spans' `rpc.system` per binding (gRPC's is `grpc`)."""
@@ -178,8 +189,11 @@ class HttpBindings:
         authenticator: Authenticator | None = None,
         *,
         draining: Callable[[], bool] = lambda: False,
+        served: Collection[str] = (JSONRPC, HTTP_JSON),
     ) -> None:
         self.servicer = servicer
+        self.served = tuple(binding for binding in (JSONRPC, HTTP_JSON) if binding in served)
+        """The bindings whose routes are added (card names); the others answer 404."""
         self.authenticator = authenticator
         self.draining = draining
         """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
@@ -187,9 +201,12 @@ class HttpBindings:
         self.max_body = servicer.handler.config.max_receive_bytes
 
     def add_routes(self, app: web.Application) -> None:
-        app.router.add_post(JSONRPC_PATH, self.jsonrpc)
-        for route in http_routes():
-            app.router.add_route(route.verb, route.path, self._rest_endpoint(route))
+        if JSONRPC in self.served:
+            app.router.add_post(JSONRPC_PATH, self.jsonrpc)
+        if HTTP_JSON in self.served:
+            for route in http_routes():
+                app.router.add_route(route.verb, route.path, self._rest_endpoint(route))
+        app.middlewares.append(json_not_found(self.served))
 
     # -- the shared call path -------------------------------------------------------------
 
@@ -429,28 +446,38 @@ class HttpBindings:
         return endpoint
 
 
-@web.middleware
-async def json_not_found(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Answers unknown paths and methods with an AIP-193 error instead of aiohttp's text."""
-    try:
-        return await handler(request)
-    except web.HTTPNotFound:
-        return _rest_error(
-            MethodNotFoundError(
-                f"no A2A HTTP+JSON route is {request.method} {request.path} (JSON-RPC: POST "
-                f"{JSONRPC_PATH})"
+def json_not_found(served: Collection[str]) -> Middleware:
+    """A middleware that answers unknown paths and methods, and the routes of a binding not in
+    `served`, with an AIP-193 error instead of aiohttp's text."""
+    where = {
+        JSONRPC: f"JSON-RPC is served at POST {JSONRPC_PATH}",
+        HTTP_JSON: "HTTP+JSON routes are served",
+    }
+    served_text = "; ".join(where[binding] for binding in served) or "no A2A binding is served"
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return _rest_error(
+                MethodNotFoundError(
+                    f"no A2A route is {request.method} {request.path} on this server "
+                    f"({served_text} over HTTP)"
+                )
             )
-        )
-    except web.HTTPMethodNotAllowed as exc:
-        return _rest_error(
-            MethodNotFoundError(
-                f"{request.method} is not allowed on {request.path}; allowed: "
-                f"{', '.join(sorted(exc.allowed_methods))}"
-            ),
-            405,
-        )
+        except web.HTTPMethodNotAllowed as exc:
+            return _rest_error(
+                MethodNotFoundError(
+                    f"{request.method} is not allowed on {request.path}; allowed: "
+                    f"{', '.join(sorted(exc.allowed_methods))}"
+                ),
+                405,
+            )
+
+    return middleware
 
 
 # -- decoding -----------------------------------------------------------------------------

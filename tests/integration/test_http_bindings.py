@@ -476,3 +476,62 @@ async def test_an_empty_page_states_its_fields(
         assert response.status == 200
     async with http.get(base_of(harness) + "/tasks?statusTimestampAfter=yesterday") as response:
         assert response.status == 400
+
+
+# -- serving some bindings --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bindings", "listed"),
+    [
+        (("grpc", "jsonrpc"), ["GRPC", "JSONRPC"]),
+        (("grpc", "http+json"), ["GRPC", "HTTP+JSON"]),
+        (("grpc",), ["GRPC"]),
+    ],
+)
+async def test_only_the_served_bindings_are_listed_and_answered(
+    make_server: Factory,
+    http: aiohttp.ClientSession,
+    bindings: tuple[str, ...],
+    listed: list[str],
+) -> None:
+    harness = await make_server(card_port=0, bindings=bindings)
+    base = base_of(harness)
+    async with http.get(base + CARD_PATH) as response:
+        card = await response.json()
+    assert [i["protocolBinding"] for i in card["supportedInterfaces"]] == listed
+    status, answer, _ = await post_rpc(http, harness, rpc("SendMessage", {"message": message()}))
+    if "jsonrpc" in bindings:
+        assert (status, answer["result"]["task"]["status"]["state"]) == (
+            200,
+            "TASK_STATE_COMPLETED",
+        )
+    else:
+        assert status == 404
+        assert rest_error(answer, 404).reason == "METHOD_NOT_FOUND"
+    async with http.post(base + "/message:send", json={"message": message("r")}) as response:
+        body = await response.json(content_type=None)
+        if "http+json" in bindings:
+            assert response.status == 200
+            assert body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        else:
+            assert response.status == 404
+            assert rest_error(body, 404).reason == "METHOD_NOT_FOUND"
+    request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="g", role=1))
+    request.message.parts.add(text="x")
+    sent = await harness.stub.SendMessage(request, metadata=VERSION)
+    assert sent.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_a_card_file_interface_of_an_unserved_binding_is_dropped(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    card = a2a_pb2.AgentCard(name="listed")
+    card.supported_interfaces.add(url="http://proxy/", protocol_binding="JSONRPC")
+    card.supported_interfaces.add(url="http://proxy", protocol_binding="HTTP+JSON")
+    harness = await make_server(card=card, card_port=0, bindings=("grpc", "http+json"))
+    async with http.get(base_of(harness) + CARD_PATH) as response:
+        served = await response.json()
+    assert [(i["protocolBinding"], i["url"]) for i in served["supportedInterfaces"]] == [
+        ("HTTP+JSON", "http://proxy")
+    ]
