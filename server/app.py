@@ -291,6 +291,7 @@ async def start_server(
                 authenticator,
                 draining=lambda: gate.closed,
                 served=config.http_bindings,
+                write_timeout=config.stream_write_timeout,
             )
         )
     await server.start()

@@ -151,6 +151,14 @@ def parser() -> argparse.ArgumentParser:
     )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
     add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
+    add(
+        "--stream-write-timeout",
+        type=float,
+        default=d.stream_write_timeout,
+        metavar="SECONDS",
+        help="how long one event of an HTTP (SSE) stream may wait for a client that stopped "
+        "reading before the stream is ended and its connection closed (%(default)s)",
+    )
     add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
     add(
         "--allow-private-webhooks",
@@ -300,6 +308,7 @@ def setup(args: argparse.Namespace) -> Setup:
             card_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
+            stream_write_timeout=args.stream_write_timeout,
             webhook_max_attempts=args.webhook_max_attempts,
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,

@@ -155,6 +155,10 @@ class ServerConfig:
     """Server processes sharing `port` (see server/workers.py). More than one needs a shared
     `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
+    stream_write_timeout: float = 30.0
+    """Seconds one event of a Server-Sent Events stream (JSON-RPC, HTTP+JSON) may wait for the
+    client to take it in (TCP backpressure); then the stream is ended and its connection closed,
+    so a client that stops reading gives its stream slot back. The task goes on."""
     bindings: tuple[str, ...] = BINDINGS
     """The protocol bindings served (names from BINDINGS); "grpc" must be one. The HTTP ones are
     served only with an HTTP port (`card_port`); the card lists exactly the served ones, and an
@@ -173,6 +177,7 @@ class ServerConfig:
             (self.shutdown_grace >= 0, "shutdown_grace must not be negative"),
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
+            (self.stream_write_timeout > 0, "stream_write_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
             (self.max_message_bytes >= 1, "max_message_bytes must be at least 1"),
             (

@@ -22,9 +22,12 @@ authenticator), `traceparent` / `tracestate`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+import socket
+import struct
 from collections.abc import (
     AsyncGenerator,
     Awaitable,
@@ -75,6 +78,10 @@ SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
 `/tasks/{id}:cancel` to its own route."""
+
+
+class SlowReaderError(Exception):
+    """A stream's client took in nothing for the stream write timeout."""
 
 
 class HttpProblem(Exception):
@@ -190,10 +197,14 @@ class HttpBindings:
         *,
         draining: Callable[[], bool] = lambda: False,
         served: Collection[str] = (JSONRPC, HTTP_JSON),
+        write_timeout: float = 30.0,
     ) -> None:
         self.servicer = servicer
         self.served = tuple(binding for binding in (JSONRPC, HTTP_JSON) if binding in served)
         """The bindings whose routes are added (card names); the others answer 404."""
+        self.write_timeout = write_timeout
+        """Seconds one write of a stream's event may wait on the client before the stream is
+        ended (`ServerConfig.stream_write_timeout`)."""
         self.authenticator = authenticator
         self.draining = draining
         """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
@@ -270,6 +281,7 @@ class HttpBindings:
                 return error_response(gate.failure(exc, span, rpc.name, None))
             events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
             first: a2a_pb2.StreamResponse | None = None
+            slow_reader = False
             try:
                 try:
                     self._authenticate(params)
@@ -283,19 +295,30 @@ class HttpBindings:
                     return error_response(gate.failure(exc, span, rpc.name, request))
                 response = web.StreamResponse(headers=_sse_headers(activated))
                 await response.prepare(http_request)
+
+                async def write(data: bytes) -> None:
+                    try:
+                        async with asyncio.timeout(self.write_timeout):
+                            await response.write(data)
+                    except TimeoutError:
+                        raise SlowReaderError from None
+
                 if first is not None:
-                    await response.write(_sse(encode(first)))
+                    await write(_sse(encode(first)))
                     try:
                         async for event in rpc_events:
-                            await response.write(_sse(encode(event)))
-                    except (ConnectionResetError, OSError):
+                            await write(_sse(encode(event)))
+                    except (ConnectionResetError, OSError, SlowReaderError):
                         raise
                     except Exception as exc:
                         error = gate.failure(exc, span, rpc.name, request)
-                        await response.write(encode_error(error))
+                        await write(encode_error(error))
                         await response.write_eof()
                         return response
                 await response.write_eof()
+            except SlowReaderError:
+                slow_reader = True
+                gate.audit(rpc.name, request, "CANCELLED", first)
             except BaseException:  # the client went away (cancelled) or the server is stopping
                 gate.audit(rpc.name, request, "CANCELLED", first)
                 raise
@@ -303,6 +326,16 @@ class HttpBindings:
                 gate.release(stream=True)
                 if events is not None:
                     await events.aclose()
+            if slow_reader:
+                # Closed only now that the stream's slot and subscription are given back: the
+                # lost connection cancels this handler (handler_cancellation).
+                log.warning(
+                    "%s stream cut off: the client read nothing for %g s (stream write timeout)",
+                    rpc.name,
+                    self.write_timeout,
+                )
+                _reset(http_request)
+                return response
             gate.audit(rpc.name, request, "OK", first)
             return response
 
@@ -478,6 +511,19 @@ def json_not_found(served: Collection[str]) -> Middleware:
             )
 
     return middleware
+
+
+def _reset(http_request: web.Request) -> None:
+    """Closes the request's connection at once with a reset (RST). A plain close would queue
+    its FIN behind the bytes the client never read, so the connection (and its kernel buffers)
+    would outlive the stream for minutes."""
+    transport = http_request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 # -- decoding -----------------------------------------------------------------------------

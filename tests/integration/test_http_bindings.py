@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import select
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -535,3 +537,77 @@ async def test_a_card_file_interface_of_an_unserved_binding_is_dropped(
     assert [(i["protocolBinding"], i["url"]) for i in served["supportedInterfaces"]] == [
         ("HTTP+JSON", "http://proxy")
     ]
+
+
+# -- a client that stops reading ----------------------------------------------------------------
+
+
+class Flood:
+    """For the text "flood": WORKING, then `chunks` artifact chunks of `size` bytes each, then
+    COMPLETED, setting `done`. Anything else: COMPLETED at once."""
+
+    def __init__(self, chunks: int, size: int) -> None:
+        self.chunks = chunks
+        self.part = a2a_pb2.Part(text="x" * size)
+        self.done = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        if context.text() != "flood":
+            await events.complete()
+            return
+        await events.working()
+        for index in range(self.chunks):
+            await events.add_artifact(
+                [self.part],
+                artifact_id="big",
+                append=index > 0,
+                last_chunk=index == self.chunks - 1,
+            )
+        await events.complete()
+        self.done.set()
+
+
+async def test_a_client_that_stops_reading_a_stream_is_cut_off(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    flood = Flood(chunks=2000, size=64 * 1024)  # 128 MiB of events: far above the TCP buffers
+    harness = await make_server(flood, card_port=0, max_open_streams=1, stream_write_timeout=0.2)
+    assert harness.running.card_server is not None
+    loop = asyncio.get_running_loop()
+    with socket.socket() as sock:
+        # A small receive buffer (no autotuning), so the server's writes soon wait on us.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", harness.running.card_server.port))
+        body = json.dumps(rpc("SendStreamingMessage", {"message": message(text="flood")}))
+        head = (
+            "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        await loop.sock_sendall(sock, (head + body).encode())
+        headers = b""
+        while not headers.endswith(b"\r\n\r\n"):  # the headers, byte by byte, and no more
+            byte = await loop.sock_recv(sock, 1)
+            assert byte, f"connection closed after {headers!r}"
+            headers += byte
+        assert headers.startswith(b"HTTP/1.1 200")
+        assert b"text/event-stream" in headers.lower()
+        # Now read nothing more and wait until the server ends the stream: its abort (RST)
+        # shows as POLLHUP / POLLERR, which poll reports without our reading a byte.
+        poller = select.poll()
+        poller.register(sock.fileno(), 0)
+        ready = await asyncio.to_thread(poller.poll, 60_000)
+        assert ready, "the server kept the stream of a client that stopped reading"
+        assert ready[0][1] & (select.POLLHUP | select.POLLERR)
+    # Its stream slot is free again (max_open_streams=1): a new stream is admitted and served.
+    async with http.post(
+        base_of(harness) + "/", json=rpc("SendStreamingMessage", {"message": message("m-2")})
+    ) as response:
+        assert response.status == 200
+        answers = [json.loads(data) async for data in sse_data(response)]
+    assert answers[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    # The task went on without its reader.
+    await asyncio.wait_for(flood.done.wait(), 60)
+    tasks = await harness.stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=VERSION)
+    states = {task.status.state for task in tasks.tasks}
+    assert states == {a2a_pb2.TASK_STATE_COMPLETED}
