@@ -296,10 +296,14 @@ class HttpBindings:
                 response = web.StreamResponse(headers=_sse_headers(activated))
                 await response.prepare(http_request)
 
-                async def write(data: bytes) -> None:
+                async def write(data: bytes | None) -> None:
+                    """Writes `data` (None: the end of the stream), within the write timeout."""
                     try:
                         async with asyncio.timeout(self.write_timeout):
-                            await response.write(data)
+                            if data is None:
+                                await response.write_eof()
+                            else:
+                                await response.write(data)
                     except TimeoutError:
                         raise SlowReaderError from None
 
@@ -313,9 +317,9 @@ class HttpBindings:
                     except Exception as exc:
                         error = gate.failure(exc, span, rpc.name, request)
                         await write(encode_error(error))
-                        await response.write_eof()
+                        await write(None)
                         return response
-                await response.write_eof()
+                await write(None)
             except SlowReaderError:
                 slow_reader = True
                 gate.audit(rpc.name, request, "CANCELLED", first)
