@@ -567,8 +567,9 @@ class Flood:
         self.done.set()
 
 
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
 async def test_a_client_that_stops_reading_a_stream_is_cut_off(
-    make_server: Factory, http: aiohttp.ClientSession
+    make_server: Factory, http: aiohttp.ClientSession, binding: str
 ) -> None:
     flood = Flood(chunks=2000, size=64 * 1024)  # 128 MiB of events: far above the TCP buffers
     harness = await make_server(flood, card_port=0, max_open_streams=1, stream_write_timeout=0.2)
@@ -579,9 +580,14 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.setblocking(False)
         await loop.sock_connect(sock, ("127.0.0.1", harness.running.card_server.port))
-        body = json.dumps(rpc("SendStreamingMessage", {"message": message(text="flood")}))
+        if binding == "jsonrpc":
+            path = "/"
+            body = json.dumps(rpc("SendStreamingMessage", {"message": message(text="flood")}))
+        else:
+            path = "/message:stream"
+            body = json.dumps({"message": message(text="flood")})
         head = (
-            "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         await loop.sock_sendall(sock, (head + body).encode())
