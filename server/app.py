@@ -245,6 +245,7 @@ async def start_server(
         card or demo_card(address),
         address,
         http_url=None if card_server is None else card_server.base_url,
+        http_bindings=config.http_bindings,
         bearer_tokens=bool(tokens),
         client_certificates=client_certificates,
         signed_messages=None if signature_keys is None else config.require_signed_messages,
@@ -284,7 +285,15 @@ async def start_server(
     )
     if card_server is not None:
         card_server.set_card(final_card)
-        await card_server.start(HttpBindings(servicer, authenticator, draining=lambda: gate.closed))
+        await card_server.start(
+            HttpBindings(
+                servicer,
+                authenticator,
+                draining=lambda: gate.closed,
+                served=config.http_bindings,
+                write_timeout=config.stream_write_timeout,
+            )
+        )
     await server.start()
     handler.start()
     for service in ("", A2A_SERVICE):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -85,24 +86,32 @@ def finalize_card(
     client_certificates: bool,
     signed_messages: bool | None = None,
     http_url: str | None = None,
+    http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON"),
 ) -> a2a_pb2.AgentCard:
     """A copy of `card` that states what this server really does.
 
     A card without interfaces gets the gRPC one this server listens on; with `http_url` (the
     HTTP port's `http://host:port`), a card that lists no JSONRPC or no HTTP+JSON interface gets
-    it (JSON-RPC at `http_url/`, HTTP+JSON routes under `http_url`), after the others; unset
+    it (JSON-RPC at `http_url/`, HTTP+JSON routes under `http_url`), after the others, for each
+    binding of `http_bindings` (the HTTP bindings served); an interface of an HTTP binding not
+    served is dropped, so the card lists exactly the served ones; unset
     capabilities become explicit (streaming on, push and extended card off), and the server
     enforces what the card says; the security schemes in force are declared and required.
     """
     final = a2a_pb2.AgentCard()
     final.CopyFrom(card)
+    unserved = {"JSONRPC", "HTTP+JSON"}.difference(http_bindings)
+    if unserved:
+        kept = [i for i in final.supported_interfaces if i.protocol_binding not in unserved]
+        del final.supported_interfaces[:]
+        final.supported_interfaces.extend(kept)
     if not final.supported_interfaces:
         final.supported_interfaces.append(grpc_interface(address))
     if http_url is not None:
         bindings = {interface.protocol_binding for interface in final.supported_interfaces}
         tenant = final.supported_interfaces[0].tenant
         for binding, url in (("JSONRPC", http_url + "/"), ("HTTP+JSON", http_url)):
-            if binding not in bindings:
+            if binding in http_bindings and binding not in bindings:
                 final.supported_interfaces.add(
                     url=url,
                     protocol_binding=binding,

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
-from a2a_grpc.server.http_bindings import HttpBindings, json_not_found
+from a2a_grpc.server.http_bindings import HttpBindings
 
 CARD_PATH = "/.well-known/agent-card.json"
 
@@ -104,10 +104,7 @@ class CardServer:
     async def start(self, bindings: HttpBindings | None = None) -> None:
         self.bind()
         assert self._socket is not None
-        app = web.Application(
-            client_max_size=self.max_body,
-            middlewares=[json_not_found] if bindings is not None else [],
-        )
+        app = web.Application(client_max_size=self.max_body)
         app.router.add_get(CARD_PATH, self._card)
         if bindings is not None:
             bindings.add_routes(app)

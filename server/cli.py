@@ -24,7 +24,7 @@ from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
-from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
+from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.telemetry import configure_from_environment
 from a2a_grpc.server.workers import (
@@ -34,7 +34,8 @@ from a2a_grpc.server.workers import (
     watch_lifeline,
 )
 
-CARD_PORT_OFF = -1
+HTTP_PORT_OFF = -1
+"""`--http-port -1`: no HTTP port (no card over HTTP, no JSON-RPC, no HTTP+JSON)."""
 
 WORKERS_STOP_MARGIN = 10.0
 """Seconds a stopping worker gets beyond its --shutdown-grace before the supervisor kills it."""
@@ -58,12 +59,23 @@ def parser() -> argparse.ArgumentParser:
     add("--card", metavar="FILE", help="agent card as ProtoJSON (default: the demo agent's)")
     add("--extended-card", metavar="FILE", help="extended card for authenticated callers")
     add(
-        "--card-port",
+        "--http-port",
+        "--card-port",  # its first name, when the port served only the card; kept as an alias
+        dest="http_port",
         type=int,
         default=None,
-        help="HTTP port for /.well-known/agent-card.json and the JSON-RPC (POST /) and "
-        "HTTP+JSON bindings: default gRPC port + 1 (any free port when --port is 0), "
-        f"{CARD_PORT_OFF} to not serve it",
+        help="HTTP port of the JSON-RPC (POST /) and HTTP+JSON bindings and of "
+        "/.well-known/agent-card.json: default gRPC port + 1 (any free port when --port is 0), "
+        f"{HTTP_PORT_OFF} to not serve HTTP; --card-port is the same option",
+    )
+    add(
+        "--bindings",
+        type=_bindings,
+        default=d.bindings,
+        metavar="LIST",
+        help="protocol bindings to serve, comma-separated among "
+        f"{','.join(BINDINGS)} (default: all); grpc is always served and must be listed; "
+        "an HTTP binding left out is not on the card and its routes answer 404",
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
     add(
@@ -139,6 +151,14 @@ def parser() -> argparse.ArgumentParser:
     )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
     add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
+    add(
+        "--stream-write-timeout",
+        type=float,
+        default=d.stream_write_timeout,
+        metavar="SECONDS",
+        help="how long one event of an HTTP (SSE) stream may wait for a client that stopped "
+        "reading before the stream is ended and its connection closed (%(default)s)",
+    )
     add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
     add(
         "--allow-private-webhooks",
@@ -194,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         default=d.workers,
-        help="run N server processes sharing --port (and the card port); N > 1 needs a shared "
+        help="run N server processes sharing --port (and the HTTP port); N > 1 needs a shared "
         "--store and a fixed --port; the first process supervises them, forwards SIGTERM/SIGINT "
         "and stops them all when one exits (%(default)s)",
     )
@@ -202,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
     add("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     add("--worker-lifeline", type=int, default=None, help=argparse.SUPPRESS)
     return command
+
+
+def _bindings(value: str) -> tuple[str, ...]:
+    names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    return tuple(dict.fromkeys(names))
 
 
 def load_agent(spec: str | None) -> AgentExecutor:
@@ -266,9 +291,9 @@ def setup(args: argparse.Namespace) -> Setup:
     """Checks and loads what `args` name; ValueError (one line) for anything unusable.
 
     No message holds the store URL's password (they show `redacted_url`)."""
-    card_port = args.card_port
-    if card_port is None:
-        card_port = 0 if args.port == 0 else args.port + 1
+    http_port = args.http_port
+    if http_port is None:
+        http_port = 0 if args.port == 0 else args.port + 1
     if (args.worker_index is None) != (args.worker_lifeline is None):
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
     loaded = Setup(
@@ -280,9 +305,10 @@ def setup(args: argparse.Namespace) -> Setup:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             shutdown_grace=args.shutdown_grace,
-            card_port=None if card_port == CARD_PORT_OFF else card_port,
+            card_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
+            stream_write_timeout=args.stream_write_timeout,
             webhook_max_attempts=args.webhook_max_attempts,
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
@@ -300,6 +326,7 @@ def setup(args: argparse.Namespace) -> Setup:
             store=args.store,
             task_lease=args.task_lease,
             workers=args.workers,
+            bindings=args.bindings,
             reuse_port=args.worker_index is not None,
         ),
         agent=load_agent(args.agent),
@@ -377,7 +404,13 @@ async def _serve(setup: Setup) -> int:
         say("agent card (not served over HTTP)")
     else:
         base = running.card_server.base_url
-        say(f"agent card at {running.card_url}; JSON-RPC at {base}/, HTTP+JSON at {base}")
+        served = {"JSONRPC": f"JSON-RPC at {base}/", "HTTP+JSON": f"HTTP+JSON at {base}"}
+        say(
+            "; ".join(
+                [f"agent card at {running.card_url}"]
+                + [served[binding] for binding in config.http_bindings]
+            )
+        )
     say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
     if telemetry:
         say(telemetry)

@@ -15,6 +15,11 @@ STORE_ENV = "A2A_GRPC_STORE"
 """Environment variable `serve --store` defaults to (keeps the URL's password out of `ps`)."""
 STORE_SCHEMES = ("redis", "rediss", "unix")
 """URL schemes of a shared task store: Redis over TCP, over TLS, over a Unix socket."""
+BINDINGS = ("grpc", "jsonrpc", "http+json")
+"""The protocol bindings a server can serve (`serve --bindings`). gRPC is always served: the
+server's Health and reflection are gRPC services, and it is the binding the others adapt."""
+HTTP_BINDINGS = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
+"""The HTTP bindings, by their `--bindings` name, with the card's `protocolBinding` for each."""
 MAX_TASK_LEASE = 3600.0
 """Longest task lease accepted, in seconds."""
 
@@ -97,7 +102,9 @@ class ServerConfig:
     shutdown_grace: float = 10.0
     """Seconds running tasks and open streams get on SIGTERM/SIGINT before they are cancelled."""
     card_port: int | None = None
-    """HTTP port for /.well-known/agent-card.json (0 = any free port, None = not served)."""
+    """The HTTP port (`serve --http-port`, alias `--card-port`): the JSON-RPC and HTTP+JSON
+    bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). The
+    field keeps its first name, from when the port served only the card."""
     card_max_age: int = 300
     """Cache-Control max-age of the served card, in seconds."""
     webhook_timeout: float = 10.0
@@ -148,8 +155,16 @@ class ServerConfig:
     """Server processes sharing `port` (see server/workers.py). More than one needs a shared
     `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
+    stream_write_timeout: float = 30.0
+    """Seconds one event of a Server-Sent Events stream (JSON-RPC, HTTP+JSON) may wait for the
+    client to take it in (TCP backpressure); then the stream is ended and its connection closed,
+    so a client that stops reading gives its stream slot back. The task goes on."""
+    bindings: tuple[str, ...] = BINDINGS
+    """The protocol bindings served (names from BINDINGS); "grpc" must be one. The HTTP ones are
+    served only with an HTTP port (`card_port`); the card lists exactly the served ones, and an
+    HTTP binding not served answers 404 on its routes."""
     reuse_port: bool = False
-    """Bind the gRPC and card ports with SO_REUSEPORT, sharing them with the other workers: set
+    """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on
     it is a start-up error)."""
 
@@ -162,6 +177,7 @@ class ServerConfig:
             (self.shutdown_grace >= 0, "shutdown_grace must not be negative"),
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
+            (self.stream_write_timeout > 0, "stream_write_timeout must be positive"),
             (self.webhook_max_attempts >= 1, "webhook_max_attempts must be at least 1"),
             (self.max_message_bytes >= 1, "max_message_bytes must be at least 1"),
             (
@@ -189,6 +205,17 @@ class ServerConfig:
             (self.workers >= 1, "workers must be at least 1"),
         ]
         problems = [message for ok, message in checks if not ok]
+        unknown = [name for name in self.bindings if name not in BINDINGS]
+        if unknown:
+            problems.append(
+                f"unknown binding(s) {', '.join(map(repr, unknown))}: choose among "
+                f"{', '.join(BINDINGS)}"
+            )
+        if "grpc" not in self.bindings:
+            problems.append(
+                "bindings must include grpc: it is always served (Health, reflection and the "
+                "service the HTTP bindings adapt); list the HTTP ones to serve beside it"
+            )
         store_problem = _store_problem(self.store)
         if store_problem is not None:
             problems.append(store_problem)
@@ -230,6 +257,14 @@ class ServerConfig:
             for f in fields(self)
         )
         return f"ServerConfig({', '.join(shown)})"
+
+    @property
+    def http_bindings(self) -> tuple[str, ...]:
+        """The HTTP bindings served, by their card names (JSONRPC, HTTP+JSON); none without an
+        HTTP port."""
+        if self.card_port is None:
+            return ()
+        return tuple(card for name, card in HTTP_BINDINGS.items() if name in self.bindings)
 
     @property
     def delivery_policy(self) -> DeliveryPolicy:

@@ -22,14 +22,25 @@ authenticator), `traceparent` / `tracestate`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+import socket
+import struct
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Collection,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from google.api import annotations_pb2  # type: ignore[import-untyped]
 from google.protobuf import descriptor, json_format, message_factory
 from google.protobuf.message import Message
@@ -57,6 +68,9 @@ JSONRPC_PATH = "/"
 JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 A2A_JSON = "application/a2a+json"
 EVENT_STREAM = "text/event-stream"
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
+"""The bindings' names, as the card's `protocolBinding` states them."""
 JSONRPC_SYSTEM = "jsonrpc"
 REST_SYSTEM = "http"
 """The spans' `rpc.system` per binding (gRPC's is `grpc`)."""
@@ -64,6 +78,10 @@ SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
 `/tasks/{id}:cancel` to its own route."""
+
+
+class SlowReaderError(Exception):
+    """A stream's client took in nothing for the stream write timeout."""
 
 
 class HttpProblem(Exception):
@@ -178,8 +196,15 @@ class HttpBindings:
         authenticator: Authenticator | None = None,
         *,
         draining: Callable[[], bool] = lambda: False,
+        served: Collection[str] = (JSONRPC, HTTP_JSON),
+        write_timeout: float = 30.0,
     ) -> None:
         self.servicer = servicer
+        self.served = tuple(binding for binding in (JSONRPC, HTTP_JSON) if binding in served)
+        """The bindings whose routes are added (card names); the others answer 404."""
+        self.write_timeout = write_timeout
+        """Seconds one write of a stream's event may wait on the client before the stream is
+        ended (`ServerConfig.stream_write_timeout`)."""
         self.authenticator = authenticator
         self.draining = draining
         """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
@@ -187,9 +212,12 @@ class HttpBindings:
         self.max_body = servicer.handler.config.max_receive_bytes
 
     def add_routes(self, app: web.Application) -> None:
-        app.router.add_post(JSONRPC_PATH, self.jsonrpc)
-        for route in http_routes():
-            app.router.add_route(route.verb, route.path, self._rest_endpoint(route))
+        if JSONRPC in self.served:
+            app.router.add_post(JSONRPC_PATH, self.jsonrpc)
+        if HTTP_JSON in self.served:
+            for route in http_routes():
+                app.router.add_route(route.verb, route.path, self._rest_endpoint(route))
+        app.middlewares.append(json_not_found(self.served))
 
     # -- the shared call path -------------------------------------------------------------
 
@@ -253,6 +281,7 @@ class HttpBindings:
                 return error_response(gate.failure(exc, span, rpc.name, None))
             events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
             first: a2a_pb2.StreamResponse | None = None
+            slow_reader = False
             try:
                 try:
                     self._authenticate(params)
@@ -266,19 +295,34 @@ class HttpBindings:
                     return error_response(gate.failure(exc, span, rpc.name, request))
                 response = web.StreamResponse(headers=_sse_headers(activated))
                 await response.prepare(http_request)
+
+                async def write(data: bytes | None) -> None:
+                    """Writes `data` (None: the end of the stream), within the write timeout."""
+                    try:
+                        async with asyncio.timeout(self.write_timeout):
+                            if data is None:
+                                await response.write_eof()
+                            else:
+                                await response.write(data)
+                    except TimeoutError:
+                        raise SlowReaderError from None
+
                 if first is not None:
-                    await response.write(_sse(encode(first)))
+                    await write(_sse(encode(first)))
                     try:
                         async for event in rpc_events:
-                            await response.write(_sse(encode(event)))
-                    except (ConnectionResetError, OSError):
+                            await write(_sse(encode(event)))
+                    except (ConnectionResetError, OSError, SlowReaderError):
                         raise
                     except Exception as exc:
                         error = gate.failure(exc, span, rpc.name, request)
-                        await response.write(encode_error(error))
-                        await response.write_eof()
+                        await write(encode_error(error))
+                        await write(None)
                         return response
-                await response.write_eof()
+                await write(None)
+            except SlowReaderError:
+                slow_reader = True
+                gate.audit(rpc.name, request, "CANCELLED", first)
             except BaseException:  # the client went away (cancelled) or the server is stopping
                 gate.audit(rpc.name, request, "CANCELLED", first)
                 raise
@@ -286,6 +330,16 @@ class HttpBindings:
                 gate.release(stream=True)
                 if events is not None:
                     await events.aclose()
+            if slow_reader:
+                # Closed only now that the stream's slot and subscription are given back: the
+                # lost connection cancels this handler (handler_cancellation).
+                log.warning(
+                    "%s stream cut off: the client read nothing for %g s (stream write timeout)",
+                    rpc.name,
+                    self.write_timeout,
+                )
+                _reset(http_request)
+                return response
             gate.audit(rpc.name, request, "OK", first)
             return response
 
@@ -429,28 +483,51 @@ class HttpBindings:
         return endpoint
 
 
-@web.middleware
-async def json_not_found(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Answers unknown paths and methods with an AIP-193 error instead of aiohttp's text."""
-    try:
-        return await handler(request)
-    except web.HTTPNotFound:
-        return _rest_error(
-            MethodNotFoundError(
-                f"no A2A HTTP+JSON route is {request.method} {request.path} (JSON-RPC: POST "
-                f"{JSONRPC_PATH})"
+def json_not_found(served: Collection[str]) -> Middleware:
+    """A middleware that answers unknown paths and methods, and the routes of a binding not in
+    `served`, with an AIP-193 error instead of aiohttp's text."""
+    where = {
+        JSONRPC: f"JSON-RPC is served at POST {JSONRPC_PATH}",
+        HTTP_JSON: "HTTP+JSON routes are served",
+    }
+    served_text = "; ".join(where[binding] for binding in served) or "no A2A binding is served"
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return _rest_error(
+                MethodNotFoundError(
+                    f"no A2A route is {request.method} {request.path} on this server "
+                    f"({served_text} over HTTP)"
+                )
             )
-        )
-    except web.HTTPMethodNotAllowed as exc:
-        return _rest_error(
-            MethodNotFoundError(
-                f"{request.method} is not allowed on {request.path}; allowed: "
-                f"{', '.join(sorted(exc.allowed_methods))}"
-            ),
-            405,
-        )
+        except web.HTTPMethodNotAllowed as exc:
+            return _rest_error(
+                MethodNotFoundError(
+                    f"{request.method} is not allowed on {request.path}; allowed: "
+                    f"{', '.join(sorted(exc.allowed_methods))}"
+                ),
+                405,
+            )
+
+    return middleware
+
+
+def _reset(http_request: web.Request) -> None:
+    """Closes the request's connection at once with a reset (RST). A plain close would queue
+    its FIN behind the bytes the client never read, so the connection (and its kernel buffers)
+    would outlive the stream for minutes."""
+    transport = http_request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 # -- decoding -----------------------------------------------------------------------------

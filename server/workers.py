@@ -3,7 +3,7 @@
 The parent (`Supervisor`) starts `count` worker processes, each running the same command: for
 `serve`, `serve_worker_command` re-executes `python -m a2a_grpc.cli.main serve` with the
 parent's options plus `--workers 1 --worker-index I --worker-lifeline FD`. A worker binds the
-gRPC and card ports with SO_REUSEPORT (`ServerConfig.reuse_port`), so the kernel spreads new
+gRPC and HTTP ports with SO_REUSEPORT (`ServerConfig.reuse_port`), so the kernel spreads new
 connections over the workers (connections, not calls: one client channel stays on the worker it
 connected to). Workers must keep their tasks in a shared store; the configuration refuses
 `workers > 1` without one (`ServerConfig`).

@@ -264,7 +264,7 @@ def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
             "serve",
             "--port",
             "0",
-            "--card-port",
+            "--http-port",
             "-1",
             "--audit-log",
             str(path),

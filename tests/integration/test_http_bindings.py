@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import select
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -476,3 +478,142 @@ async def test_an_empty_page_states_its_fields(
         assert response.status == 200
     async with http.get(base_of(harness) + "/tasks?statusTimestampAfter=yesterday") as response:
         assert response.status == 400
+
+
+# -- serving some bindings --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bindings", "listed"),
+    [
+        (("grpc", "jsonrpc"), ["GRPC", "JSONRPC"]),
+        (("grpc", "http+json"), ["GRPC", "HTTP+JSON"]),
+        (("grpc",), ["GRPC"]),
+    ],
+)
+async def test_only_the_served_bindings_are_listed_and_answered(
+    make_server: Factory,
+    http: aiohttp.ClientSession,
+    bindings: tuple[str, ...],
+    listed: list[str],
+) -> None:
+    harness = await make_server(card_port=0, bindings=bindings)
+    base = base_of(harness)
+    async with http.get(base + CARD_PATH) as response:
+        card = await response.json()
+    assert [i["protocolBinding"] for i in card["supportedInterfaces"]] == listed
+    status, answer, _ = await post_rpc(http, harness, rpc("SendMessage", {"message": message()}))
+    if "jsonrpc" in bindings:
+        assert (status, answer["result"]["task"]["status"]["state"]) == (
+            200,
+            "TASK_STATE_COMPLETED",
+        )
+    else:
+        assert status == 404
+        assert rest_error(answer, 404).reason == "METHOD_NOT_FOUND"
+    async with http.post(base + "/message:send", json={"message": message("r")}) as response:
+        body = await response.json(content_type=None)
+        if "http+json" in bindings:
+            assert response.status == 200
+            assert body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        else:
+            assert response.status == 404
+            assert rest_error(body, 404).reason == "METHOD_NOT_FOUND"
+    request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="g", role=1))
+    request.message.parts.add(text="x")
+    sent = await harness.stub.SendMessage(request, metadata=VERSION)
+    assert sent.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_a_card_file_interface_of_an_unserved_binding_is_dropped(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    card = a2a_pb2.AgentCard(name="listed")
+    card.supported_interfaces.add(url="http://proxy/", protocol_binding="JSONRPC")
+    card.supported_interfaces.add(url="http://proxy", protocol_binding="HTTP+JSON")
+    harness = await make_server(card=card, card_port=0, bindings=("grpc", "http+json"))
+    async with http.get(base_of(harness) + CARD_PATH) as response:
+        served = await response.json()
+    assert [(i["protocolBinding"], i["url"]) for i in served["supportedInterfaces"]] == [
+        ("HTTP+JSON", "http://proxy")
+    ]
+
+
+# -- a client that stops reading ----------------------------------------------------------------
+
+
+class Flood:
+    """For the text "flood": WORKING, then `chunks` artifact chunks of `size` bytes each, then
+    COMPLETED, setting `done`. Anything else: COMPLETED at once."""
+
+    def __init__(self, chunks: int, size: int) -> None:
+        self.chunks = chunks
+        self.part = a2a_pb2.Part(text="x" * size)
+        self.done = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        if context.text() != "flood":
+            await events.complete()
+            return
+        await events.working()
+        for index in range(self.chunks):
+            await events.add_artifact(
+                [self.part],
+                artifact_id="big",
+                append=index > 0,
+                last_chunk=index == self.chunks - 1,
+            )
+        await events.complete()
+        self.done.set()
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
+async def test_a_client_that_stops_reading_a_stream_is_cut_off(
+    make_server: Factory, http: aiohttp.ClientSession, binding: str
+) -> None:
+    flood = Flood(chunks=2000, size=64 * 1024)  # 128 MiB of events: far above the TCP buffers
+    harness = await make_server(flood, card_port=0, max_open_streams=1, stream_write_timeout=0.2)
+    assert harness.running.card_server is not None
+    loop = asyncio.get_running_loop()
+    with socket.socket() as sock:
+        # A small receive buffer (no autotuning), so the server's writes soon wait on us.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", harness.running.card_server.port))
+        if binding == "jsonrpc":
+            path = "/"
+            body = json.dumps(rpc("SendStreamingMessage", {"message": message(text="flood")}))
+        else:
+            path = "/message:stream"
+            body = json.dumps({"message": message(text="flood")})
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        await loop.sock_sendall(sock, (head + body).encode())
+        headers = b""
+        while not headers.endswith(b"\r\n\r\n"):  # the headers, byte by byte, and no more
+            byte = await loop.sock_recv(sock, 1)
+            assert byte, f"connection closed after {headers!r}"
+            headers += byte
+        assert headers.startswith(b"HTTP/1.1 200")
+        assert b"text/event-stream" in headers.lower()
+        # Now read nothing more and wait until the server ends the stream: its abort (RST)
+        # shows as POLLHUP / POLLERR, which poll reports without our reading a byte.
+        poller = select.poll()
+        poller.register(sock.fileno(), 0)
+        ready = await asyncio.to_thread(poller.poll, 60_000)
+        assert ready, "the server kept the stream of a client that stopped reading"
+        assert ready[0][1] & (select.POLLHUP | select.POLLERR)
+    # Its stream slot is free again (max_open_streams=1): a new stream is admitted and served.
+    async with http.post(
+        base_of(harness) + "/", json=rpc("SendStreamingMessage", {"message": message("m-2")})
+    ) as response:
+        assert response.status == 200
+        answers = [json.loads(data) async for data in sse_data(response)]
+    assert answers[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    # The task went on without its reader.
+    await asyncio.wait_for(flood.done.wait(), 60)
+    tasks = await harness.stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=VERSION)
+    states = {task.status.state for task in tasks.tasks}
+    assert states == {a2a_pb2.TASK_STATE_COMPLETED}

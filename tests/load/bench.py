@@ -14,8 +14,12 @@ stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memo
 small task; and on Redis, with two replicas A and B of ours on one redis-server
 (tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
 CancelTask on B reaching a stream on A, and Redis memory per small finished task
-(tests.load.redis_memory). The targets are checked and printed, never asserted: the exit status
-is 0 whenever the harness itself worked. `--quick` runs everything tiny (a smoke run for CI).
+(tests.load.redis_memory). The HTTP bindings at c=32: JSON-RPC SendMessage and SSE streaming,
+ours against the SDK's JSON-RPC server (tests.load.sdk_jsonrpc_server: its Starlette routes
+under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load (aiohttp, pinned
+to the load CPU like the others). The targets are checked and printed, never asserted: the
+exit status is 0 whenever the harness itself worked. `--quick` runs everything tiny (a smoke
+run for CI).
 
 Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
 no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
@@ -58,6 +62,16 @@ RPCS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
 # 45 s of the full run per RPC added.
 KIND_RPCS = {"redis": ("send",)}
 CONCURRENCY = (1, 32, 256)
+HTTP_SERVER_ARGS = {
+    "ours": ["tests.load.servers", "ours", "--http"],
+    "sdk": ["tests.load.sdk_jsonrpc_server"],
+}
+HTTP_ROWS = {  # tests.load.http_load's kinds, and the servers that run each
+    "jsonrpc-send": ("JSON-RPC SendMessage", ("ours", "sdk")),
+    "rest-send": ("HTTP+JSON SendMessage", ("ours",)),
+    "jsonrpc-stream": ("JSON-RPC SendStreamingMessage (SSE)", ("ours", "sdk")),
+}
+HTTP_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
@@ -322,6 +336,55 @@ def throughput(
     return cells
 
 
+def http_throughput(settings: Settings) -> dict[tuple[str, str], Cell]:
+    """The HTTP bindings at c=32: ours (the HTTP port of tests.load.servers) and the SDK's
+    JSON-RPC server (tests.load.sdk_jsonrpc_server), in alternating rounds like the gRPC
+    rows, loaded by tests.load.http_load pinned to the load CPU."""
+
+    def run(target: str, kind: str, duration: float) -> dict[str, float]:
+        command = [PYTHON, "-m", "tests.load.http_load", f"http://{target}", kind]
+        command += ["-c", str(HTTP_CONCURRENCY), "-d", str(duration)]
+        return run_json(pinned(command, LOAD_CPU), timeout=duration + 120)
+
+    cells: dict[tuple[str, str], Cell] = {}
+    with servers(HTTP_SERVER_ARGS) as started:
+        for kind, (_, names) in HTTP_ROWS.items():
+            for name in names:
+                run(started[name].target, kind, settings.warmup)
+        for round_number in range(settings.rounds):
+            for kind, (label, names) in HTTP_ROWS.items():
+                for name in names:
+                    figures = run(started[name].target, kind, settings.duration)
+                    cells.setdefault((kind, name), Cell()).add(figures)
+                    print(
+                        f"  round {round_number + 1} {label} c={HTTP_CONCURRENCY} {name}: "
+                        f"{figures['rps']:.0f} req/s, p99 {figures['p99_ms']:.2f} ms, "
+                        f"errors {int(figures['errors'])}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return cells
+
+
+def http_table(cells: dict[tuple[str, str], Cell]) -> list[str]:
+    lines = [
+        "| HTTP binding, RPC | c | server | req/s | p50 ms | p99 ms | errors | ours/SDK req/s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, (label, names) in HTTP_ROWS.items():
+        for name in names:
+            cell = cells[(kind, name)]
+            versus = ""
+            if name == "ours" and (kind, "sdk") in cells:
+                versus = ratio(cell.median("rps"), cells[(kind, "sdk")].median("rps"))
+            lines.append(
+                f"| {label} | {HTTP_CONCURRENCY} | {name} | {cell.median('rps'):.0f} "
+                f"| {cell.median('p50'):.2f} | {cell.median('p99'):.2f} | {sum(cell.errors)} "
+                f"| {versus} |"
+            )
+    return lines
+
+
 def first_event(settings: Settings, targets: dict[str, str]) -> dict[str, float]:
     """Time to first event of SendStreamingMessage at concurrency 1 (Python client)."""
     figures: dict[str, float] = {}
@@ -440,6 +503,7 @@ def verdicts(
     memory_figures: dict[str, float],
     replicas: dict[str, dict[str, float]],
     redis_kib: float,
+    http_cells: dict[tuple[str, str], Cell],
 ) -> list[str]:
     def rps(rpc: str, name: str) -> float:
         return cells[(rpc, 32, name)].median("rps")
@@ -453,6 +517,9 @@ def verdicts(
     store_kib = memory_figures["store_kib"]
     on_redis = rps("send", "redis") / send if send else 0.0
     subscribe_p50, cancel_p99 = replicas["subscribe"]["p50_ms"], replicas["cancel"]["p99_ms"]
+    jsonrpc = http_cells[("jsonrpc-send", "ours")].median("rps")
+    jsonrpc_sdk = http_cells[("jsonrpc-send", "sdk")].median("rps")
+    jsonrpc_vs_sdk = jsonrpc / jsonrpc_sdk if jsonrpc_sdk else 0.0
     checks = [
         ("SendMessage c=32 ours/limit >= 0.6 (aim 0.8)", send / limit_send,
          send >= 0.6 * limit_send),
@@ -471,6 +538,7 @@ def verdicts(
         ("CancelTask on B -> CANCELED on A's stream p99 ms <= 100", cancel_p99,
          cancel_p99 <= 100),
         ("Redis KiB per small finished task <= 4", redis_kib, redis_kib <= 4),
+        ("JSON-RPC SendMessage c=32 ours/SDK >= 3", jsonrpc_vs_sdk, jsonrpc_vs_sdk >= 3),
     ]  # fmt: skip
     return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
 
@@ -511,6 +579,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 cells = throughput(load, settings, targets)
                 ttfe = first_event(settings, {name: targets[name] for name in SERVER_ARGS})
         audit_figures = audit_cost(load, settings, Path(scratch))
+    http_cells = http_throughput(settings)
     fanout_figures = fanout(settings)
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
@@ -531,6 +600,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{settings.duration:g} s per cell, medians over rounds",
         "",
         *throughput_table(cells),
+        "",
+        *http_table(http_cells),
         "",
         "| measurement | ours | limit | SDK |",
         "|---|---:|---:|---:|",
@@ -575,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         + " | |",
         "",
         "targets (checked, never asserted):",
-        *verdicts(cells, list_figures, memory_figures, replicas, redis_kib),
+        *verdicts(cells, list_figures, memory_figures, replicas, redis_kib, http_cells),
         "",
         f"took {time.time() - started:.0f} s",
     ]

@@ -2,15 +2,17 @@
 
     .venv/bin/python -m tests.load.servers ours  [--agent demo|burst|hold] [--preload N]
                                                  [--audit-log F] [--store redis://...]
-                                                 [--config FIELD=INT ...]
+                                                 [--config FIELD=INT ...] [--http]
     .venv/bin/python -m tests.load.servers limit
 
 Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
 - `ours`: a2a_grpc.server.app.start_server with the DemoAgent (`--agent burst` adds the
   fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks;
-  `--config max_streams_per_connection=100` sets a ServerConfig field). `--store URL` keeps
-  the tasks in that Redis, as `a2a-grpc serve --store` does (a replica); `--agent hold` (Redis
-  only) adds tests.load.hold_agent, which emits an event when the bench client says so.
+  `--config max_streams_per_connection=100` sets a ServerConfig field; `--http` serves the
+  HTTP port too, JSON-RPC and HTTP+JSON, and prints that port instead of gRPC's).
+  `--store URL` keeps the tasks in that Redis, as `a2a-grpc serve --store` does (a replica);
+  `--agent hold` (Redis only) adds tests.load.hold_agent, which emits an event when the bench
+  client says so.
 - `limit`: a bare grpc.aio servicer on our generated stubs returning canned responses (a
   completed Task; a four-event stream), with server reflection and no A2A logic at all.
 """
@@ -126,6 +128,7 @@ async def serve_ours(
     audit_log: str | None = None,
     overrides: dict[str, int] | None = None,
     store: str = "",
+    http: bool = False,
 ) -> None:
     agents = {"burst": BurstAgent, "demo": DemoAgent, "hold": lambda: HoldAgent(store)}
     config = ServerConfig(
@@ -134,12 +137,17 @@ async def serve_ours(
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
         store=store,
+        card_port=0 if http else None,
     )
     config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agents[agent_name]())
     if preload_count:
         preload(running.handler.store.table, preload_count)
-    await _until_signalled(running.port)
+    if http:
+        assert running.card_server is not None
+        await _until_signalled(running.card_server.port)
+    else:
+        await _until_signalled(running.port)
     await running.stop()
 
 
@@ -188,6 +196,9 @@ def main() -> None:
     parser.add_argument("--store", default="", help="ours: a Redis URL (a replica)")
     parser.add_argument("--audit-log", help="ours: write the audit trail to this file")
     parser.add_argument(
+        "--http", action="store_true", help="ours: serve HTTP too and print its port, not gRPC's"
+    )
+    parser.add_argument(
         "--config", action="append", default=[], metavar="FIELD=INT", help="ours: a setting"
     )
     args = parser.parse_args()
@@ -195,7 +206,9 @@ def main() -> None:
     if (args.store and args.preload) or (args.agent == "hold" and not args.store):
         parser.error("--preload needs the in-memory store, --agent hold needs --store")
     if args.kind == "ours":
-        asyncio.run(serve_ours(args.agent, args.preload, args.audit_log, overrides, args.store))
+        asyncio.run(
+            serve_ours(args.agent, args.preload, args.audit_log, overrides, args.store, args.http)
+        )
     else:
         asyncio.run(serve_limit())
 

@@ -70,7 +70,7 @@ async def start_replica(redis_url: str, *options: str) -> Replica:
         "127.0.0.1",
         "--port",
         "0",
-        "--card-port",
+        "--http-port",
         "0",
         "--store",
         redis_url,

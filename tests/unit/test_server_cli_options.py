@@ -120,3 +120,28 @@ def test_worker_flags_go_together_and_make_a_port_sharing_worker() -> None:
     worker = setup(parser().parse_args(["--worker-index", "2", "--worker-lifeline", "7"]))
     assert worker.config.reuse_port and (worker.worker_index, worker.lifeline) == (2, 7)
     assert "--worker-index" not in parser().format_help()  # internal: set by the supervisor
+
+
+@pytest.mark.parametrize("option", ["--http-port", "--card-port"])
+def test_http_port_and_its_alias_card_port_set_the_http_port(option: str) -> None:
+    assert setup(parser().parse_args(["--port", "7000", option, "7100"])).config.card_port == 7100
+    assert setup(parser().parse_args([option, "-1"])).config.card_port is None
+
+
+def test_the_http_port_defaults_to_the_grpc_port_plus_one() -> None:
+    assert setup(parser().parse_args(["--port", "7000"])).config.card_port == 7001
+    assert setup(parser().parse_args(["--port", "0"])).config.card_port == 0
+
+
+def test_bindings_are_parsed_and_checked() -> None:
+    assert setup(parser().parse_args([])).config.bindings == ("grpc", "jsonrpc", "http+json")
+    args = parser().parse_args(["--bindings", "GRPC, jsonrpc,grpc"])
+    config = setup(args).config
+    assert config.bindings == ("grpc", "jsonrpc")
+    assert config.http_bindings == ("JSONRPC",)
+    off = setup(parser().parse_args(["--http-port", "-1"])).config
+    assert off.http_bindings == ()
+    with pytest.raises(ValueError, match="must include grpc"):
+        setup(parser().parse_args(["--bindings", "jsonrpc"]))
+    with pytest.raises(ValueError, match=r"unknown binding.*'rest'"):
+        setup(parser().parse_args(["--bindings", "grpc,rest"]))
