@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -84,6 +87,22 @@ class TlsFiles:
                 x509.load_pem_x509_certificates(self.client_ca)
             except ValueError:
                 raise ValueError("--client-ca is not a PEM certificate bundle") from None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The same certificate for the HTTP port (card, JSON-RPC, HTTP+JSON), with the same
+        client certificate requirement as gRPC."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        # The ssl module loads a chain from files only: a private directory, gone at once.
+        with tempfile.TemporaryDirectory() as directory:
+            chain, key = Path(directory, "chain.pem"), Path(directory, "key.pem")
+            chain.write_bytes(self.certificate_chain)
+            key.touch(mode=0o600)
+            key.write_bytes(self.private_key)
+            context.load_cert_chain(chain, key)
+        if self.client_ca is not None:
+            context.load_verify_locations(cadata=self.client_ca.decode())
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
 
 
 def _public_bytes(key: Any) -> bytes:
@@ -234,6 +253,7 @@ async def start_server(
             reuse_port=config.reuse_port,
             max_body=config.max_receive_bytes,
             shutdown_timeout=config.shutdown_grace,
+            ssl_context=None if tls is None else tls.ssl_context(),
         )
         try:
             card_server.bind()

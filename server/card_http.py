@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import ssl
 import time
 from email.utils import formatdate
 
@@ -39,7 +40,10 @@ class CardServer:
         reuse_port: bool = False,
         max_body: int = 1024**2,
         shutdown_timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """With `ssl_context` the port serves HTTPS only (the server's TLS certificate)."""
+        self.ssl_context = ssl_context
         self.host = host
         self.port = port
         self.max_age = max_age
@@ -57,9 +61,10 @@ class CardServer:
 
     @property
     def base_url(self) -> str:
-        """`http://host:port`, the base of the HTTP+JSON routes."""
+        """`http(s)://host:port`, the base of the HTTP+JSON routes."""
         host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
-        return f"http://{host}:{self.port}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{host}:{self.port}"
 
     def set_card(self, card: a2a_pb2.AgentCard) -> None:
         self._body = to_json(card).encode()
@@ -116,7 +121,7 @@ class CardServer:
             shutdown_timeout=self.shutdown_timeout,
         )
         await self._runner.setup()
-        site = web.SockSite(self._runner, self._socket)
+        site = web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context)
         await site.start()
 
     async def stop(self) -> None:

@@ -171,6 +171,8 @@ class ServiceParams:
     extension_values: Sequence[str]
     trace_headers: Sequence[tuple[str, str]]
     authorization: str | None
+    peer: Mapping[str, Sequence[bytes]]
+    """The verified client certificate's names, keyed as gRPC's auth context keys them."""
 
     @classmethod
     def read(cls, request: web.Request) -> ServiceParams:
@@ -180,11 +182,28 @@ class ServiceParams:
             headers.getall(EXTENSIONS_KEY, []),
             [(key, headers[key]) for key in TRACE_HEADERS if key in headers],
             headers.get("Authorization"),
+            _peer_names(request),
         )
 
 
 Encode = Callable[[Message], bytes]
 EncodeError = Callable[[StatusError], bytes]
+
+
+def _peer_names(request: web.Request) -> Mapping[str, Sequence[bytes]]:
+    """The common name of the client certificate TLS verified (mTLS), as gRPC's auth context
+    has it (`x509_common_name`), so the same authenticator names the same principal."""
+    transport = request.transport
+    certificate = None if transport is None else transport.get_extra_info("peercert")
+    if not certificate:
+        return {}
+    names = [
+        value.encode()
+        for rdn in certificate.get("subject", ())
+        for key, value in rdn
+        if key == "commonName"
+    ]
+    return {"x509_common_name": names} if names else {}
 
 
 class HttpBindings:
@@ -226,7 +245,7 @@ class HttpBindings:
             return
         authorization = params.authorization
         metadata = () if authorization is None else (("authorization", authorization),)
-        set_caller(caller_of(self.authenticator, metadata, {}))
+        set_caller(caller_of(self.authenticator, metadata, params.peer))
 
     def _admit(self, *, stream: bool) -> None:
         if self.draining():

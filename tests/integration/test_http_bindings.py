@@ -8,21 +8,27 @@ import io
 import json
 import select
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.app import TlsFiles, start_server
 from a2a_grpc.server.audit import verify
 from a2a_grpc.server.card_http import CARD_PATH
+from a2a_grpc.server.config import ServerConfig
 from tests.integration.bindings import rest_error, sse_data
+from tests.integration.certs import Authority
 from tests.integration.conftest import VERSION, Factory, Harness, Held, collect
+from tests.integration.test_server_discovery_auth import CallerRecorder
 
 MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
 BUDGET = "urn:a2a-grpc:budget:v1"
@@ -617,3 +623,55 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off(
     tasks = await harness.stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=VERSION)
     states = {task.status.state for task in tasks.tasks}
     assert states == {a2a_pb2.TASK_STATE_COMPLETED}
+
+
+async def test_the_http_port_serves_tls_and_names_the_client_certificate(
+    tmp_path: Path,
+) -> None:
+    ca = Authority()
+    server_pem = ca.issue("localhost", server=True)
+    tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
+    agent = CallerRecorder()
+    running = await start_server(
+        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1), agent, tls=tls
+    )
+
+    def client_for(common_name: str | None) -> httpx.AsyncClient:
+        context = ssl.create_default_context(cadata=ca.certificate.decode())
+        if common_name is not None:
+            pem = ca.issue(common_name)
+            chain, key = tmp_path / f"{common_name}.pem", tmp_path / f"{common_name}.key"
+            chain.write_bytes(pem.certificate)
+            key.write_bytes(pem.key)
+            context.load_cert_chain(chain, key)
+        return httpx.AsyncClient(verify=context)
+
+    def rpc(method: str, params: dict[str, object]) -> dict[str, object]:
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    headers = {"A2A-Version": "1.0"}
+    try:
+        url = running.card_url
+        assert url is not None and url.startswith("https://")
+        async with client_for("alice") as alice, client_for("bob") as bob:
+            card = (await alice.get(url)).json()
+            https = [
+                i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] != "GRPC"
+            ]
+            assert https and all(u.startswith("https://") for u in https)
+            endpoint = url.removesuffix("/.well-known/agent-card.json") + "/"
+            message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+            sent = await alice.post(
+                endpoint, json=rpc("SendMessage", {"message": message}), headers=headers
+            )
+            task_id = sent.json()["result"]["task"]["id"]
+            assert agent.callers == ["cert:alice"]  # the principal is the certificate's name
+            mine = await alice.post(endpoint, json=rpc("GetTask", {"id": task_id}), headers=headers)
+            assert mine.json()["result"]["id"] == task_id
+            theirs = await bob.post(endpoint, json=rpc("GetTask", {"id": task_id}), headers=headers)
+            assert theirs.json()["error"]["code"] == -32001  # TaskNotFound: another principal
+        async with client_for(None) as anonymous:
+            with pytest.raises(httpx.HTTPError):  # no client certificate: no TLS session
+                await anonymous.get(url)
+    finally:
+        await running.stop(0)
