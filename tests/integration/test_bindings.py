@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import aiohttp
 import pytest
 from google.protobuf import empty_pb2
 
+from a2a_grpc.core.budget import Money, cost_of, with_budget
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.card import demo_card
@@ -265,3 +267,57 @@ async def test_an_error_after_the_first_event_ends_the_stream(over: Start) -> No
             received.append(event)
     assert received and received[0].WhichOneof("payload") == "task"
     assert error.value.reason == "RESOURCE_EXHAUSTED"
+
+
+async def test_one_task_across_all_three_bindings(make_server: Factory) -> None:
+    """Streams of one task on different bindings see the same events; a message id repeated
+    over another binding is the same task; a task made over one is cancelled over another."""
+    held = Held()
+    harness = await make_server(held, None, card_port=0)
+    card_url = harness.running.card_url
+    assert card_url is not None
+    base = card_url.removesuffix(CARD_PATH)
+    async with aiohttp.ClientSession() as session:
+        bindings: list[Binding] = [
+            GrpcBinding(harness.stub, harness.channel, None),
+            JsonRpcBinding(session, base + "/", None),
+            RestBinding(session, base, None),
+        ]
+        request = _non_blocking("hold")
+        sent = await bindings[1].call("SendMessage", request)
+        assert isinstance(sent, a2a_pb2.SendMessageResponse)
+        for binding in (bindings[0], bindings[2]):  # the same message id: the same task
+            again = await binding.call("SendMessage", request)
+            assert isinstance(again, a2a_pb2.SendMessageResponse)
+            assert again.task.id == sent.task.id
+        assert held.runs == 1
+        await held.entered.wait()
+        streams = [
+            binding.stream("SubscribeToTask", a2a_pb2.SubscribeToTaskRequest(id=sent.task.id))
+            for binding in bindings
+        ]
+        for stream in streams:  # each has its snapshot: subscribed
+            assert (await anext(stream)).task.id == sent.task.id
+        held.go.set()
+        seen = [[event.SerializeToString() async for event in stream] for stream in streams]
+        assert seen[0] == seen[1] == seen[2] and seen[0]
+        held.go.clear()  # the next run holds again
+        other = await bindings[2].call("SendMessage", _non_blocking("hold"))
+        assert isinstance(other, a2a_pb2.SendMessageResponse)
+        canceled = await bindings[0].call("CancelTask", a2a_pb2.CancelTaskRequest(id=other.task.id))
+        assert isinstance(canceled, a2a_pb2.Task)
+        assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+
+
+async def test_a_budget_and_its_cost(over: Start) -> None:
+    _, binding = await over()
+    request = send_request("spend 0.02")
+    request.message.CopyFrom(with_budget(request.message, "0.10", "EUR"))
+    sent = await binding.call("SendMessage", request)
+    assert isinstance(sent, a2a_pb2.SendMessageResponse)
+    assert cost_of(sent.task) == Money(Decimal("0.02"), "EUR")
+    over_budget = send_request("spend 1")
+    over_budget.message.CopyFrom(with_budget(over_budget.message, "0.10", "EUR"))
+    refused = await binding.call("SendMessage", over_budget)
+    assert isinstance(refused, a2a_pb2.SendMessageResponse)
+    assert refused.task.status.state == a2a_pb2.TASK_STATE_REJECTED
