@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import mimetypes
 import os
@@ -427,7 +428,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {_installed_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Dispatched by cli/main.py before this parser runs; listed here so that --help shows them.
+    commands.add_parser("serve", help="run an A2A server (`a2a-grpc serve --help`)")
+    commands.add_parser("audit", help="check an audit trail (`a2a-grpc audit verify FILE`)")
 
     def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help: str) -> Any:
         sub = commands.add_parser(
@@ -488,6 +493,13 @@ def _parser() -> argparse.ArgumentParser:
         "show the agent card (URL: the public card; host:port: GetExtendedAgentCard)",
     )
     return parser
+
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("a2a-grpc")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
 
 
 def _seconds(text: str) -> float:
