@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import functools
 import importlib
-import logging
 import os
 import signal
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import logs
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
@@ -150,6 +150,13 @@ def parser() -> argparse.ArgumentParser:
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
+    add("--log-level", choices=logs.LEVELS, default="info", help="least severe level logged")
+    add(
+        "--log-format",
+        choices=logs.FORMATS,
+        default="text",
+        help="text lines, or one JSON object per line (time, level, logger, message, ...)",
+    )
     add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
     add(
         "--stream-write-timeout",
@@ -469,7 +476,7 @@ def main(argv: list[str]) -> int:
     clean stop, 1 when a port is taken, 2 for a configuration that cannot be served (one line
     on stderr, never the store URL's password); with `--workers N`, see server/workers.py."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(args.log_level, args.log_format)
     try:
         loaded = setup(args)
     except ValueError as exc:
