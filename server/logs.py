@@ -38,11 +38,12 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(level: str = "info", form: str = "text") -> None:
-    """Sets the root logger's level and format (replacing any handler set before)."""
+    """Sets the root logger's level and format, like logging.basicConfig: only when nothing
+    configured logging before (an embedding program, or a test runner, keeps its own)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())

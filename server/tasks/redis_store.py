@@ -275,6 +275,7 @@ class RedisTaskStore:
         self._delivering: set[str] = set()  # tasks in this replica's delivery set
         self._background: list[asyncio.Task[None]] = []
         self._closing = False
+        self._started = False
         self._probe: asyncio.Task[None] | None = None
 
     @classmethod
@@ -349,8 +350,8 @@ class RedisTaskStore:
         return await self.call(self._scripts[name](keys=list(keys), args=list(args)))
 
     def set_healthy(self, healthy: bool) -> None:
-        if healthy == self.healthy:
-            return
+        if healthy == self.healthy or not self._started:
+            return  # before start(), a failure is start()'s error, not a health change
         self.healthy = healthy
         if healthy:
             log.warning("the task store (Redis) answers again")
@@ -1074,6 +1075,7 @@ class RedisTaskStore:
         await self._use_cluster_if_there_is_one()
         if self.webhooks is not None:
             self.webhooks.on_delivered = self._delivered
+        self._started = True
         await self.events.start()
         await self._heartbeat()
         loop = asyncio.get_running_loop()

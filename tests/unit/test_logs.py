@@ -44,6 +44,7 @@ def test_configure_sets_the_root_level_and_format() -> None:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     try:
+        root.handlers[:] = []
         logs.configure("warning", "json")
         assert root.level == logging.WARNING
         assert isinstance(root.handlers[0].formatter, logs.JsonFormatter)
