@@ -322,9 +322,9 @@ class RequestHandler:
             if first is not None:
                 return first, None, None  # another replica runs this message id
         subscription: Subscription | None = None
-        if subscribe and existing is None:  # before anything is claimed: nothing to undo
-            subscription = await self.store.subscribe(context.task_id)
         try:
+            if subscribe and existing is None:  # before the agent can emit anything
+                subscription = await self.store.subscribe(context.task_id)
             if existing is None and inline is None:  # the common case, without a coroutine more
                 await self.store.reserve(scope, size, context.task_id)  # the run uses or frees it
             else:
