@@ -21,6 +21,7 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
 )
+from a2a_grpc.server.tasks.changes import status_event
 from a2a_grpc.server.tasks.table import TaskTable
 
 
@@ -86,15 +87,11 @@ class InMemoryTaskStore:
         # blocking SendMessage).
         if not broker.has_subscribers(task_id):
             return False
-        event = a2a_pb2.StreamResponse()
-        update = event.status_update
-        update.task_id = task_id
-        update.context_id = task.context_id
-        update.status.CopyFrom(task.status)
-        if event_metadata:
-            update.metadata.update(event_metadata)
         return broker.publish(
-            task_id, event, last=state in TERMINAL_STATES, interrupted=state in INTERRUPTED_STATES
+            task_id,
+            status_event(task, event_metadata),
+            last=state in TERMINAL_STATES,
+            interrupted=state in INTERRUPTED_STATES,
         )
 
     async def update(

@@ -73,6 +73,7 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
 )
+from a2a_grpc.server.tasks.changes import apply_status, status_event
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
 from a2a_grpc.server.tasks.redis_events import EventReader, RemoteOutcome, parse_stream_id
 from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
@@ -506,24 +507,9 @@ class RedisTaskStore:
         another replica wrote the task since it was read (see `_write`)."""
         task = owned.task
         previous_state = task.status.state
-        if previous_state in TERMINAL_STATES:
-            raise TaskFinishedError(task.id, previous_state)
-        status = task.status
-        status.state = state  # type: ignore[assignment]
-        if message is not None:
-            status.message.CopyFrom(message)
-            task.history.append(message)
-        elif status.HasField("message"):
-            status.ClearField("message")
-        updated = self._stamp(status)
-        member = _member(updated, task.id)
-        event = a2a_pb2.StreamResponse()
-        update = event.status_update
-        update.task_id = task.id
-        update.context_id = task.context_id
-        update.status.CopyFrom(status)
-        if event_metadata:
-            update.metadata.update(event_metadata)
+        apply_status(task, state, message)
+        member = _member(self._stamp(task.status), task.id)
+        event = status_event(task, event_metadata)
         terminal = state in TERMINAL_STATES
         flags = "t" if terminal else "i" if state in INTERRUPTED_STATES else ""
         if runner is None:

@@ -33,6 +33,7 @@ from a2a_grpc.server.tasks.base import (
     StoreFullError,
     TaskFinishedError,
 )
+from a2a_grpc.server.tasks.changes import apply_status
 from a2a_grpc.server.tasks.index import TaskIndex, TaskQuery, trim_history
 
 
@@ -238,16 +239,8 @@ class TaskTable:
         """
         record = self._records[task_id]
         task = record.task
-        status = task.status
-        if status.state in TERMINAL_STATES:
-            raise TaskFinishedError(task_id, status.state)
-        status.state = state  # type: ignore[assignment]
-        if message is not None:
-            status.message.CopyFrom(message)
-            task.history.append(message)
-        elif status.HasField("message"):
-            status.ClearField("message")
-        record.updated_ns = self._stamp(status)
+        apply_status(task, state, message)
+        record.updated_ns = self._stamp(task.status)
         self._index.changed(task_id)
         self._status_changed(task_id, record, state)
         return task

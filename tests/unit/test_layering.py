@@ -21,6 +21,7 @@ LAYERS = {
     "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
 }
 PROTOCOL_CORE = (
+    "tasks/changes",
     "tasks/redis_store",
     "tasks/redis_events",
     "tasks/redis_push",
