@@ -168,6 +168,13 @@ class _Keys:
     def index(self, scope: Scope, suffix: str) -> str:
         return f"{self.prefix}:{{t:{_hex(scope.tenant)}}}:o:{_hex(scope.owner)}:{suffix}"
 
+    def indexes(self, scope: Scope, state: int, context_id: str) -> list[str]:
+        """A task's ListTasks index keys: all of the scope's, its state's, its context's."""
+        names = [self.index(scope, "all"), self.index(scope, f"s:{state}")]
+        if context_id:
+            names.append(self.index(scope, f"c:{_hex(context_id)}"))
+        return names
+
     def claim(self, digest: str) -> str:
         return f"{self.prefix}:msg:{{{digest}}}"
 
@@ -305,7 +312,7 @@ class RedisTaskStore:
     def _register(client: Any) -> dict[str, Any]:
         names = (
             "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
-            "HEARTBEAT", "PUSH_CHANGE", "STOP",
+            "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX",
         )  # fmt: skip
         return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
 
@@ -672,14 +679,8 @@ class RedisTaskStore:
         self, scope: Scope, task: a2a_pb2.Task, old_member: str, old_state: int, member: str
     ) -> _ScriptCall:
         """Moves the task in its scope's ListTasks indexes from `old_member` to `member`."""
-        keys = self.keys
-        index_keys = [
-            keys.index(scope, "all"),
-            keys.index(scope, f"s:{old_state}"),
-            keys.index(scope, f"s:{task.status.state}"),
-        ]
-        if task.context_id:
-            index_keys.append(keys.index(scope, f"c:{_hex(task.context_id)}"))
+        index_keys = self.keys.indexes(scope, task.status.state, task.context_id)
+        index_keys.insert(1, self.keys.index(scope, f"s:{old_state}"))  # INDEX's KEYS order
         return ("INDEX", index_keys, [old_member, member])
 
     async def update(
@@ -1040,16 +1041,9 @@ class RedisTaskStore:
         self._delivering.discard(task_id)
         await self.call(self.client.srem(keys.replica_deliveries(self.replica_id), task_id))
         if loaded is not None and loaded.member:
-            index_keys = [
-                keys.index(loaded.scope, "all"),
-                keys.index(loaded.scope, f"s:{loaded.task.status.state}"),
-            ]
-            if loaded.task.context_id:
-                index_keys.append(keys.index(loaded.scope, f"c:{_hex(loaded.task.context_id)}"))
-            async with self.client.pipeline(transaction=False) as pipe:
-                for key in index_keys:
-                    pipe.zrem(key, loaded.member)
-                await self.call(pipe.execute())
+            task = loaded.task
+            index_keys = keys.indexes(loaded.scope, task.status.state, task.context_id)
+            await self.run_script("UNINDEX", index_keys, [loaded.member])
         if self.on_evict is not None:
             self.on_evict(task_id)
         return 1
