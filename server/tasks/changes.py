@@ -1,7 +1,10 @@
-"""A status change as every store makes it: applied to the Task, and told as a stream event."""
+"""A status change as every store makes it: applied to the Task, stamped, and told as a stream
+event."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from a2a_grpc.core.states import TERMINAL_STATES
@@ -36,3 +39,24 @@ def status_event(
     if event_metadata:
         update.metadata.update(event_metadata)
     return event
+
+
+class StatusClock:
+    """Stamps status times from `clock_ns`, strictly increasing, so that ListTasks order is the
+    order of the changes this process made."""
+
+    __slots__ = ("_clock_ns", "_last_ns")
+
+    def __init__(self, clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self._clock_ns = clock_ns
+        self._last_ns = 0
+
+    def stamp(self, status: a2a_pb2.TaskStatus) -> int:
+        """Sets `status.timestamp` to now; returns it in nanoseconds."""
+        now = self._clock_ns()
+        if now <= self._last_ns:
+            now = self._last_ns + 1
+        self._last_ns = now
+        timestamp = status.timestamp
+        timestamp.seconds, timestamp.nanos = divmod(now, 1_000_000_000)
+        return now

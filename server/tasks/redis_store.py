@@ -73,7 +73,7 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
 )
-from a2a_grpc.server.tasks.changes import apply_status, status_event
+from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
 from a2a_grpc.server.tasks.redis_events import EventReader, RemoteOutcome, parse_stream_id
 from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
@@ -271,7 +271,7 @@ class RedisTaskStore:
         """Called with False when Redis stops answering and True when it answers again."""
         self.healthy = True
         self._owned: dict[str, _Owned] = {}
-        self._last_ns = 0
+        self._stamp = StatusClock().stamp
         self._scripts = self._register(client)
         self.events = EventReader(self, queue_size)
         self.webhooks: WebhookDispatcher | None = None
@@ -379,14 +379,6 @@ class RedisTaskStore:
             if not self.healthy:
                 await asyncio.sleep(min(1.0, self.timeout / 2))
         self.events.restart()
-
-    def _stamp(self, status: a2a_pb2.TaskStatus) -> int:
-        now = time.time_ns()
-        if now <= self._last_ns:
-            now = self._last_ns + 1
-        self._last_ns = now
-        status.timestamp.seconds, status.timestamp.nanos = divmod(now, 1_000_000_000)
-        return now
 
     def _expiry_ms(self) -> int:
         return int((time.time() + self.terminal_ttl) * 1000)
