@@ -51,17 +51,13 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.connection import HiredisRespSerializer
-from redis.utils import HIREDIS_AVAILABLE
 
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Subscription
 from a2a_grpc.server.dedup import Outcome
-from a2a_grpc.server.tasks import redis_scripts
+from a2a_grpc.server.tasks import redis_client, redis_scripts
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     EventBuilder,
@@ -88,25 +84,8 @@ REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
 ConnectionError)."""
 
 
-class _PackedInC:
-    """Packs commands with hiredis's C packer (installed for parsing), as redis-py's sync
-    client does; its asyncio connections pack in Python. Measured (tests.load.redis_profile,
-    A/B): 621-626 -> 554-563 us of CPU per send on Redis, -10 %."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
-
-
-def _pack_in_c(holder: Any) -> None:
-    """Makes a connection pool (or a cluster node) open connections that pack in C."""
-    if not HIREDIS_AVAILABLE:
-        return
-    base = holder.connection_class
-    if not issubclass(base, _PackedInC):
-        holder.connection_class = type(f"PackedInC{base.__name__}", (_PackedInC, base), {})
+async def _raising(error: BaseException) -> None:
+    raise error
 
 
 def _scope_text(scope: Scope) -> str:
@@ -293,20 +272,10 @@ class RedisTaskStore:
         No retries inside the client: a refused call fails within `timeout` and the caller's
         own retry (our client honours RetryInfo) decides.
         """
-        client = aioredis.from_url(url, **cls._client_options(timeout))
-        _pack_in_c(client.connection_pool)
+        client = redis_client.connect(url, timeout)
         store = cls(client, timeout=timeout, **options)
         store.url = url
         return store
-
-    @staticmethod
-    def _client_options(timeout: float) -> dict[str, Any]:
-        return {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
-            "retry": Retry(NoBackoff(), 0),
-            "health_check_interval": 0,
-        }
 
     @staticmethod
     def _register(client: Any) -> dict[str, Any]:
@@ -325,10 +294,10 @@ class RedisTaskStore:
         info = await self.call(self.client.info("cluster"))
         if not info.get("cluster_enabled"):
             return
-        cluster = RedisCluster.from_url(self.url, **self._client_options(self.timeout))
+        cluster = RedisCluster.from_url(self.url, **redis_client.client_options(self.timeout))
         await self.call(cluster.initialize())
         for node in cluster.get_nodes():
-            _pack_in_c(node)
+            redis_client.pack_in_c(node)
         self.client = cluster
         self._scripts = self._register(cluster)
 
@@ -445,20 +414,23 @@ class RedisTaskStore:
 
     async def _batch(self, calls: list[_ScriptCall]) -> list[Any]:
         """Several scripts in one round trip: each is atomic, the batch is not (the writes
-        that follow a task write, e.g. its index, tolerate that: see `list`). Measured: three
-        scripts cost the replica 99 us of CPU this way, 153 us one after another. redis-py
-        refuses scripts in a Cluster pipeline: there they go out together, unpipelined."""
-        if self.client is not self.pubsub_client:  # a Cluster
+        that follow a task write, e.g. its index, tolerate that: see `list`). On a Cluster
+        (whose client does not coalesce, and refuses scripts in a pipeline) they go out
+        together, unpipelined."""
+        client = self.client
+        if not isinstance(client, redis_client.CoalescingRedis):
             return list(await asyncio.gather(*(self.run_script(*call) for call in calls)))
-        pipe = self.client.pipeline(transaction=False)
-        for name, keys, args in calls:
-            pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
-        results = await self.call(pipe.execute(raise_on_error=False))
+        scripts = self._scripts
+        replies = [
+            client.queue("EVALSHA", scripts[name].sha, len(keys), *keys, *args)
+            for name, keys, args in calls
+        ]
+        results = await self.call(asyncio.gather(*replies, return_exceptions=True))
         for number, result in enumerate(results):
             if isinstance(result, redis.exceptions.NoScriptError):  # Redis lost its scripts
                 results[number] = await self.run_script(*calls[number])
-            elif isinstance(result, Exception):
-                raise result
+            elif isinstance(result, BaseException):
+                await self.call(_raising(result))
         return list(results)
 
     # -- writes ---------------------------------------------------------------------------
