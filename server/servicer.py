@@ -225,6 +225,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 await self._abort(context, self._at_capacity("streams"), span, rpc, request)
             self.streams += 1
             first: a2a_pb2.StreamResponse | None = None
+            cancelled = False
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
@@ -237,9 +238,12 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 await self._abort(context, exc, span, rpc, request)
             except BaseException:  # the caller went away (cancelled) or the server is stopping
                 self.audit(rpc, request, "CANCELLED", first)
+                cancelled = True
                 raise
             finally:
                 self.streams -= 1
+                if cancelled:
+                    log.debug("%s cancelled (caller gone or server stopping); slot freed", rpc)
             self.audit(rpc, request, "OK", first)
 
     async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:

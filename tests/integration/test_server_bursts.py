@@ -4,6 +4,7 @@ cancelled by the server, and one connection's rapid resets do not shed other con
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,19 @@ from tests.load import rapid_reset
 
 BURST_CALLS = 4000
 """All on one connection, at once: below its stream limit, so every call reaches the server."""
+
+
+class _OnRecord(logging.Handler):
+    """Sets `event` when a log record containing `text` is emitted."""
+
+    def __init__(self, text: str, event: asyncio.Event) -> None:
+        super().__init__()
+        self.text = text
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
 
 
 class GatedAgent:
@@ -127,27 +141,27 @@ async def test_open_streams_have_their_own_limit_and_leave_calls_alone(
     assert_refused_with_retry_info(caught.value)
     response = await harness.stub.SendMessage(send_request("hello"), metadata=VERSION)
     assert response.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    # A stream its caller cancels gives its slot back.
-    streams[0].cancel()
-
-    async def opens() -> bool:
-        try:
-            async for _ in harness.stub.SendStreamingMessage(
-                send_request("hello"), metadata=VERSION
-            ):
-                pass
-        except grpc.aio.AioRpcError as error:
-            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            return False
-        return True
-
-    # The one bounded retry loop in the suite: the server frees the slot when gRPC delivers the
-    # cancellation to it, and nothing a client can observe marks that moment.
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + 10
-    while not await opens():
-        assert loop.time() < give_up, "the cancelled stream's slot never came back"
-        await asyncio.sleep(0.05)
+    # A stream its caller cancels gives its slot back. The servicer logs (at DEBUG) when it has
+    # freed a cancelled stream's slot: the one moment a client cannot observe.
+    freed = asyncio.Event()
+    servicer_log = logging.getLogger("a2a_grpc.server.servicer")
+    on_freed = _OnRecord("slot freed", freed)
+    level = servicer_log.level
+    servicer_log.addHandler(on_freed)
+    servicer_log.setLevel(logging.DEBUG)
+    try:
+        streams[0].cancel()
+        await asyncio.wait_for(freed.wait(), 10)
+    finally:
+        servicer_log.removeHandler(on_freed)
+        servicer_log.setLevel(level)
+    events = [
+        event
+        async for event in harness.stub.SendStreamingMessage(
+            send_request("hello"), metadata=VERSION
+        )
+    ]
+    assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
     agent.release.set()
 
 
