@@ -96,9 +96,10 @@ class ClientAuditLog(ChainWriter):
 def outcome_of(error: BaseException) -> tuple[str, str]:
     """(outcome, reason) of a call that raised `error`: the status code the call ended with and
     the A2A error's ErrorInfo reason, or what this client found itself (see the module)."""
+    cause = error.__cause__
     if isinstance(error, StatusError):
-        if isinstance(error.__cause__, grpc.aio.AioRpcError):
-            return error.code.name, error.reason  # the agent's answer
+        if isinstance(cause, grpc.aio.AioRpcError):
+            return cause.code().name, error.reason  # the agent's answer, with its code as sent
         return error.reason, error.reason  # e.g. INVALID_AGENT_RESPONSE, found here
     if isinstance(error, A2ATransportError | RpcFailedError):
         return error.code.name, ""

@@ -11,12 +11,15 @@ from typing import Any
 
 import grpc
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.messages import continue_task, user_message
+from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.core.audit_chain import message_sha256, verify
 from a2a_grpc.core.errors import InvalidAgentResponseError, TaskNotFoundError
+from a2a_grpc.core.jws import KeySet
 from a2a_grpc.generated import a2a_pb2
 from tests.integration.conftest import Factory, Harness, send_request
 from tests.integration.scripted_agent import Peer, peer, status_event, task
@@ -301,3 +304,37 @@ async def test_failures_the_client_finds_itself_are_recorded_as_such(
         ("SendStreamingMessage", "CANCELLED", "", "TASK_STATE_WORKING"),
     ]
     assert rows[1]["task_id"] == "t1"
+
+
+async def test_a_signed_message_hashes_alike_on_both_sides(
+    make_server: Factory, tmp_path: Path
+) -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    keys = KeySet.of_private_keys({"k1": key})
+    server_log, client_log = tmp_path / "server.jsonl", tmp_path / "client.jsonl"
+    harness = await make_server(
+        audit_log=str(server_log), signature_keys=keys, require_signed_messages=True
+    )
+    signer = MessageSigner(key, "k1")
+    async with A2AClient.connect(address(harness), audit=client_log, signer=signer) as client:
+        await client.send_message(user_message("signed"))
+    await harness.running.stop(0)
+    [row] = records(client_log)
+    assert row["outcome"] == "OK"  # the server verified the signature it hashed with the message
+    code, out, err = await audit_command("match", str(client_log), str(server_log))
+    assert code == 0 and "1 seen by the server, 0 disagreement(s)" in out, out + err
+
+
+async def test_a_torn_client_trail_is_fenced_and_reported_as_torn(tmp_path: Path) -> None:
+    log = tmp_path / "client.jsonl"
+    for text in ("one", "two"):
+        trail = ClientAuditLog(log)
+        trail.call(
+            method="SendMessage", target="t", tenant="", outcome="OK", message=user_message(text)
+        )
+        await trail.aclose()
+    log.write_bytes(log.read_bytes()[:-20])  # a crash cut the last write short
+    await ClientAuditLog(log).aclose()  # opening again fences the torn line
+    assert json.loads(log.read_text().splitlines()[-1])["kind"] == "fence"
+    code, out, err = await audit_command("verify", str(log))
+    assert code == 3 and "2 records, chain intact" in out and "torn line(s) 2" in err
