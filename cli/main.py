@@ -1,5 +1,5 @@
-"""The `a2a-grpc` console script: `serve` runs the server, `audit` checks an audit trail, every
-other command is the client's."""
+"""The `a2a-grpc` console script: `serve` runs the server, `audit` checks and matches audit
+trails, every other command is the client's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve_main(args[1:])
     if args and args[0] == "audit":
-        from a2a_grpc.server.audit import main as audit_main
+        from a2a_grpc.cli.audit import main as audit_main
 
         return audit_main(args[1:])
     from a2a_grpc.client.cli import main as client_main

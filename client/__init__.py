@@ -1,5 +1,7 @@
-"""The A2A gRPC client: typed calls, safe retries, a stream reducer, resumption, a card resolver."""
+"""The A2A gRPC client: typed calls, safe retries, a stream reducer, resumption, a card resolver,
+and the sender's own audit trail."""
 
+from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.card import CardResolver, grpc_interface
 from a2a_grpc.client.channel import (
     ChannelOptions,
@@ -36,6 +38,7 @@ __all__ = [
     "CardResolver",
     "ChannelOptions",
     "ChannelTarget",
+    "ClientAuditLog",
     "Credentials",
     "DeadlineExceededError",
     "MessageSigner",

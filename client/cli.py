@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import importlib.metadata
 import json
+import logging
 import mimetypes
 import os
 import re
@@ -22,6 +23,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
 from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
 from a2a_grpc.client.client import A2AClient
@@ -48,6 +50,7 @@ from a2a_grpc.client.render import (
 )
 from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.state_names import parse_state_name, state_name
+from a2a_grpc.core import audit_chain
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
@@ -71,6 +74,9 @@ fetchable or without a GRPC interface."""
 EXIT_INVALID_RESPONSE = 7
 """The agent's response broke the protocol (InvalidAgentResponseError), including a blocking
 send that returned an unsettled task."""
+EXIT_AUDIT_INCOMPLETE = 8
+"""--audit-log: records of this command's calls could not be written (the command itself would
+have exited 0; a failing command keeps its own code)."""
 EXIT_INTERRUPTED = 130
 """Interrupted (Ctrl-C)."""
 EXIT_BROKEN_PIPE = 141
@@ -84,6 +90,7 @@ EXIT_CODES_HELP = """exit codes:
   5  the agent returned an error
   6  could not talk to the agent (unreachable, deadline, stream lost, card unusable)
   7  the agent's response broke the A2A protocol
+  8  --audit-log could not be written (the command itself succeeded)
 """
 
 SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
@@ -118,6 +125,20 @@ def main(argv: list[str]) -> int:
     if args.command is None:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
+    args.audit_incomplete = None
+    # The audit writer's ERROR records would reach stderr through logging's last resort; the
+    # command reports an incomplete trail in its own one line instead.
+    logging.getLogger(audit_chain.__name__).addHandler(logging.NullHandler())
+    code = _run(args)
+    if args.audit_incomplete is not None:
+        _fail(args.audit_incomplete)
+        if code == EXIT_OK:
+            return EXIT_AUDIT_INCOMPLETE
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Runs the command; every way it can end becomes an exit code and at most one line."""
     try:
         code: int = asyncio.run(args.run(args))
         return code
@@ -253,9 +274,26 @@ class _Connection:
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
         self._client: A2AClient | None = None
+        self._audit: ClientAuditLog | None = None
 
     async def __aenter__(self) -> A2AClient:
         args = self._args
+        if args.audit_log:
+            try:
+                self._audit = ClientAuditLog(args.audit_log)
+            except OSError as error:
+                raise UsageError(
+                    f"cannot append to the audit log {args.audit_log}: {error.strerror or error}"
+                ) from error
+        try:
+            self._client = await self._open(args)
+        except BaseException:
+            if self._audit is not None:
+                await self._audit.aclose()  # nothing was recorded
+            raise
+        return self._client
+
+    async def _open(self, args: argparse.Namespace) -> A2AClient:
         target = await _resolve_target(args.target, args.timeout)
         tls = _tls(args)
         several = len(channel_target(target.address).addresses) > 1
@@ -265,7 +303,7 @@ class _Connection:
                 "certificates are checked against"
             )
         credentials = BearerToken(args.token) if args.token else None
-        self._client = A2AClient.connect(
+        return A2AClient.connect(
             target.address,
             tls=tls,
             channel_options=ChannelOptions(lb_policy=args.lb_policy),
@@ -273,12 +311,20 @@ class _Connection:
             extensions=args.extension,
             credentials=credentials,
             retry=SEND_RETRY,
+            audit=self._audit,
         )
-        return self._client
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._client is not None:
             await self._client.close()
+        audit = self._audit
+        if audit is not None:
+            await audit.aclose()
+            if audit.lost or audit.unwritten_bytes:
+                self._args.audit_incomplete = (
+                    f"the audit log {audit.path} could not be written: the records of this "
+                    "command's calls are missing from it"
+                )
 
 
 async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
@@ -419,6 +465,12 @@ def _parser() -> argparse.ArgumentParser:
         help="how calls are spread over TARGET's addresses (default: round_robin for a list or "
         "a dns: name, pick_first for one address)",
     )
+    common.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        help="append a hash-chained record of every call to FILE (`a2a-grpc audit verify FILE`; "
+        "`a2a-grpc audit match FILE SERVER_LOG` compares it with the server's)",
+    )
 
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
@@ -432,7 +484,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Dispatched by cli/main.py before this parser runs; listed here so that --help shows them.
     commands.add_parser("serve", help="run an A2A server (`a2a-grpc serve --help`)")
-    commands.add_parser("audit", help="check an audit trail (`a2a-grpc audit verify FILE`)")
+    commands.add_parser(
+        "audit",
+        help="check an audit trail (`a2a-grpc audit verify FILE`) or match a client's with a "
+        "server's (`a2a-grpc audit match CLIENT SERVER`)",
+    )
 
     def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help: str) -> Any:
         sub = commands.add_parser(

@@ -5,14 +5,17 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2
 
+from a2a_grpc.client.audit import DIRECT_REPLY, ClientAuditLog, outcome_of
 from a2a_grpc.client.card import grpc_interface
 from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
@@ -55,6 +58,11 @@ class A2AClient:
     Use as `async with A2AClient.connect("host:50051") as client: ...` (or several servers:
     `connect("10.0.0.1:50051,10.0.0.2:50051")`, balanced call by call, see `connect`); a client
     built on a channel you pass in leaves that channel open when it closes.
+
+    `audit` keeps the sender's own audit trail (`client/audit.py`): one record per call, with
+    the message's id and hash, `target` (set by `connect`) and the outcome. A path is opened
+    here (OSError if it cannot be appended to) and closed with the client; a `ClientAuditLog`
+    passed in may be shared by several clients and is closed by its owner.
     """
 
     def __init__(
@@ -71,7 +79,15 @@ class A2AClient:
         backoff: Backoff = _DEFAULT_BACKOFF,
         owns_channel: bool = False,
         signer: MessageSigner | None = None,
+        audit: str | os.PathLike[str] | ClientAuditLog | None = None,
+        target: str = "",
     ) -> None:
+        # Opened first: a path that cannot be appended to leaves nothing half made.
+        self._owns_audit = audit is not None and not isinstance(audit, ClientAuditLog)
+        self._audit: ClientAuditLog | None = (
+            audit if audit is None or isinstance(audit, ClientAuditLog) else ClientAuditLog(audit)
+        )
+        self.target = target
         self._channel = channel
         self._owns_channel = owns_channel
         self.tenant = tenant
@@ -123,6 +139,7 @@ class A2AClient:
         families; TLS to a list without `TlsConfig.server_name_override`).
         """
         channel = create_channel(target, tls=tls, options=channel_options)
+        kwargs.setdefault("target", target)
         return cls(channel, owns_channel=True, **kwargs)
 
     @classmethod
@@ -143,9 +160,12 @@ class A2AClient:
         return cls.connect(interface.url, tls=tls, channel_options=channel_options, **kwargs)
 
     async def close(self) -> None:
-        """Closes the channel if this client created it (pending calls are cancelled)."""
+        """Closes the channel if this client created it (pending calls are cancelled), and the
+        audit trail if it opened it (its records are written first)."""
         if self._owns_channel:
             await self._channel.close()
+        if self._owns_audit and self._audit is not None:
+            await self._audit.aclose()
 
     async def __aenter__(self) -> A2AClient:
         return self
@@ -175,31 +195,32 @@ class A2AClient:
         """
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
+        attempts = 0
 
         async def attempt(remaining: float | None) -> bytes:
+            nonlocal attempts
+            attempts += 1
             try:
                 raw: bytes = await self._send_raw(send, timeout=remaining, metadata=entries)
             except grpc.aio.AioRpcError as error:
                 raise from_rpc_error(error) from error
             return raw
 
-        raw = await call_with_retry(
-            attempt,
-            retry or self._retry,
-            deadline_s=self._effective_timeout(timeout),
-            backoff=self._backoff,
-        )
-        response = decode_send_message_response(raw)
-        if response.HasField("message"):
-            return response.message
-        task = response.task
-        if not task.id:
-            raise InvalidAgentResponseError("SendMessage returned a Task without an id")
-        if send.message.task_id and task.id != send.message.task_id:
-            raise InvalidAgentResponseError(
-                f"SendMessage for task {send.message.task_id!r} returned task {task.id!r}"
+        try:
+            raw = await call_with_retry(
+                attempt,
+                retry or self._retry,
+                deadline_s=self._effective_timeout(timeout),
+                backoff=self._backoff,
             )
-        return task
+            result = _send_result(send, raw)
+        except BaseException as error:
+            if self._audit is not None:
+                self._record("SendMessage", send, None, error, attempts=attempts)
+            raise
+        if self._audit is not None:
+            self._record("SendMessage", send, result, attempts=attempts)
+        return result
 
     async def send_streaming_message(
         self,
@@ -223,7 +244,9 @@ class A2AClient:
         call = self._send_stream_raw(send, timeout=deadline.remaining(), metadata=entries)
         view = TaskView(expected_task_id=send.message.task_id)
         mode = Mode.CONTINUATION if send.message.task_id else Mode.SEND
-        async for item in self._follow(call, view, mode, entries, deadline, resume):
+        resumes = _Resumes()
+        stream = self._follow(call, view, mode, entries, deadline, resume, resumes)
+        async for item in self._audited_stream("SendStreamingMessage", send, view, stream, resumes):
             yield item
 
     async def get_task(
@@ -236,7 +259,9 @@ class A2AClient:
         """GetTask (a task id may be passed for the request)."""
         if isinstance(request, str):
             request = a2a_pb2.GetTaskRequest(id=request)
-        task: a2a_pb2.Task = await self._unary(self._stub.GetTask, request, timeout, metadata)
+        task: a2a_pb2.Task = await self._unary(
+            "GetTask", self._stub.GetTask, request, timeout, metadata
+        )
         return task
 
     async def list_tasks(
@@ -249,7 +274,7 @@ class A2AClient:
         """ListTasks (one page; follow `next_page_token` for more)."""
         request = request if request is not None else a2a_pb2.ListTasksRequest()
         response: a2a_pb2.ListTasksResponse = await self._unary(
-            self._stub.ListTasks, request, timeout, metadata
+            "ListTasks", self._stub.ListTasks, request, timeout, metadata
         )
         return response
 
@@ -263,7 +288,9 @@ class A2AClient:
         """CancelTask: the task after the attempt (not retried: see channel.py)."""
         if isinstance(request, str):
             request = a2a_pb2.CancelTaskRequest(id=request)
-        task: a2a_pb2.Task = await self._unary(self._stub.CancelTask, request, timeout, metadata)
+        task: a2a_pb2.Task = await self._unary(
+            "CancelTask", self._stub.CancelTask, request, timeout, metadata
+        )
         return task
 
     async def subscribe_to_task(
@@ -285,7 +312,9 @@ class A2AClient:
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
         call = self._subscribe_raw(subscribe, timeout=deadline.remaining(), metadata=entries)
         view = TaskView(expected_task_id=subscribe.id)
-        async for item in self._follow(call, view, Mode.SUBSCRIBE, entries, deadline, resume):
+        resumes = _Resumes()
+        stream = self._follow(call, view, Mode.SUBSCRIBE, entries, deadline, resume, resumes)
+        async for item in self._audited_stream("SubscribeToTask", subscribe, view, stream, resumes):
             yield item
 
     async def create_task_push_notification_config(
@@ -297,7 +326,11 @@ class A2AClient:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         """CreateTaskPushNotificationConfig: the stored config with its server-assigned id."""
         config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
-            self._stub.CreateTaskPushNotificationConfig, request, timeout, metadata
+            "CreateTaskPushNotificationConfig",
+            self._stub.CreateTaskPushNotificationConfig,
+            request,
+            timeout,
+            metadata,
         )
         return config
 
@@ -310,7 +343,11 @@ class A2AClient:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         """GetTaskPushNotificationConfig."""
         config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
-            self._stub.GetTaskPushNotificationConfig, request, timeout, metadata
+            "GetTaskPushNotificationConfig",
+            self._stub.GetTaskPushNotificationConfig,
+            request,
+            timeout,
+            metadata,
         )
         return config
 
@@ -323,7 +360,11 @@ class A2AClient:
     ) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
         """ListTaskPushNotificationConfigs."""
         response: a2a_pb2.ListTaskPushNotificationConfigsResponse = await self._unary(
-            self._stub.ListTaskPushNotificationConfigs, request, timeout, metadata
+            "ListTaskPushNotificationConfigs",
+            self._stub.ListTaskPushNotificationConfigs,
+            request,
+            timeout,
+            metadata,
         )
         return response
 
@@ -337,7 +378,7 @@ class A2AClient:
         """GetExtendedAgentCard (the agent requires credentials for it)."""
         request = request if request is not None else a2a_pb2.GetExtendedAgentCardRequest()
         card: a2a_pb2.AgentCard = await self._unary(
-            self._stub.GetExtendedAgentCard, request, timeout, metadata
+            "GetExtendedAgentCard", self._stub.GetExtendedAgentCard, request, timeout, metadata
         )
         return card
 
@@ -350,13 +391,18 @@ class A2AClient:
     ) -> None:
         """DeleteTaskPushNotificationConfig (idempotent on the server, spec §3.1.10)."""
         _: empty_pb2.Empty = await self._unary(
-            self._stub.DeleteTaskPushNotificationConfig, request, timeout, metadata
+            "DeleteTaskPushNotificationConfig",
+            self._stub.DeleteTaskPushNotificationConfig,
+            request,
+            timeout,
+            metadata,
         )
 
     # --- internals ----------------------------------------------------------------------------
 
     async def _unary(
         self,
+        rpc: str,
         method: Callable[..., Any],
         request: Any,
         timeout: float | None,
@@ -365,9 +411,75 @@ class A2AClient:
         request = self._with_tenant(request)
         entries = await self._call_metadata(metadata)
         try:
-            return await method(request, timeout=self._effective_timeout(timeout), metadata=entries)
-        except grpc.aio.AioRpcError as error:
-            raise from_rpc_error(error) from error
+            result = await method(
+                request, timeout=self._effective_timeout(timeout), metadata=entries
+            )
+        except grpc.aio.AioRpcError as rpc_error:
+            error = from_rpc_error(rpc_error)
+            if self._audit is not None:
+                self._record(rpc, request, None, error)
+            raise error from rpc_error
+        except BaseException as error:  # cancelled by the caller
+            if self._audit is not None:
+                self._record(rpc, request, None, error)
+            raise
+        if self._audit is not None:
+            self._record(rpc, request, result)
+        return result
+
+    async def _audited_stream(
+        self,
+        rpc: str,
+        request: Any,
+        view: TaskView,
+        stream: AsyncIterator[StreamItem],
+        resumes: _Resumes,
+    ) -> AsyncIterator[StreamItem]:
+        """`stream`, recorded in the audit trail when it ends (however it ends)."""
+        if self._audit is None:
+            async for item in stream:
+                yield item
+            return
+        try:
+            async for item in stream:
+                view = item[1]
+                yield item
+        except BaseException as error:  # GeneratorExit: the caller stopped reading
+            self._record(rpc, request, view, error, resumed=resumes.count)
+            raise
+        self._record(rpc, request, view, resumed=resumes.count)
+
+    def _record(
+        self,
+        rpc: str,
+        request: Any,
+        result: Any,
+        error: BaseException | None = None,
+        *,
+        attempts: int = 1,
+        resumed: int = 0,
+    ) -> None:
+        """One audit record for a call that ended with `result` or raised `error`."""
+        assert self._audit is not None
+        task_id, state = _settled_as(result)
+        if not task_id:
+            task_id = getattr(request, "task_id", "") or getattr(request, "id", "")
+        outcome, reason = ("OK", "") if error is None else outcome_of(error)
+        message = request.message if isinstance(request, a2a_pb2.SendMessageRequest) else None
+        if message is not None and not task_id:
+            task_id = message.task_id
+        self._audit.call(
+            method=rpc,
+            target=self.target,
+            tenant=request.tenant,
+            outcome=outcome,
+            reason=reason,
+            task_id=task_id,
+            state=state,
+            message=message,
+            attempts=attempts,
+            resumed=resumed,
+        )
 
     def _follow(
         self,
@@ -377,11 +489,13 @@ class A2AClient:
         entries: tuple[tuple[str, str | bytes], ...],
         deadline: StreamDeadline,
         resume: RetryPolicy | bool | None,
+        resumes: _Resumes,
     ) -> AsyncIterator[StreamItem]:
         """`follow` with this client's resume policy, backoff and tenant, and the stream's
-        metadata and deadline."""
+        metadata and deadline; `resumes` counts the resumptions."""
 
         def resubscribe(task_id: str) -> StreamCall:
+            resumes.count += 1
             request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
             return self._subscribe_raw(request, timeout=deadline.remaining(), metadata=entries)
 
@@ -463,5 +577,43 @@ class A2AClient:
         return timeout if timeout is not None else self._timeout
 
 
+@dataclass
+class _Resumes:
+    """How many times a stream was resumed (for its audit record)."""
+
+    count: int = 0
+
+
 def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:
     return [(key.lower(), value) for key, value in entries]
+
+
+def _send_result(send: a2a_pb2.SendMessageRequest, raw: bytes) -> a2a_pb2.Task | a2a_pb2.Message:
+    """SendMessage's answer; InvalidAgentResponseError when it breaks the protocol."""
+    response = decode_send_message_response(raw)
+    if response.HasField("message"):
+        return response.message
+    task = response.task
+    if not task.id:
+        raise InvalidAgentResponseError("SendMessage returned a Task without an id")
+    if send.message.task_id and task.id != send.message.task_id:
+        raise InvalidAgentResponseError(
+            f"SendMessage for task {send.message.task_id!r} returned task {task.id!r}"
+        )
+    return task
+
+
+def _settled_as(result: Any) -> tuple[str, str]:
+    """(task id, state) an audit record names for a call's result (a Task, a Message or a
+    stream's TaskView); ("", "") for anything else."""
+    if isinstance(result, a2a_pb2.Task):
+        return result.id, a2a_pb2.TaskState.Name(result.status.state)
+    if isinstance(result, a2a_pb2.Message):
+        return result.task_id, DIRECT_REPLY
+    if isinstance(result, TaskView):
+        if result.message is not None:
+            return result.task_id, DIRECT_REPLY
+        if result.task is not None:
+            return result.task_id, a2a_pb2.TaskState.Name(result.state)
+        return result.task_id, ""
+    return "", ""

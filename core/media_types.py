@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from a2a_grpc.generated import a2a_pb2
 
 IMPLIED_MEDIA_TYPES = {"text": "text/plain", "data": "application/json"}
-"""The media type a text or data part has when it names none (raw and url parts imply none)."""
+"""The media type a text or data part has when it names none (raw and url parts imply none), for
+what the agent sends back (artifacts against the caller's accepted output modes). A request's
+parts are checked only for a media type they provide (see `server/validation.check_content`)."""
 
 
 def media_type_of(part: a2a_pb2.Part) -> str:

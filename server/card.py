@@ -21,8 +21,13 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
         description=(
             "Echoes every part it receives back as an artifact. A keyword as the first word "
             "picks another behaviour (one skill each): "
-            + ", ".join(keyword for keyword, _, _ in DEMO_SKILLS[1:])
-            + ". 'reply' answers with a direct message and creates no task."
+            + ", ".join(skill.keyword for skill in DEMO_SKILLS[1:])
+            + ". "
+            + " ".join(
+                f"'{skill.keyword}' answers with a direct message and creates no task."
+                for skill in DEMO_SKILLS
+                if skill.direct
+            )
         ),
         version="0.1.0",
         supported_interfaces=[grpc_interface(address)],
@@ -33,13 +38,17 @@ def demo_card(address: str) -> a2a_pb2.AgentCard:
         default_output_modes=["text/plain", "application/json", "*/*"],
         skills=[
             a2a_pb2.AgentSkill(
-                id=keyword,
-                name=keyword.capitalize(),
-                description=(does if keyword == "echo" else f"First word '{keyword}': {does}"),
-                tags=["demo", keyword],
-                examples=[example],
+                id=skill.keyword,
+                name=skill.keyword.capitalize(),
+                description=(
+                    skill.does
+                    if skill.keyword == "echo"
+                    else f"First word '{skill.keyword}': {skill.does}"
+                ),
+                tags=["demo", skill.keyword],
+                examples=[skill.example],
             )
-            for keyword, does, example in DEMO_SKILLS
+            for skill in DEMO_SKILLS
         ],
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from decimal import Decimal
+from typing import NamedTuple
 
 from google.protobuf import json_format
 
@@ -29,23 +30,35 @@ from a2a_grpc.server.agent import RequestContext, TaskEvents
 CHUNK_DELAY = 0.01
 ECHO_PRICE = Decimal("0.01")
 
-SKILLS: tuple[tuple[str, str, str], ...] = (
-    ("echo", "WORKING, one artifact echoing every part (text, data, raw, url), COMPLETED. "
-     "Charged 0.01 per part when the message states a budget.", "hello"),
-    ("ask", "INPUT_REQUIRED with a question; the next message on the task completes it, "
-     "echoing the answer.", "ask"),
-    ("chunks", "One artifact streamed in N text chunks (default 4), then COMPLETED.",
-     "chunks 5"),
-    ("reply", "Answers with a direct message: no task is created.", "reply hi"),
-    ("fail", "The task ends FAILED, saying why.", "fail"),
-    ("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; cancelable.",
-     "slow 30"),
-    ("crash", "The agent raises: the task ends FAILED and the caller sees a generic reason.",
-     "crash"),
-    ("spend", "Quotes X (budget extension): over the message's budget the task is REJECTED, "
-     "otherwise X is charged and the task completes.", "spend 0.02"),
+
+class Skill(NamedTuple):
+    """One behaviour of the demo agent, as its card describes it."""
+
+    keyword: str
+    does: str
+    example: str
+    direct: bool = False
+    """It answers with a direct message and creates no task."""
+
+
+SKILLS: tuple[Skill, ...] = (
+    Skill("echo", "WORKING, one artifact echoing every part (text, data, raw, url), COMPLETED. "
+          "Charged 0.01 per part when the message states a budget.", "hello"),
+    Skill("ask", "INPUT_REQUIRED with a question; the next message on the task completes it, "
+          "echoing the answer.", "ask"),
+    Skill("chunks", "One artifact streamed in N text chunks (default 4), then COMPLETED.",
+          "chunks 5"),
+    Skill("reply", "Answers with a direct message: no task is created.", "reply hi",
+          direct=True),
+    Skill("fail", "The task ends FAILED, saying why.", "fail"),
+    Skill("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; "
+          "cancelable.", "slow 30"),
+    Skill("crash", "The agent raises: the task ends FAILED and the caller sees a generic "
+          "reason.", "crash"),
+    Skill("spend", "Quotes X (budget extension): over the message's budget the task is "
+          "REJECTED, otherwise X is charged and the task completes.", "spend 0.02"),
 )  # fmt: skip
-"""(keyword, what it does, an example message) for each behaviour: the demo card's skills."""
+"""Every behaviour (the first, echo, is what any other first word gets): the demo card's skills."""
 
 
 def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:

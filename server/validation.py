@@ -14,7 +14,7 @@ from a2a_grpc.core.errors import (
     FieldViolation,
     InvalidParamsError,
 )
-from a2a_grpc.core.media_types import matches, media_type_of
+from a2a_grpc.core.media_types import matches
 from a2a_grpc.generated import a2a_pb2
 
 MAX_TASKS_PAGE_SIZE = 100
@@ -85,13 +85,18 @@ def check_content(
     max_inline_bytes: int,
     max_message_bytes: int,
 ) -> int:
-    """Each part in turn: its media type against `accepted_input_modes` (empty: any), then its
-    inline size cap, before the next part (so the first bad part is the one reported); then the
-    message's serialized size (every part counts: text, data, raw, url, and metadata). Returns
-    that size."""
+    """Each part in turn: the media type it provides against `accepted_input_modes` (empty:
+    any), then its inline size cap, before the next part (so the first bad part is the one
+    reported); then the message's serialized size (every part counts: text, data, raw, url, and
+    metadata). Returns that size.
+
+    Only a media type the part provides is checked: the spec's ContentTypeNotSupportedError is
+    for "a Media Type provided in the request's message parts" (§3.1.1, §3.1.2), and `media_type`
+    is optional on every kind of part (§4.1.6 Part), so a part without one (text, data, raw or url)
+    is never refused for its type."""
     for index, part in enumerate(message.parts):
         if input_modes:
-            media_type = media_type_of(part)
+            media_type = part.media_type
             if media_type and not matches(media_type, input_modes):
                 raise ContentTypeNotSupportedError(
                     f"message.parts[{index}] has media type {media_type!r}; this agent accepts "

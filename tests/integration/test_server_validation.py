@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from google.protobuf import struct_pb2
 
 from a2a_grpc.core import status
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.card import demo_card
-from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.conftest import VERSION, Factory, Harness, error_reason, send_request
 
 
 class CountingAgent:
@@ -252,3 +253,44 @@ async def test_missing_version_served_unless_strict(make_server: Factory) -> Non
     assert error_reason(error) == "VERSION_NOT_SUPPORTED"
     ok = await strict.stub.SendMessage(send_request(), metadata=(("a2a-version", "1.0"),))
     assert ok.task.status.state == 3
+
+
+def images_only_card() -> a2a_pb2.AgentCard:
+    card = demo_card("127.0.0.1:0")
+    del card.default_input_modes[:]
+    card.default_input_modes.append("image/*")
+    return card
+
+
+async def test_only_a_media_type_a_part_provides_is_checked_against_the_card(
+    make_server: Factory,
+) -> None:
+    # The spec's error is for "a Media Type provided in the request's message parts"
+    # (§3.1.1), and media_type is optional on every part (§4.1.6): a part that names none
+    # is not refused, whatever its kind, by a card that lists only other types.
+    agent = CountingAgent()
+    harness = await make_server(agent=agent, card=images_only_card())
+    untyped = send_request("plain text, no media type")
+    untyped.message.parts.add(data=struct_pb2.Value(string_value="json, no media type"))
+    untyped.message.parts.add(raw=b"bytes, no media type")
+    untyped.message.parts.add(url="https://example.com/no-media-type")
+    task = (await harness.stub.SendMessage(untyped, metadata=VERSION)).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED and agent.runs == 1
+
+    for part in (
+        a2a_pb2.Part(text="typed text", media_type="text/plain"),
+        a2a_pb2.Part(data=struct_pb2.Value(bool_value=True), media_type="application/json"),
+        a2a_pb2.Part(url="https://example.com/x.pdf", media_type="application/pdf"),
+    ):
+        typed = send_request()
+        typed.message.parts[0].CopyFrom(part)
+        error = await _fails(harness, typed, metadata=VERSION)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_reason(error) == "CONTENT_TYPE_NOT_SUPPORTED"
+        assert f"media type {part.media_type!r}; this agent accepts image/*" in (
+            error.details() or ""
+        )
+    image = send_request()
+    image.message.parts[0].CopyFrom(a2a_pb2.Part(raw=b"png", media_type="image/png"))
+    await harness.stub.SendMessage(image, metadata=VERSION)
+    assert agent.runs == 2

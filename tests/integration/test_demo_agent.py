@@ -1,0 +1,57 @@
+"""The demo agent's card describes every keyword it knows, and says which answer directly."""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+import httpx
+from google.protobuf import json_format
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import demo_agent
+from tests.integration.conftest import VERSION, Factory, send_request
+
+
+async def test_the_card_describes_each_keyword_and_which_answer_without_a_task(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(card_port=0)
+    assert harness.running.card_url is not None
+    async with httpx.AsyncClient() as http:
+        served = (await http.get(harness.running.card_url)).json()
+    card = json_format.ParseDict(served, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+
+    # Every keyword the agent documents is a skill on its card, and nothing else is.
+    documented = set(re.findall(r"^- `(\w+)", demo_agent.__doc__ or "", re.MULTILINE))
+    keywords = {skill.id for skill in card.skills}
+    assert keywords == documented | {"echo"}
+    for keyword in documented:
+        assert keyword in card.description
+
+    # Walk the card: each skill's example answers as the card says, a direct message (and no
+    # task) exactly for the skills that say so.
+    direct = {skill.id for skill in card.skills if "direct message" in skill.description}
+    assert direct == {"reply"}
+    for keyword in direct:
+        assert f"'{keyword}' answers with a direct message and creates no task" in card.description
+    for skill in card.skills:
+        assert skill.examples and skill.examples[0].split()[0] in (skill.id, "hello")
+        stream = harness.stub.SendStreamingMessage(
+            send_request(skill.examples[0]), metadata=VERSION
+        )
+        try:
+            first = await stream.read()
+        except grpc.aio.AioRpcError:
+            first = None  # an agent that fails before its first event: no direct message
+        stream.cancel()
+        answered_directly = first is not None and first.HasField("message")
+        assert answered_directly == (skill.id in direct), skill.id
+        if answered_directly:
+            assert first is not None
+            page = await harness.stub.ListTasks(
+                a2a_pb2.ListTasksRequest(context_id=first.message.context_id), metadata=VERSION
+            )
+            assert list(page.tasks) == []
+        else:
+            assert first is None or first.HasField("task"), skill.id
