@@ -3,8 +3,10 @@
 Record fields: `time` (RFC 3339 UTC), `kind` ("request" or "outcome"), `method`, `message_id`,
 `message_sha256` (SHA-256 of the message's canonical bytes, see `a2a_grpc.core.canonical`),
 `principal`, `tenant`, `task_id`, `outcome` (a gRPC status code name for requests, a task state
-for outcomes), `cost` (budget extension) and `prev`: the SHA-256 (hex) of the previous line's
-bytes, or 64 zeros for the first line. Each line is the JCS (RFC 8785) form of its record.
+for outcomes), `cost` (budget extension), for outcomes `signer` (the verified sender of the
+message the run worked on: `kid`, `card_url`, `card_name`, `origin`; null if unsigned) and
+`prev`: the SHA-256 (hex) of the previous line's bytes, or 64 zeros for the first line. Each
+line is the JCS (RFC 8785) form of its record.
 
 Changing, inserting or deleting any line breaks the chain at the next line, which
 `a2a-grpc audit verify FILE` reports. The last line has no successor: anchor the head hash the
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from a2a_grpc.core.canonical import canonical_message_bytes
+from a2a_grpc.core.signing import Signer
 from a2a_grpc.generated import a2a_pb2
 
 log = logging.getLogger(__name__)
@@ -172,8 +175,10 @@ class AuditLog:
         tenant: str,
         message_id: str,
         cost: dict[str, str] | None,
+        signer: Signer | None = None,
     ) -> None:
-        """Records how a task's run ended (a terminal or interrupted state, or a direct reply)."""
+        """Records how a task's run ended (a terminal or interrupted state, or a direct reply),
+        with the verified signer of the message that started the run."""
         self._add(
             {
                 "time": _now(),
@@ -186,6 +191,7 @@ class AuditLog:
                 "message_id": message_id,
                 "message_sha256": "",
                 "cost": cost,
+                "signer": None if signer is None else signer.to_json(),
             }
         )
 
