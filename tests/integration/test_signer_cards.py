@@ -9,7 +9,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -334,3 +338,97 @@ def test_card_signing_keys_reads_back_what_the_card_publishes() -> None:
     card = demo_card("127.0.0.1:1")
     publish_signing_keys(card, KeySet.of_private_keys({"a-1": A1, "a-2": A2}), verifies=True)
     assert sorted(card_signing_keys(card)) == ["a-1", "a-2"]
+
+
+# --- the README's walk-through, as a user runs it ------------------------------------------------
+
+
+def cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "a2a_grpc.cli.main", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+class Serve:
+    """`a2a-grpc serve ARGS` as a process; `address` and `card` read from what it prints."""
+
+    def __init__(self, *argv: str, cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0", *argv],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.process.stdout is not None
+        try:
+            first = self.process.stdout.readline()
+            assert "serving A2A 1.0" in first, f"serve {argv} did not start: {first!r}"
+            self.address = first.rsplit(" on ", 1)[1].strip()
+            second = self.process.stdout.readline()
+            self.card = second.split("agent card at ", 1)[1].split(";", 1)[0].strip()
+        except BaseException:
+            self.process.kill()
+            self.process.communicate()
+            raise
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.communicate(timeout=20)
+            return self.process.returncode
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.communicate()
+
+
+def test_the_readme_walk_through_with_the_cli(tmp_path: Path) -> None:
+    made = cli("keys", "new", "--kid", "a-1", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "a-1.pem").stat().st_mode & 0o777 == 0o600
+    a = Serve("--publish-signing-keys", "a-1.jwks.json", cwd=tmp_path)
+    try:
+        b = Serve(
+            "--trusted-signer-cards",
+            a.card.removesuffix("/.well-known/agent-card.json"),  # the origin is enough
+            "--require-signed-messages",
+            "--audit-log",
+            "b-audit.jsonl",
+            cwd=tmp_path,
+        )
+        try:
+            sent = cli(
+                "send",
+                b.address,
+                "hello from A",
+                "--sign-key",
+                "a-1.pem",
+                "--sign-kid",
+                "a-1",
+                "--sign-card",
+                a.card,
+                cwd=tmp_path,
+            )
+            assert sent.returncode == 0, sent.stderr
+            assert "completed" in sent.stdout
+            unsigned = cli("send", b.address, "hello", cwd=tmp_path)
+            assert unsigned.returncode == 5
+            assert f"requires the extension(s) {SIGNED_MESSAGE_EXTENSION}" in unsigned.stderr
+            bad = cli("send", b.address, "x", "--sign-kid", "a-1", cwd=tmp_path)
+            assert bad.returncode == 2 and "--sign-key and --sign-kid" in bad.stderr
+            sign = ("--sign-key", "a-1.pem", "--sign-kid", "a-1")
+            bad = cli("send", b.address, "x", *sign, "--sign-card", "a.example", cwd=tmp_path)
+            assert bad.returncode == 2 and "--sign-card 'a.example'" in bad.stderr
+        finally:
+            assert b.stop() == 0
+    finally:
+        assert a.stop() == 0
+    rows = [json.loads(line) for line in (tmp_path / "b-audit.jsonl").read_text().splitlines()]
+    (outcome,) = [r for r in rows if r["kind"] == "outcome"]
+    assert outcome["signer"]["kid"] == "a-1" and outcome["signer"]["card_url"] == a.card
