@@ -137,8 +137,8 @@ class SignerCards:
             raise SignatureError(f"the signer card {url} is not usable: {error.message}") from error
         self._failed.pop(url, None)
         known = self._keysets.get(url)
-        if known is not None and known[0] is fetched:
-            return known
+        if known is not None and known[0].card is fetched.card:  # the same card (a 304 keeps it)
+            return fetched, known[1]
         keys = card_signing_keys(fetched.card)
         self._keysets[url] = (fetched, keys)
         return fetched, keys
