@@ -23,6 +23,7 @@ import httpx
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from google.protobuf import json_format
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
@@ -237,6 +238,37 @@ async def test_unknown_key_ids_refetch_the_card_at_most_once_per_interval(
         error = await refused(b, signed(stranger, kid, endpoint.url))
         assert "at most every 10 s" in (error.details() or "")
     assert endpoint.gets == 2  # rate-limited: invented key ids cannot make B hammer the card
+
+
+async def test_a_key_added_to_the_card_is_used_from_its_first_message(
+    make_server: Factory, endpoint: CardEndpoint
+) -> None:
+    """Rotation as the card endpoint sees it: the card changes (a new ETag) while B runs."""
+    agent = Recorder()
+    b = await make_server(agent, trusted_signer_cards=(endpoint.url,))
+    await b.stub.SendMessage(signed(A1, "a-1", endpoint.url), metadata=EXT)
+    endpoint.set_keys(KeySet.of_private_keys({"a-1": A1, "a-2": A2}))  # overlap: old and new
+    await b.stub.SendMessage(signed(A2, "a-2", endpoint.url), metadata=EXT)
+    await b.stub.SendMessage(signed(A1, "a-1", endpoint.url), metadata=EXT)
+    assert [s.kid for s in agent.signers if s is not None] == ["a-1", "a-2", "a-1"]
+    assert endpoint.gets == 2  # the first fetch, and one for the unknown a-2
+
+
+async def test_json_rpc_verifies_against_the_card_too(
+    make_server: Factory, endpoint: CardEndpoint
+) -> None:
+    agent = Recorder()
+    b = await make_server(agent, card_port=0, trusted_signer_cards=(endpoint.url,))
+    base = card_of(b).removesuffix("/.well-known/agent-card.json")
+    headers = {"A2A-Version": "1.0", "A2A-Extensions": SIGNED_MESSAGE_EXTENSION}
+    async with httpx.AsyncClient() as http:
+        for key, expected in ((A1, "result"), (A2, "error")):  # A2: not A's key a-1
+            params = json_format.MessageToDict(signed(key, "a-1", endpoint.url))
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+            answer = (await http.post(base + "/", json=body, headers=headers)).json()
+            assert expected in answer, answer
+    assert answer["error"]["code"] == -32602 and "bad signature" in answer["error"]["message"]
+    assert agent.signers == [Signer("a-1", endpoint.url, "a2a-grpc demo agent")]
 
 
 async def test_concurrent_messages_share_one_fetch_of_the_card(
