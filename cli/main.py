@@ -1,5 +1,5 @@
 """The `a2a-grpc` console script: `serve` runs the server, `audit` checks and matches audit
-trails, every other command is the client's."""
+trails, `keys` makes signing keys, every other command is the client's."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ def main(argv: list[str] | None = None) -> int:
         from a2a_grpc.cli.audit import main as audit_main
 
         return audit_main(args[1:])
+    if args and args[0] == "keys":
+        from a2a_grpc.cli.keys import main as keys_main
+
+        return keys_main(args[1:])
     from a2a_grpc.client.cli import main as client_main
 
     return client_main(args)

@@ -1,55 +1,47 @@
-"""The agent-card resolver: HTTP(S) fetch of `/.well-known/agent-card.json`, caching, GRPC pick."""
+"""The agent-card resolver: HTTP(S) fetch of `/.well-known/agent-card.json`, caching, GRPC pick.
+
+The fetching and caching are `a2a_grpc.core.cards` (shared with the server); this module turns
+their errors into the client's and picks the GRPC interface.
+"""
 
 from __future__ import annotations
 
-import json
-import re
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from google.protobuf import json_format
 
 from a2a_grpc.client.errors import AgentCardError, DeadlineExceededError, UnavailableError
-from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.cards import (
+    DEFAULT_CARD_TIMEOUT_S,
+    WELL_KNOWN_PATH,
+    CardCache,
+    CardRejectedError,
+    CardTimeoutError,
+    CardUnreachableError,
+    card_url,
+    max_age,
+    parse_card,
+)
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION, major_minor
 from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2
 
-WELL_KNOWN_PATH = "/.well-known/agent-card.json"
+__all__ = [
+    "DEFAULT_CARD_TIMEOUT_S",
+    "GRPC_BINDING",
+    "WELL_KNOWN_PATH",
+    "CardResolver",
+    "card_url",
+    "grpc_interface",
+    "max_age",
+    "parse_card",
+    "verify_card_signature",
+]
+
 GRPC_BINDING = "GRPC"
-DEFAULT_CARD_TIMEOUT_S = 10.0
-"""Seconds one agent-card fetch may take unless the caller gives a timeout."""
-
-_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
-
-
-def card_url(target: str) -> str:
-    """The card URL for an http(s) `target`: a bare origin gets the well-known path appended.
-
-    Raises ValueError for anything but an absolute http or https URL.
-    """
-    parts = urlsplit(target)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"not an http(s) URL: {target!r}")
-    path = parts.path if parts.path not in ("", "/") else WELL_KNOWN_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def parse_card(text: str | bytes) -> a2a_pb2.AgentCard:
-    """A ProtoJSON AgentCard; unknown fields are ignored, anything else malformed is an
-    InvalidAgentResponseError."""
-    card = a2a_pb2.AgentCard()
-    try:
-        json_format.Parse(text, card, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError) as error:
-        raise InvalidAgentResponseError(f"malformed agent card: {error}") from error
-    return card
 
 
 def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
@@ -91,27 +83,6 @@ def verify_card_signature(
         raise AgentCardError(f"agent card signature check failed: {error}") from error
 
 
-def max_age(cache_control: str | None) -> float:
-    """Seconds a response may be reused without revalidation; 0 for no-cache or no directive,
-    -1 for no-store (not kept at all)."""
-    if not cache_control:
-        return 0.0
-    directives = cache_control.lower()
-    if "no-store" in directives:
-        return -1.0
-    if "no-cache" in directives:
-        return 0.0
-    match = _MAX_AGE.search(directives)
-    return float(match.group(1)) if match else 0.0
-
-
-@dataclass(frozen=True)
-class _Cached:
-    card: a2a_pb2.AgentCard
-    etag: str | None
-    fresh_until: float
-
-
 class CardResolver:
     """Fetches agent cards, honouring ETag (If-None-Match → 304) and Cache-Control max-age.
 
@@ -130,51 +101,23 @@ class CardResolver:
         clock: Callable[[], float] | None = None,
         keyset: KeySet | None = None,
     ) -> None:
-        self._keyset = keyset
-        self._owns_http = http is None
-        self._http = http if http is not None else httpx.AsyncClient(timeout=timeout_s)
-        self._clock = clock or time.monotonic
-        self._cache: dict[str, _Cached] = {}
+        self._cache = CardCache(http, timeout_s=timeout_s, clock=clock, keyset=keyset)
 
     async def get(self, target: str) -> a2a_pb2.AgentCard:
         """The card at `target` (an origin or the card's full http(s) URL)."""
-        url = card_url(target)
-        cached = self._cache.get(url)
-        now = self._clock()
-        if cached is not None and now < cached.fresh_until:
-            return _copy(cached.card)
-        headers = {"accept": "application/json"}
-        if cached is not None and cached.etag:
-            headers["if-none-match"] = cached.etag
         try:
-            response = await self._http.get(url, headers=headers)
-        except httpx.TimeoutException as error:
-            raise DeadlineExceededError(f"timed out fetching the agent card {url}") from error
-        except httpx.HTTPError as error:
-            raise UnavailableError(f"could not fetch the agent card {url}: {error}") from error
-        if response.status_code == 304 and cached is not None:
-            card = cached.card
-        elif response.status_code == 200:
-            card = parse_card(response.content)
-            if self._keyset is not None:
-                try:
-                    verify_card(card, self._keyset, document=json.loads(response.content))
-                except SignatureError as error:
-                    raise AgentCardError(f"GET {url}: {error}") from error
-        else:
-            raise AgentCardError(f"GET {url}: HTTP {response.status_code}")
-        age = max_age(response.headers.get("cache-control"))
-        if age < 0:
-            self._cache.pop(url, None)
-        else:
-            etag = response.headers.get("etag") or (cached.etag if cached else None)
-            self._cache[url] = _Cached(card, etag, now + age)
-        return _copy(card)
+            fetched = await self._cache.fetch(target)
+        except CardTimeoutError as error:
+            raise DeadlineExceededError(str(error)) from error
+        except CardUnreachableError as error:
+            raise UnavailableError(str(error)) from error
+        except CardRejectedError as error:
+            raise AgentCardError(str(error)) from (error.__cause__ or error)
+        return _copy(fetched.card)
 
     async def aclose(self) -> None:
         """Closes the HTTP client if this resolver created it."""
-        if self._owns_http:
-            await self._http.aclose()
+        await self._cache.aclose()
 
     async def __aenter__(self) -> CardResolver:
         return self

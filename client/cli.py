@@ -49,10 +49,12 @@ from a2a_grpc.client.render import (
     reply_hint,
 )
 from a2a_grpc.client.retry import RetryPolicy
+from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.core import audit_chain
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
+from a2a_grpc.core.jws import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
@@ -303,6 +305,7 @@ class _Connection:
                 "certificates are checked against"
             )
         credentials = BearerToken(args.token) if args.token else None
+        signer = _signer(args)
         return A2AClient.connect(
             target.address,
             tls=tls,
@@ -312,6 +315,7 @@ class _Connection:
             credentials=credentials,
             retry=SEND_RETRY,
             audit=self._audit,
+            signer=signer,
         )
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -354,6 +358,25 @@ async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
 async def _fetch_card(url: str, timeout_s: float | None) -> a2a_pb2.AgentCard:
     async with CardResolver(timeout_s=timeout_s or DEFAULT_CARD_TIMEOUT_S) as resolver:
         return await resolver.get(url)
+
+
+def _signer(args: argparse.Namespace) -> MessageSigner | None:
+    """`send --sign-key PEM --sign-kid KID [--sign-card URL]`; None for other commands."""
+    key, kid, card = (getattr(args, name, None) for name in ("sign_key", "sign_kid", "sign_card"))
+    if not key and not kid and not card:
+        return None
+    if not key or not kid:
+        raise UsageError("--sign-key and --sign-kid go together (--sign-card needs both)")
+    try:
+        pem = Path(key).read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read --sign-key {key!r}: {error.strerror}") from error
+    try:
+        return MessageSigner.from_pem(pem, kid, card_url=card or "")
+    except KeyFormatError as error:
+        raise UsageError(f"--sign-key {key!r}: {error}") from error
+    except ValueError as error:
+        raise UsageError(f"--sign-card {card!r}: {error}") from error
 
 
 def _is_url(text: str) -> bool:
@@ -489,6 +512,9 @@ def _parser() -> argparse.ArgumentParser:
         help="check an audit trail (`a2a-grpc audit verify FILE`) or match a client's with a "
         "server's (`a2a-grpc audit match CLIENT SERVER`)",
     )
+    commands.add_parser(
+        "keys", help="make a message-signing key pair (`a2a-grpc keys new --kid KID`)"
+    )
 
     def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help: str) -> Any:
         sub = commands.add_parser(
@@ -519,6 +545,19 @@ def _parser() -> argparse.ArgumentParser:
         help="state a budget (budget extension), e.g. 0.10; the agent refuses work over it",
     )
     send.add_argument("--currency", default="USD", help="currency of --budget (default: USD)")
+    send.add_argument(
+        "--sign-key",
+        metavar="PEM",
+        help="sign the message (signed-messages extension) with this Ed25519 or P-256 private "
+        "key, e.g. from `a2a-grpc keys new`",
+    )
+    send.add_argument("--sign-kid", metavar="KID", help="the key id of --sign-key")
+    send.add_argument(
+        "--sign-card",
+        metavar="URL",
+        help="name the signer's agent card, which publishes --sign-kid: agents that trust that "
+        "card verify with its keys",
+    )
     send.add_argument(
         "--reference",
         action="append",

@@ -51,6 +51,7 @@ __all__ = [
     "load_jwks",
     "load_private_key",
     "public_jwk",
+    "read_header",
     "sign_detached",
     "verify_detached",
 ]
@@ -279,20 +280,13 @@ def sign_detached(
     return f"{encoded_header}..{b64url_encode(signature)}"
 
 
-def verify_detached(
-    token: str,
-    payload: bytes,
-    keyset: KeySet,
-    *,
-    now: float,
-    leeway: float = DEFAULT_LEEWAY_S,
-) -> dict[str, Any]:
-    """The protected header of `token` once it verifies over `payload` with a key of `keyset`
-    and is valid at `now` (seconds since the epoch). SignatureError says what failed."""
+def read_header(token: str) -> dict[str, Any]:
+    """The protected header of a detached compact JWS, NOT verified: for choosing the key to
+    verify it with. SignatureError for a malformed token (the first checks of verification)."""
     parts = token.split(".") if isinstance(token, str) else []
     if len(parts) != 3:
         raise SignatureError("malformed JWS: compact serialization has three dot-separated parts")
-    encoded_header, attached, encoded_signature = parts
+    encoded_header, attached, _ = parts
     if attached:
         raise SignatureError("malformed JWS: the payload must be detached (empty middle part)")
     try:
@@ -306,6 +300,22 @@ def verify_detached(
         raise SignatureError('malformed JWS: the header needs string "alg" and "kid"')
     if "crit" in header:
         raise SignatureError(f"unsupported JWS: critical header parameters {header['crit']!r}")
+    return header
+
+
+def verify_detached(
+    token: str,
+    payload: bytes,
+    keyset: KeySet,
+    *,
+    now: float,
+    leeway: float = DEFAULT_LEEWAY_S,
+) -> dict[str, Any]:
+    """The protected header of `token` once it verifies over `payload` with a key of `keyset`
+    and is valid at `now` (seconds since the epoch). SignatureError says what failed."""
+    header = read_header(token)
+    kid, alg = header["kid"], header["alg"]
+    encoded_header, _, encoded_signature = token.split(".")
     try:
         signature = b64url_decode(encoded_signature)
     except ValueError as error:

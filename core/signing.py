@@ -9,10 +9,16 @@ Signed message, the contract:
   header: `alg`, `kid`, `typ: "JOSE"`, `iat` and `exp` (integer seconds since the epoch, `exp` =
   `iat` + ttl) and `a2a-tenant`, the tenant the message is sent to ("" for none). Binding the
   tenant stops a signed message from being replayed into another tenant; `exp` bounds replay in
-  time (receivers that need more de-duplicate on `messageId`).
+  time (receivers that need more de-duplicate on `messageId`). Optionally `a2a-card`: the URL of
+  the signer's agent card, which publishes the key (`kid`) that verifies the signature. Not
+  `jku`: that names a JWK Set document, and an agent card is not one.
 - Carrier: `metadata["urn:a2a-grpc:signed-message:v1"] = {"jws": "<header>..<signature>"}`.
 - Verification: recompute the payload from the received message, verify the JWS against a
   configured key set, require `exp`, then require `a2a-tenant` to equal the receiving tenant.
+- Keys on a card: an agent publishes the public keys its messages are signed with on its own
+  card, as the JWKS `params.jwks` of its `capabilities.extensions` entry for the extension
+  (`publish_signing_keys`, read back by `card_signing_keys`). In the card, so that one fetch and
+  one cache (max-age, ETag) cover card and keys, and the card's own signature covers the keys.
 
 Agent card signature (A2A 1.0 §8.4): a JWS over `canonical_card_bytes(card)` (the card without
 `signatures`), header `alg`, `kid`, `typ: "JOSE"`, carried as an `AgentCardSignature` whose
@@ -29,22 +35,39 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf import json_format
+
 from a2a_grpc.core.canonical import (
     CanonicalizationError,
     canonical_card_bytes,
     canonical_message_bytes,
     canonicalize,
 )
-from a2a_grpc.core.jws import KeySet, PrivateKey, SignatureError, sign_detached, verify_detached
+from a2a_grpc.core.jws import (
+    KeyFormatError,
+    KeySet,
+    PrivateKey,
+    SignatureError,
+    load_jwks,
+    read_header,
+    sign_detached,
+    verify_detached,
+)
 from a2a_grpc.generated import a2a_pb2
 
 __all__ = [
+    "CARD_HEADER",
+    "JWKS_PARAM",
     "SIGNED_MESSAGE_EXTENSION",
     "TENANT_HEADER",
     "MissingSignatureError",
     "SignatureError",
+    "Signer",
     "VerifiedSignature",
+    "card_signing_keys",
+    "claimed_signer",
     "message_signature",
+    "publish_signing_keys",
     "sign_card",
     "sign_message",
     "verify_card",
@@ -53,6 +76,10 @@ __all__ = [
 
 SIGNED_MESSAGE_EXTENSION = "urn:a2a-grpc:signed-message:v1"
 TENANT_HEADER = "a2a-tenant"
+CARD_HEADER = "a2a-card"
+"""Protected header naming the signer's agent card URL."""
+JWKS_PARAM = "jwks"
+"""The member of the extension's `params` on a card holding the agent's public signing keys."""
 DEFAULT_SIGNATURE_TTL_S = 300.0
 """Seconds a message signature stays valid (`exp` - `iat`) unless the signer says otherwise."""
 _TOKEN_FIELD = "jws"
@@ -64,11 +91,37 @@ class MissingSignatureError(SignatureError):
 
 @dataclass(frozen=True)
 class VerifiedSignature:
-    """Who signed a message (`kid`) and the validity window the signer gave it (epoch seconds)."""
+    """Who signed a message (`kid`, and `card_url` when the header names the signer's card) and
+    the validity window the signer gave it (epoch seconds)."""
 
     kid: str
     issued_at: float
     expires_at: float
+    card_url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Signer:
+    """The verified sender of a message: the key id, and when the key came from the sender's
+    agent card, that card's URL and name ("" when it came from a local key file)."""
+
+    kid: str
+    card_url: str = ""
+    card_name: str = ""
+
+    @property
+    def origin(self) -> str:
+        """`scheme://host[:port]` of the card URL ("" without one)."""
+        scheme, _, rest = self.card_url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}" if rest else ""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kid": self.kid,
+            "card_url": self.card_url,
+            "card_name": self.card_name,
+            "origin": self.origin,
+        }
 
 
 def sign_message(
@@ -79,9 +132,11 @@ def sign_message(
     tenant: str,
     ttl: float = DEFAULT_SIGNATURE_TTL_S,
     now: float | None = None,
+    card_url: str = "",
 ) -> a2a_pb2.Message:
     """A signed copy of `message` (the argument is not modified); an earlier signature entry is
-    replaced. ValueError for a ttl that is not positive."""
+    replaced. `card_url`, when given, names the signer's card (`a2a-card`). ValueError for a ttl
+    that is not positive."""
     if not ttl > 0:
         raise ValueError(f"ttl must be positive, not {ttl!r}")
     issued_at = math.floor(time.time() if now is None else now)
@@ -90,6 +145,8 @@ def sign_message(
     if SIGNED_MESSAGE_EXTENSION not in signed.extensions:
         signed.extensions.append(SIGNED_MESSAGE_EXTENSION)
     header = {"iat": issued_at, "exp": math.floor(issued_at + ttl), TENANT_HEADER: tenant}
+    if card_url:
+        header[CARD_HEADER] = card_url
     payload = canonical_message_bytes(signed, without_extension=SIGNED_MESSAGE_EXTENSION)
     token = sign_detached(payload, private_key, kid, header)
     signed.metadata[SIGNED_MESSAGE_EXTENSION] = {_TOKEN_FIELD: token}
@@ -140,7 +197,70 @@ def verify_message(
     if signed_tenant != tenant:
         raise SignatureError(f"wrong tenant: signed for {signed_tenant!r}, received by {tenant!r}")
     issued_at = header.get("iat", expires_at)
-    return VerifiedSignature(str(header["kid"]), float(issued_at), float(expires_at))
+    card_url = header.get(CARD_HEADER, "")
+    return VerifiedSignature(
+        str(header["kid"]),
+        float(issued_at),
+        float(expires_at),
+        card_url if isinstance(card_url, str) else "",
+    )
+
+
+def claimed_signer(token: str) -> tuple[str, str]:
+    """(kid, card URL or "") as the token's header claims them, NOT verified: to find the key.
+    SignatureError for a malformed token or a non-string `a2a-card`."""
+    header = read_header(token)
+    card_url = header.get(CARD_HEADER, "")
+    if not isinstance(card_url, str):
+        raise SignatureError(f'malformed signature: "{CARD_HEADER}" is not a URL string')
+    return header["kid"], card_url
+
+
+def _extension_entry(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentExtension | None:
+    for extension in card.capabilities.extensions:
+        if extension.uri == SIGNED_MESSAGE_EXTENSION:
+            return extension
+    return None
+
+
+def publish_signing_keys(
+    card: a2a_pb2.AgentCard, keys: KeySet, *, verifies: bool, required: bool = False
+) -> None:
+    """Puts `keys` (public) on `card`, in place, as `params.jwks` of the extension's entry; adds
+    the entry when the card has none. `verifies`: this agent also verifies incoming
+    signatures (said in the new entry's description), `required` is its `required`."""
+    entry = _extension_entry(card)
+    if entry is None:
+        entry = card.capabilities.extensions.add(
+            uri=SIGNED_MESSAGE_EXTENSION,
+            description=(
+                "Messages carry a JWS (EdDSA or ES256) over their canonical form"
+                + ("; this agent verifies them" if verifies else "")
+                + ". params.jwks: the keys this agent signs its own messages with."
+            ),
+            required=required,
+        )
+    entry.params.update({JWKS_PARAM: keys.to_jwks()})
+
+
+def card_signing_keys(card: a2a_pb2.AgentCard) -> KeySet:
+    """The message-signing keys `card` publishes (see `publish_signing_keys`).
+
+    SignatureError saying what is missing or malformed.
+    """
+    entry = _extension_entry(card)
+    if entry is None or JWKS_PARAM not in entry.params.fields:
+        raise SignatureError(
+            f"the agent card {card.name!r} publishes no message-signing keys (its "
+            f"capabilities.extensions entry {SIGNED_MESSAGE_EXTENSION} has no params.{JWKS_PARAM})"
+        )
+    jwks = json_format.MessageToDict(entry.params)[JWKS_PARAM]
+    try:
+        return load_jwks(jwks if isinstance(jwks, dict) else {})
+    except KeyFormatError as error:
+        raise SignatureError(
+            f"the agent card {card.name!r} publishes malformed signing keys: {error}"
+        ) from error
 
 
 def _first_verifying(

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from a2a_grpc.core.budget import Money
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import matches
+from a2a_grpc.core.signing import Signer
 from a2a_grpc.generated import a2a_pb2
 
 
@@ -63,6 +64,9 @@ class RequestContext:
     """The authenticated principal; empty when the server runs without authentication."""
     signed_by: str = ""
     """The key id whose signature on the message verified (signed-messages extension), or ""."""
+    signer: Signer | None = None
+    """Who signed the message, verified: key id, and the sender's agent card (URL, origin, name)
+    when its key came from that card; None for an unsigned message."""
     budget: Money | None = None
     """What the caller allows this task to cost (budget extension); None: no limit stated."""
     tenant: str = ""

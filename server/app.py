@@ -36,6 +36,7 @@ from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.http_bindings import HttpBindings
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
+from a2a_grpc.server.signers import SignerCards
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.webhooks import WebhookDispatcher
 
@@ -192,6 +193,8 @@ class RunningServer:
             closing.append(self.handler.webhooks.close(left()))
         await asyncio.gather(*closing)
         await self.handler.store.close()
+        if self.handler.verifier is not None:
+            await self.handler.verifier.aclose()
         if self.handler.audit is not None:
             await asyncio.to_thread(self.handler.audit.close)
 
@@ -207,13 +210,18 @@ async def start_server(
     webhooks: WebhookDispatcher | None = None,
     signature_keys: KeySet | None = None,
     card_signer: tuple[PrivateKey, str] | None = None,
+    signing_keys: KeySet | None = None,
+    signer_card_keys: KeySet | None = None,
 ) -> RunningServer:
     """Binds `config.host:config.port` exclusively and starts serving.
 
     With `tokens` (token → principal) or a `tls.client_ca`, every A2A call must authenticate;
     with neither, every caller is the anonymous principal. The card is finalized to state the
     interface, capabilities and security schemes actually in force. With `signature_keys` the
-    card offers the signed-messages extension (required with `config.require_signed_messages`);
+    card offers the signed-messages extension (required with `config.require_signed_messages`),
+    and so it does with `config.trusted_signer_cards`, whose cards' keys verify the messages
+    naming them (their cards signed by one of `signer_card_keys`, when given); `signing_keys`
+    (public) are published on the card as the keys this agent's own messages are signed with;
     with `card_signer` (private key, key id) the card is served signed.
     """
     if tls is not None:
@@ -268,7 +276,12 @@ async def start_server(
         http_bindings=config.http_bindings,
         bearer_tokens=bool(tokens),
         client_certificates=client_certificates,
-        signed_messages=None if signature_keys is None else config.require_signed_messages,
+        signed_messages=(
+            config.require_signed_messages
+            if signature_keys is not None or config.trusted_signer_cards
+            else None
+        ),
+        signing_keys=signing_keys,
     )
     if extended_card is not None:
         extended_card = complete_extended_card(extended_card, final_card)
@@ -276,6 +289,13 @@ async def start_server(
         final_card = sign_card(final_card, *card_signer)
         if extended_card is not None:
             extended_card = sign_card(extended_card, *card_signer)
+    signer_cards = None
+    if config.trusted_signer_cards:
+        signer_cards = SignerCards(
+            config.trusted_signer_cards,
+            timeout_s=config.signer_card_timeout,
+            card_keys=signer_card_keys,
+        )
     build = RequestHandler.on_redis if config.store else RequestHandler.in_memory
     handler = build(
         agent,
@@ -284,12 +304,15 @@ async def start_server(
         extended_card=extended_card,
         webhooks=webhooks,
         signature_keys=signature_keys,
+        signer_cards=signer_cards,
     )
     handler.audit = audit
     try:
         await handler.store.start()
     except StoreUnavailableError as exc:
         await handler.store.close()
+        if handler.verifier is not None:
+            await handler.verifier.aclose()
         raise StartupError(
             f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
         ) from exc

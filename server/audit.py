@@ -4,8 +4,10 @@ Lines file (the chain, its writer and its verifier are `a2a_grpc.core.audit_chai
 Record fields: `time` (RFC 3339 UTC), `kind` ("request" or "outcome"), `method`, `message_id`,
 `message_sha256` (SHA-256 of the message's canonical bytes, see `a2a_grpc.core.canonical`),
 `principal`, `tenant`, `task_id`, `outcome` (a gRPC status code name for requests, a task state
-for outcomes), `cost` (budget extension) and `prev`: the SHA-256 (hex) of the previous line's
-bytes, or 64 zeros for the first line. Each line is the JCS (RFC 8785) form of its record.
+for outcomes), `cost` (budget extension), for outcomes `signer` (the verified sender of the
+message the run worked on: `kid`, `card_url`, `card_name`, `origin`; null if unsigned) and
+`prev`: the SHA-256 (hex) of the previous line's bytes, or 64 zeros for the first line. Each
+line is the JCS (RFC 8785) form of its record.
 
 `a2a-grpc audit verify FILE` checks the chain; `a2a-grpc audit match` compares it with a
 client's trail of the same messages.
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from a2a_grpc.core.audit_chain import GENESIS, ChainWriter, Verdict, message_sha256, now, verify
+from a2a_grpc.core.signing import Signer
 from a2a_grpc.generated import a2a_pb2
 
 __all__ = ["GENESIS", "AuditLog", "Verdict", "verify"]
@@ -96,8 +99,10 @@ class AuditLog(ChainWriter):
         tenant: str,
         message_id: str,
         cost: dict[str, str] | None,
+        signer: Signer | None = None,
     ) -> None:
-        """Records how a task's run ended (a terminal or interrupted state, or a direct reply)."""
+        """Records how a task's run ended (a terminal or interrupted state, or a direct reply),
+        with the verified signer of the message that started the run."""
         self._add(
             {
                 "time": now(),
@@ -110,5 +115,6 @@ class AuditLog(ChainWriter):
                 "message_id": message_id,
                 "message_sha256": "",
                 "cost": cost,
+                "signer": None if signer is None else signer.to_json(),
             }
         )

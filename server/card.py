@@ -8,8 +8,9 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION
+from a2a_grpc.core.jws import KeySet
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
-from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION
+from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.demo_agent import SKILLS as DEMO_SKILLS
 
@@ -96,6 +97,7 @@ def finalize_card(
     signed_messages: bool | None = None,
     http_url: str | None = None,
     http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON"),
+    signing_keys: KeySet | None = None,
 ) -> a2a_pb2.AgentCard:
     """A copy of `card` that states what this server really does.
 
@@ -106,6 +108,9 @@ def finalize_card(
     served is dropped, so the card lists exactly the served ones; unset
     capabilities become explicit (streaming on, push and extended card off), and the server
     enforces what the card says; the security schemes in force are declared and required.
+    `signed_messages` (not None: the server verifies signatures; True: it requires them) offers
+    the signed-messages extension; `signing_keys` publishes the public keys this agent's own
+    messages are signed with in that extension's entry (`params.jwks`).
     """
     final = a2a_pb2.AgentCard()
     final.CopyFrom(card)
@@ -140,6 +145,10 @@ def finalize_card(
             uri=SIGNED_MESSAGE_EXTENSION,
             description="Messages carry a JWS (EdDSA or ES256) over their canonical form.",
             required=signed_messages,
+        )
+    if signing_keys is not None:
+        publish_signing_keys(
+            final, signing_keys, verifies=signed_messages is not None, required=False
         )
     if not any(ext.uri == BUDGET_EXTENSION for ext in final.capabilities.extensions):
         final.capabilities.extensions.add(

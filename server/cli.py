@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import logs
@@ -93,9 +94,37 @@ def parser() -> argparse.ArgumentParser:
         help="public keys (JWKS file) for the signed-messages extension; offers the extension",
     )
     add(
+        "--trusted-signer-cards",
+        metavar="URLS",
+        type=_card_urls,
+        default=(),
+        help="comma-separated agent card URLs (an origin means its "
+        "/.well-known/agent-card.json) whose published keys verify the signed messages that "
+        "name them; no other card is ever fetched; offers the extension",
+    )
+    add(
+        "--signer-card-keys",
+        metavar="JWKS",
+        help="with --trusted-signer-cards: every signer card must be signed by one of these keys",
+    )
+    add(
+        "--signer-card-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=d.signer_card_timeout,
+        help="longest one fetch of a signer's card may take (%(default)s)",
+    )
+    add(
+        "--publish-signing-keys",
+        metavar="JWKS",
+        help="public keys (JWKS file, e.g. from `a2a-grpc keys new`) this agent's own messages "
+        "are signed with: put on the served card for the agents it calls",
+    )
+    add(
         "--require-signed-messages",
         action="store_true",
-        help="with --signature-keys: refuse messages without a valid signature",
+        help="with --signature-keys or --trusted-signer-cards: refuse messages without a valid "
+        "signature",
     )
     add("--card-signing-key", metavar="PEM", help="private key that signs the served card")
     add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key")
@@ -231,6 +260,17 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
+def _card_urls(value: str) -> tuple[str, ...]:
+    urls = []
+    for entry in value.split(","):
+        if entry.strip():
+            try:
+                urls.append(card_url(entry))
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+    return tuple(dict.fromkeys(urls))
+
+
 def _bindings(value: str) -> tuple[str, ...]:
     names = [name.strip().lower() for name in value.split(",") if name.strip()]
     return tuple(dict.fromkeys(names))
@@ -288,6 +328,9 @@ class Setup:
     tls: TlsFiles | None
     signature_keys: KeySet | None
     card_signer: tuple[PrivateKey, str] | None
+    signing_keys: KeySet | None = None
+    """Published on the card (`--publish-signing-keys`)."""
+    signer_card_keys: KeySet | None = None
     worker_index: int | None = None
     """In a worker of `--workers N`: its index, from 1 (None: a server of its own)."""
     lifeline: int | None = None
@@ -319,6 +362,8 @@ def setup(args: argparse.Namespace) -> Setup:
             webhook_max_attempts=args.webhook_max_attempts,
             allow_private_webhooks=args.allow_private_webhooks,
             require_signed_messages=args.require_signed_messages,
+            trusted_signer_cards=args.trusted_signer_cards,
+            signer_card_timeout=args.signer_card_timeout,
             audit_log=args.audit_log,
             audit_fail_closed=args.audit_fail_closed,
             max_message_bytes=args.max_message_bytes,
@@ -343,6 +388,8 @@ def setup(args: argparse.Namespace) -> Setup:
         tls=_tls(args),
         signature_keys=_signature_keys(args),
         card_signer=_card_signer(args),
+        signing_keys=_jwks(args.publish_signing_keys, "--publish-signing-keys"),
+        signer_card_keys=_signer_card_keys(args),
         worker_index=args.worker_index,
         lifeline=args.worker_lifeline,
     )
@@ -350,14 +397,26 @@ def setup(args: argparse.Namespace) -> Setup:
 
 
 def _signature_keys(args: argparse.Namespace) -> KeySet | None:
-    if args.require_signed_messages and not args.signature_keys:
-        raise ValueError("--require-signed-messages needs --signature-keys")
-    if not args.signature_keys:
+    if args.require_signed_messages and not (args.signature_keys or args.trusted_signer_cards):
+        raise ValueError(
+            "--require-signed-messages needs --signature-keys or --trusted-signer-cards"
+        )
+    return _jwks(args.signature_keys, "--signature-keys")
+
+
+def _signer_card_keys(args: argparse.Namespace) -> KeySet | None:
+    if args.signer_card_keys and not args.trusted_signer_cards:
+        raise ValueError("--signer-card-keys needs --trusted-signer-cards")
+    return _jwks(args.signer_card_keys, "--signer-card-keys")
+
+
+def _jwks(path: str | None, option: str) -> KeySet | None:
+    if not path:
         return None
     try:
-        return load_jwks(args.signature_keys)
+        return load_jwks(path)
     except (KeyFormatError, OSError) as exc:
-        raise ValueError(f"--signature-keys {args.signature_keys}: {exc}") from exc
+        raise ValueError(f"{option} {path}: {exc}") from exc
 
 
 def _card_signer(args: argparse.Namespace) -> tuple[PrivateKey, str] | None:
@@ -386,6 +445,8 @@ async def _serve(setup: Setup) -> int:
             tls=setup.tls,
             signature_keys=setup.signature_keys,
             card_signer=setup.card_signer,
+            signing_keys=setup.signing_keys,
+            signer_card_keys=setup.signer_card_keys,
         )
     except PortInUseError as exc:
         print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)

@@ -116,7 +116,13 @@ class ServerConfig:
     audit_log: str | None = None
     """Path of the hash-chained JSON Lines audit trail (None: no audit trail)."""
     require_signed_messages: bool = False
-    """With signature keys: refuse messages without a valid signature (the extension required)."""
+    """With signature keys or trusted signer cards: refuse messages without a valid signature
+    (the extension required)."""
+    trusted_signer_cards: tuple[str, ...] = ()
+    """Card URLs (or origins, for their well-known card) whose published keys verify the
+    messages that name them (`serve --trusted-signer-cards`)."""
+    signer_card_timeout: float = 5.0
+    """Seconds one fetch of a trusted signer's card may take."""
     max_message_bytes: int = 2 * MiB
     """Largest message accepted (its serialized size: every part and its metadata count)."""
     max_store_bytes: int = field(default_factory=default_store_bytes)
@@ -203,6 +209,7 @@ class ServerConfig:
                 f"task_lease must be more than 0 and at most {MAX_TASK_LEASE:g} seconds",
             ),
             (self.workers >= 1, "workers must be at least 1"),
+            (self.signer_card_timeout > 0, "signer_card_timeout must be positive"),
         ]
         problems = [message for ok, message in checks if not ok]
         unknown = [name for name in self.bindings if name not in BINDINGS]

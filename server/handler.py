@@ -29,6 +29,7 @@ from a2a_grpc.core.errors import (
     FieldViolation,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    ServiceUnavailableError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnauthenticatedError,
@@ -36,7 +37,7 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.jws import KeySet, SignatureError
-from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, verify_message
+from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, Signer
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
@@ -48,6 +49,7 @@ from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.dedup import DedupWindow, Idempotency, Outcome
 from a2a_grpc.server.push_config_rpcs import PushConfigService
 from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.signers import MessageVerifier, SignerCards, SignerCardUnavailableError
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
@@ -101,14 +103,20 @@ class RequestHandler:
         push: PushConfigService | None = None,
         extended_card: a2a_pb2.AgentCard | None = None,
         signature_keys: KeySet | None = None,
+        signer_cards: SignerCards | None = None,
     ) -> None:
         """`push` serves the push-config RPCs and delivers webhooks (None when the card does
-        not offer push notifications)."""
+        not offer push notifications). With `signature_keys` or `signer_cards`, signed
+        messages are verified (see `server/signers.py`)."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card
         self.config = config
-        self.signature_keys = signature_keys
+        self.verifier: MessageVerifier | None = None
+        if signature_keys is not None or signer_cards is not None:
+            self.verifier = MessageVerifier(
+                signature_keys, signer_cards, required=config.require_signed_messages
+            )
         self.store = store
         self.dedup = dedup
         self.push = push
@@ -132,6 +140,7 @@ class RequestHandler:
         extended_card: a2a_pb2.AgentCard | None = None,
         webhooks: WebhookDispatcher | None = None,
         signature_keys: KeySet | None = None,
+        signer_cards: SignerCards | None = None,
     ) -> RequestHandler:
         """A handler over this process's memory: tasks, events and message ids are not shared.
         `webhooks` delivers push notifications; one is made from `config` when not given."""
@@ -160,6 +169,7 @@ class RequestHandler:
             push=push,
             extended_card=extended_card,
             signature_keys=signature_keys,
+            signer_cards=signer_cards,
         )
 
     @classmethod
@@ -172,6 +182,7 @@ class RequestHandler:
         extended_card: a2a_pb2.AgentCard | None = None,
         webhooks: WebhookDispatcher | None = None,
         signature_keys: KeySet | None = None,
+        signer_cards: SignerCards | None = None,
     ) -> RequestHandler:
         """A handler over the Redis at `config.store`, shared with every replica using it:
         tasks, events, message ids and push configs. The store must be started (`start`)."""
@@ -204,6 +215,7 @@ class RequestHandler:
             push=push,
             extended_card=extended_card,
             signature_keys=signature_keys,
+            signer_cards=signer_cards,
         )
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
@@ -289,7 +301,7 @@ class RequestHandler:
         )
         if self._required_extensions:
             validation.check_extensions(self._required_extensions, call.extensions)
-        signed_by = self._check_signature(message, tenant)
+        signer = None if self.verifier is None else await self._check_signature(message, tenant)
         budget = _budget(message)
         existing = await self._existing_task(message, scope)
         configuration = request.configuration
@@ -309,7 +321,8 @@ class RequestHandler:
             reference_task_ids=tuple(message.reference_task_ids),
             requested_extensions=call.extensions,
             caller=call.principal,
-            signed_by=signed_by,
+            signed_by="" if signer is None else signer.kid,
+            signer=signer,
             budget=budget if budget is not None or existing is None else budget_of(existing),
             tenant=tenant,
             metadata=(
@@ -383,16 +396,13 @@ class RequestHandler:
             await push.register(inline, task_id, scope.tenant)
         await self._resume(existing, scope, context.message)
 
-    def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> str:
-        """The verified signer's key id; "" for an unsigned message this agent accepts."""
-        if self.signature_keys is None:
-            return ""  # the extension is not offered: a signature is ignored, as spec'd
+    async def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> Signer | None:
+        """The verified signer; None for an unsigned message this agent accepts."""
+        assert self.verifier is not None
         field = f"message.metadata[{SIGNED_MESSAGE_EXTENSION!r}]"
         try:
-            return verify_message(message, self.signature_keys, tenant=tenant).kid
+            return await self.verifier.verify(message, tenant)
         except MissingSignatureError:
-            if not self.config.require_signed_messages:
-                return ""
             raise InvalidParamsError(
                 f"this agent only accepts signed messages: sign the message with the "
                 f"{SIGNED_MESSAGE_EXTENSION} extension",
@@ -403,6 +413,10 @@ class RequestHandler:
                 f"the message signature was refused: {exc}",
                 field_violations=[FieldViolation(field, str(exc))],
             ) from None
+        except SignerCardUnavailableError as exc:
+            # Not marked retryable: the failure is remembered for a while, so retrying at once
+            # cannot help, and a caller learns promptly that the signer's card is down.
+            raise ServiceUnavailableError(str(exc), retryable=False) from None
 
     async def _check_inline_webhook(self, webhook: a2a_pb2.TaskPushNotificationConfig) -> None:
         """A webhook given inline must be acceptable before anything else happens."""
@@ -468,6 +482,7 @@ class RequestHandler:
             tenant=run.scope.tenant,
             message_id=run.context.message.message_id,
             cost=run.cost.to_json() if run.cost is not None else None,
+            signer=run.context.signer,
         )
 
     # -- GetTask / ListTasks / CancelTask / SubscribeToTask -------------------------------

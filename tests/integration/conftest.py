@@ -67,6 +67,8 @@ async def make_server() -> AsyncIterator[Factory]:
         webhooks: Any = None,
         signature_keys: Any = None,
         card_signer: Any = None,
+        signing_keys: Any = None,
+        signer_card_keys: Any = None,
         **config: Any,
     ) -> Harness:
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
@@ -79,6 +81,8 @@ async def make_server() -> AsyncIterator[Factory]:
             webhooks=webhooks,
             signature_keys=signature_keys,
             card_signer=card_signer,
+            signing_keys=signing_keys,
+            signer_card_keys=signer_card_keys,
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))

@@ -385,12 +385,13 @@ async def test_send_states_a_budget_and_prints_the_cost(
     assert "--budget 'lots'" in capsys.readouterr().err
 
 
-async def test_help_lists_serve_and_audit_and_version_prints(
+async def test_help_lists_serve_audit_and_keys_and_version_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = await run_process("--help")
     assert code == 0
     commands = out.split("positional arguments:")[1]
     assert "serve" in commands and "audit" in commands and "send" in commands
+    assert "keys new --kid KID" in commands
     code, out, _ = await run_process("--version")
     assert code == 0 and out.startswith("a2a-grpc ") and out.strip() != "a2a-grpc unknown"

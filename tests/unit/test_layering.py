@@ -36,6 +36,7 @@ PROTOCOL_CORE = (
     "dedup",
     "validation",
     "agent",
+    "signers",
 )
 TRANSPORT = (
     "a2a_grpc.server.auth",

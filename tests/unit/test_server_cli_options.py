@@ -3,11 +3,15 @@ password, which no message shows."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from a2a_grpc.core.jws import KeySet
 from a2a_grpc.server.cli import parser, setup
 from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 
@@ -145,3 +149,46 @@ def test_bindings_are_parsed_and_checked() -> None:
         setup(parser().parse_args(["--bindings", "jsonrpc"]))
     with pytest.raises(ValueError, match=r"unknown binding.*'rest'"):
         setup(parser().parse_args(["--bindings", "grpc,rest"]))
+
+
+def test_signer_card_options_reach_the_config(tmp_path: Path) -> None:
+    jwks = tmp_path / "keys.json"
+    key = Ed25519PrivateKey.generate()
+    jwks.write_text(json.dumps(KeySet.of_private_keys({"k": key}).to_jwks()))
+    args = parser().parse_args(
+        [
+            "--trusted-signer-cards",
+            "https://A.example, http://127.0.0.1:8001/cards/a.json,https://a.example:443",
+            "--signer-card-timeout",
+            "2",
+            "--require-signed-messages",
+            "--publish-signing-keys",
+            str(jwks),
+            "--signer-card-keys",
+            str(jwks),
+        ]
+    )
+    loaded = setup(args)
+    assert loaded.config.trusted_signer_cards == (
+        "https://a.example/.well-known/agent-card.json",
+        "http://127.0.0.1:8001/cards/a.json",
+    )
+    assert loaded.config.signer_card_timeout == 2.0
+    assert loaded.signing_keys is not None and list(loaded.signing_keys) == ["k"]
+    assert loaded.signer_card_keys is not None
+
+
+def test_unusable_signer_card_options_say_what_to_fix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--trusted-signer-cards", "a.example"])
+    assert "not an http(s) URL: 'a.example'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--signer-card-keys needs --trusted-signer-cards"):
+        setup(parser().parse_args(["--signer-card-keys", "x.json"]))
+    with pytest.raises(ValueError, match="needs --signature-keys or --trusted-signer-cards"):
+        setup(parser().parse_args(["--require-signed-messages"]))
+    with pytest.raises(ValueError, match=re.escape("--publish-signing-keys missing.json")):
+        setup(parser().parse_args(["--publish-signing-keys", "missing.json"]))
+    with pytest.raises(ValueError, match="signer_card_timeout must be positive"):
+        setup(parser().parse_args(["--signer-card-timeout", "0"]))
