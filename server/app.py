@@ -35,6 +35,7 @@ from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.http_bindings import HttpBindings
+from a2a_grpc.server.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.webhooks import WebhookDispatcher
@@ -154,6 +155,8 @@ class RunningServer:
     health: health.aio.HealthServicer
     gate: DrainGate
     card_server: CardServer | None = None
+    metrics: ServerMetrics | None = None
+    """The server's metrics registry (None with `config.metrics` off)."""
 
     @property
     def address(self) -> str:
@@ -296,7 +299,9 @@ async def start_server(
     handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
-    servicer = A2AServicer(handler, strict_version=config.strict_version)
+    rpc_metrics = RpcMetrics() if config.metrics else None
+    servicer = A2AServicer(handler, strict_version=config.strict_version, metrics=rpc_metrics)
+    metrics = None if rpc_metrics is None else ServerMetrics(servicer, rpc_metrics)
     add_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
@@ -312,7 +317,8 @@ async def start_server(
                 draining=lambda: gate.closed,
                 served=config.http_bindings,
                 write_timeout=config.stream_write_timeout,
-            )
+            ),
+            metrics,
         )
     await server.start()
     handler.start()
@@ -320,7 +326,7 @@ async def start_server(
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     if audit is not None:
         board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
-    return RunningServer(server, port, handler, health_servicer, gate, card_server)
+    return RunningServer(server, port, handler, health_servicer, gate, card_server, metrics)
 
 
 def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:

@@ -80,6 +80,8 @@ class AuditLog:
         """Writes are failing now (records wait in memory); set by the writer thread."""
         self.lost = 0
         """Records dropped because the backlog was full while writes failed."""
+        self.written = 0
+        """Records written to the file since it was opened (set by the writer thread)."""
         self._backlog_limit = backlog_limit
         self._reported = 0.0  # when the writer last logged that writes fail
         self._on_health = on_health
@@ -261,6 +263,7 @@ class AuditLog:
             except OSError as exc:
                 self._failed(exc, len(backlog))
                 return
+            self.written += backlog.count(b"\n", 0, written)
             del backlog[:written]
         if self.failing:
             self.failing = False

@@ -79,6 +79,13 @@ def parser() -> argparse.ArgumentParser:
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
     add(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=d.metrics,
+        help="serve Prometheus metrics at /metrics on the HTTP port, without authentication "
+        "(default: on; --no-metrics turns it off)",
+    )
+    add(
         "--auth-tokens",
         metavar="FILE",
         help=f'JSON {{"<token>": "<principal>"}} for bearer auth; also read from ${TOKENS_ENV} '
@@ -334,6 +341,7 @@ def setup(args: argparse.Namespace) -> Setup:
             task_lease=args.task_lease,
             workers=args.workers,
             bindings=args.bindings,
+            metrics=args.metrics,
             reuse_port=args.worker_index is not None,
         ),
         agent=load_agent(args.agent),

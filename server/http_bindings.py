@@ -37,6 +37,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from aiohttp import web
@@ -257,24 +258,26 @@ class HttpBindings:
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
+        started = perf_counter()
         gate = self.servicer
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 self._admit(stream=False)
             except Exception as exc:
-                return gate.failure(exc, span, rpc.name, None), ()
+                return gate.failure(exc, span, rpc.name, None, started, system), ()
             try:
                 self._authenticate(params)
                 call, activated = gate.open_call(params.version, params.extension_values)
                 request = parse()
                 result: Message = await rpc.method(request, call)
             except Exception as exc:
-                return gate.failure(exc, span, rpc.name, request), ()
+                return gate.failure(exc, span, rpc.name, request, started, system), ()
             finally:
                 gate.release(stream=False)
             if gate.handler.audit is not None:
                 gate.audit(rpc.name, request, "OK", result)
+            gate.finished(rpc.name, "OK", system, started)
             return result, activated
 
     async def _stream(
@@ -291,13 +294,14 @@ class HttpBindings:
         """Runs one stream as Server-Sent Events. An error before the first event is a plain
         error response; one after it is the stream's last event. A client that goes away
         ends only its stream (aiohttp cancels the handler): the task goes on."""
+        started = perf_counter()
         gate = self.servicer
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 self._admit(stream=True)
             except Exception as exc:
-                return error_response(gate.failure(exc, span, rpc.name, None))
+                return error_response(gate.failure(exc, span, rpc.name, None, started, system))
             events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
             first: a2a_pb2.StreamResponse | None = None
             slow_reader = False
@@ -311,7 +315,9 @@ class HttpBindings:
                 except StopAsyncIteration:
                     first = None
                 except Exception as exc:
-                    return error_response(gate.failure(exc, span, rpc.name, request))
+                    return error_response(
+                        gate.failure(exc, span, rpc.name, request, started, system)
+                    )
                 response = web.StreamResponse(headers=_sse_headers(activated))
                 await response.prepare(http_request)
 
@@ -334,15 +340,17 @@ class HttpBindings:
                     except (ConnectionResetError, OSError, SlowReaderError):
                         raise
                     except Exception as exc:
-                        error = gate.failure(exc, span, rpc.name, request)
+                        error = gate.failure(exc, span, rpc.name, request, started, system)
                         await write(encode_error(error))
                         await write(None)
                         return response
                 await write(None)
             except SlowReaderError:
                 slow_reader = True
+                gate.finished(rpc.name, "CANCELLED", system, started)
                 gate.audit(rpc.name, request, "CANCELLED", first)
             except BaseException:  # the client went away (cancelled) or the server is stopping
+                gate.finished(rpc.name, "CANCELLED", system, started)
                 gate.audit(rpc.name, request, "CANCELLED", first)
                 raise
             finally:
@@ -359,6 +367,7 @@ class HttpBindings:
                 )
                 _reset(http_request)
                 return response
+            gate.finished(rpc.name, "OK", system, started)
             gate.audit(rpc.name, request, "OK", first)
             return response
 

@@ -145,3 +145,8 @@ def test_bindings_are_parsed_and_checked() -> None:
         setup(parser().parse_args(["--bindings", "jsonrpc"]))
     with pytest.raises(ValueError, match=r"unknown binding.*'rest'"):
         setup(parser().parse_args(["--bindings", "grpc,rest"]))
+
+
+def test_metrics_are_on_unless_turned_off() -> None:
+    assert setup(parser().parse_args([])).config.metrics is True
+    assert setup(parser().parse_args(["--no-metrics"])).config.metrics is False
