@@ -67,6 +67,7 @@ async def make_server() -> AsyncIterator[Factory]:
         webhooks: Any = None,
         signature_keys: Any = None,
         card_signer: Any = None,
+        tls: Any = None,
         **config: Any,
     ) -> Harness:
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
@@ -79,6 +80,7 @@ async def make_server() -> AsyncIterator[Factory]:
             webhooks=webhooks,
             signature_keys=signature_keys,
             card_signer=card_signer,
+            tls=tls,
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))
