@@ -58,6 +58,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import log_context
 from a2a_grpc.server.auth import Authenticator, caller_of, set_caller
 from a2a_grpc.server.handler import CallContext
 from a2a_grpc.server.servicer import A2AServicer
@@ -270,6 +271,7 @@ class HttpBindings:
                 self._authenticate(params)
                 call, activated = gate.open_call(params.version, params.extension_values)
                 request = parse()
+                log_context.CALL.set((rpc.name, call.principal, request))
                 result: Message = await rpc.method(request, call)
             except Exception as exc:
                 return gate.failure(exc, span, rpc.name, request, started, system), ()
@@ -310,6 +312,7 @@ class HttpBindings:
                     self._authenticate(params)
                     call, activated = gate.open_call(params.version, params.extension_values)
                     request = parse()
+                    log_context.CALL.set((rpc.name, call.principal, request))
                     events = rpc_events = rpc.method(request, call)
                     first = await anext(rpc_events)
                 except StopAsyncIteration:

@@ -35,6 +35,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server import log_context
 from a2a_grpc.server.auth import AuthenticationError, current_principal
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
@@ -192,6 +193,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
+                log_context.CALL.set((rpc, call.principal, request))
                 result = await method(request, call)
             except Exception as exc:
                 await self._abort(context, exc, span, rpc, request, started)
@@ -245,6 +247,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
+                log_context.CALL.set((rpc, call.principal, request))
                 async for event in method(request, call):
                     if first is None:
                         first = event

@@ -1,5 +1,5 @@
 """Reloading bearer tokens and TLS files while the server runs, in process (the SIGHUP path
-through `a2a-grpc serve` is in test_serve_reload.py)."""
+through `a2a-grpc serve` is in test_serve_reload_and_logs.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""SIGHUP to a real `a2a-grpc serve`: it reads its token file and TLS files again, and says so
-on stderr (the test waits for that line, never for the clock)."""
+"""A real `a2a-grpc serve`: SIGHUP makes it read its token file and TLS files again, and say so
+on stderr (the tests wait for that line, never for the clock); its JSON log lines name the call
+and task they were logged in."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from a2a_grpc.server.auth import TOKENS_ENV
 from tests.integration.certs import Authority
 from tests.integration.conftest import send_request
 
+ROOT = Path(__file__).resolve().parents[2]
 BOUND = 30.0
 """Upper bound on any one wait for the server (it answers in milliseconds)."""
 
@@ -33,6 +35,10 @@ class Served:
     async def hangup_and_read(self, says: str) -> str:
         """Sends SIGHUP and returns the first stderr line after it that contains `says`."""
         self.process.send_signal(signal.SIGHUP)
+        return await self.read(says)
+
+    async def read(self, says: str) -> str:
+        """The next stderr line that contains `says`."""
         assert self.process.stderr is not None
         while True:
             line = (await asyncio.wait_for(self.process.stderr.readline(), BOUND)).decode()
@@ -62,6 +68,7 @@ async def serve() -> AsyncIterator[Start]:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
+            cwd=ROOT,  # so that --agent finds the tests' agents
         )
         started.append(process)
         assert process.stdout is not None
@@ -146,3 +153,31 @@ async def test_sighup_swaps_the_certificate_and_keeps_it_when_the_key_is_wrong(
     line = await served.hangup_and_read("SIGHUP")
     assert "kept the previous TLS certificate" in line and "does not match" in line
     assert await tls_send(served.port, second.certificate) == grpc.StatusCode.OK
+
+
+async def test_json_log_lines_name_the_method_principal_task_and_context(
+    serve: Start, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"alice-token": "alice"}))
+    served = await serve(
+        "--auth-tokens",
+        str(tokens),
+        "--log-format",
+        "json",
+        "--agent",
+        "tests.integration.logging_agent:LoggingAgent",
+        "--http-port",
+        "0",
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{served.port}") as channel:
+        response = await a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(
+            send_request("over grpc"),
+            metadata=(("authorization", "Bearer alice-token"),),
+            timeout=BOUND,
+        )
+    entry = json.loads(await served.read("agent at work on over grpc"))
+    assert entry["logger"] == "tests.logging_agent" and entry["level"] == "INFO"
+    assert entry["method"] == "SendMessage" and entry["principal"] == "alice"
+    assert entry["task_id"] == response.task.id
+    assert entry["context_id"] == response.task.context_id
