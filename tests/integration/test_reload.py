@@ -28,12 +28,27 @@ async def send_with(running: RunningServer, token: str) -> grpc.StatusCode:
         return grpc.StatusCode.OK
 
 
-async def test_new_tokens_replace_the_old_ones(make_server: Factory) -> None:
-    harness = await make_server(tokens={"old-token": "alice"})
-    assert await send_with(harness.running, "old-token") == grpc.StatusCode.OK
-    harness.running.reload_tokens({"new-token": "alice"})
-    assert await send_with(harness.running, "new-token") == grpc.StatusCode.OK
-    assert await send_with(harness.running, "old-token") == grpc.StatusCode.UNAUTHENTICATED
+async def http_status_with(running: RunningServer, token: str) -> int:
+    """The HTTP status of an HTTP+JSON ListTasks with `token`."""
+    assert running.card_server is not None
+    headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(running.card_server.base_url + "/tasks", headers=headers) as response,
+    ):
+        return response.status
+
+
+async def test_new_tokens_replace_the_old_ones_on_every_transport(make_server: Factory) -> None:
+    harness = await make_server(tokens={"old-token": "alice"}, card_port=0)
+    running = harness.running
+    assert await send_with(running, "old-token") == grpc.StatusCode.OK
+    assert await http_status_with(running, "old-token") == 200
+    running.reload_tokens({"new-token": "alice"})
+    assert await send_with(running, "new-token") == grpc.StatusCode.OK
+    assert await send_with(running, "old-token") == grpc.StatusCode.UNAUTHENTICATED
+    assert await http_status_with(running, "new-token") == 200
+    assert await http_status_with(running, "old-token") == 401
 
 
 async def test_tokens_cannot_be_emptied_or_added_to_a_server_without_them(

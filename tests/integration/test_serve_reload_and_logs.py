@@ -181,3 +181,11 @@ async def test_json_log_lines_name_the_method_principal_task_and_context(
     assert entry["method"] == "SendMessage" and entry["principal"] == "alice"
     assert entry["task_id"] == response.task.id
     assert entry["context_id"] == response.task.context_id
+
+
+async def test_sighup_without_tokens_or_tls_says_so_and_serves_on(serve: Start) -> None:
+    served = await serve()
+    line = await served.hangup_and_read("SIGHUP")
+    assert "nothing to reload" in line
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{served.port}") as channel:
+        assert await send(channel) == grpc.StatusCode.OK
