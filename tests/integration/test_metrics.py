@@ -73,7 +73,6 @@ async def test_grpc_calls_are_counted_by_method_code_and_transport(
     assert value(samples, "a2a_tasks", state="completed") == 2
     assert (value(samples, "a2a_store_bytes") or 0) > 0
     assert value(samples, "a2a_open_streams") == 0
-    assert value(samples, "a2a_calls_in_flight") == 0
 
 
 async def test_http_binding_calls_are_counted_with_their_transport(
@@ -119,6 +118,20 @@ async def test_open_streams_and_working_tasks_are_gauged(
     assert value(samples, "a2a_tasks", state="completed") == 1
     streamed = {"method": "SendStreamingMessage", "code": "OK", "transport": "grpc"}
     assert value(samples, "a2a_rpc_requests_total", **streamed) == 1
+
+
+async def test_calls_in_flight_are_gauged(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent, card_port=0)
+    call = asyncio.ensure_future(harness.stub.SendMessage(send_request("hold")))
+    await agent.entered.wait()
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_calls_in_flight") == 1
+    assert value(samples, "a2a_tasks", state="working") == 1
+    agent.go.set()
+    assert (await call).task.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
 async def test_webhook_deliveries_retries_and_give_ups_are_counted(
