@@ -24,7 +24,7 @@ CARD_PATH = "/.well-known/agent-card.json"
 
 class CardServer:
     """An aiohttp server for the card and, given `bindings`, the JSON-RPC and HTTP+JSON
-    bindings of A2A. `port` is the bound port once bound.
+    bindings of A2A, and given `metrics`, /metrics. `port` is the bound port once bound.
 
     With `reuse_port` the port is bound with SO_REUSEPORT, shared with the other workers of one
     `serve --workers N`; without, it is this server's alone. `bind` takes the port first (so
