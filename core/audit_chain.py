@@ -87,6 +87,8 @@ class ChainWriter:
         """Writes are failing now (records wait in memory); set by the writer thread."""
         self.lost = 0
         """Records dropped because the backlog was full while writes failed."""
+        self.written = 0
+        """Records written to the file since it was opened (set by the writer thread)."""
         self.unwritten_bytes = 0
         """Bytes of records that could not be written before the writer stopped."""
         self._backlog_limit = backlog_limit
@@ -210,6 +212,7 @@ class ChainWriter:
             except OSError as exc:
                 self._failed(exc, len(backlog))
                 return
+            self.written += backlog.count(b"\n", 0, written)
             del backlog[:written]
         if self.failing:
             self.failing = False

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
@@ -35,9 +30,11 @@ from a2a_grpc.server.card_http import CardServer
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.http_bindings import HttpBindings
+from a2a_grpc.server.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.signers import SignerCards
 from a2a_grpc.server.tasks.base import StoreUnavailableError
+from a2a_grpc.server.tls import ServerCertificates, TlsFiles
 from a2a_grpc.server.webhooks import WebhookDispatcher
 
 log = logging.getLogger(__name__)
@@ -58,60 +55,6 @@ class StartupError(RuntimeError):
 
 class PortInUseError(StartupError):
     """The address could not be bound (another process holds it, or it is not local)."""
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM contents for TLS; with `client_ca`, clients must present a certificate it signed."""
-
-    certificate_chain: bytes
-    private_key: bytes
-    client_ca: bytes | None = None
-
-    def check(self) -> None:
-        """ValueError naming the problem when the files cannot serve TLS: not PEM, or a key
-        that does not belong to the chain's first certificate (grpc would only fail to bind)."""
-        try:
-            certificate = x509.load_pem_x509_certificate(self.certificate_chain)
-        except ValueError:
-            raise ValueError("--tls-cert is not a PEM certificate") from None
-        try:
-            key = serialization.load_pem_private_key(self.private_key, password=None)
-        except (ValueError, TypeError):
-            raise ValueError("--tls-key is not an unencrypted PEM private key") from None
-        if _public_bytes(key.public_key()) != _public_bytes(certificate.public_key()):
-            raise ValueError(
-                "--tls-key does not match --tls-cert: the key belongs to another certificate"
-            )
-        if self.client_ca is not None:
-            try:
-                x509.load_pem_x509_certificates(self.client_ca)
-            except ValueError:
-                raise ValueError("--client-ca is not a PEM certificate bundle") from None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """The same certificate for the HTTP port (card, JSON-RPC, HTTP+JSON), with the same
-        client certificate requirement as gRPC."""
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        # The ssl module loads a chain from files only: a private directory, gone at once.
-        with tempfile.TemporaryDirectory() as directory:
-            chain, key = Path(directory, "chain.pem"), Path(directory, "key.pem")
-            chain.write_bytes(self.certificate_chain)
-            key.touch(mode=0o600)
-            key.write_bytes(self.private_key)
-            context.load_cert_chain(chain, key)
-        if self.client_ca is not None:
-            context.load_verify_locations(cadata=self.client_ca.decode())
-            context.verify_mode = ssl.CERT_REQUIRED
-        return context
-
-
-def _public_bytes(key: Any) -> bytes:
-    return bytes(
-        key.public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
 
 
 class DrainGate(grpc.GenericRpcHandler):
@@ -155,6 +98,25 @@ class RunningServer:
     health: health.aio.HealthServicer
     gate: DrainGate
     card_server: CardServer | None = None
+    metrics: ServerMetrics | None = None
+    """The server's metrics registry (None with `config.metrics` off)."""
+    bearer_tokens: BearerTokens | None = None
+    certificates: ServerCertificates | None = None
+
+    def reload_tokens(self, tokens: Mapping[str, str]) -> None:
+        """Makes `tokens` (token -> principal) the valid bearer tokens for new calls, over every
+        transport; ValueError (nothing changes) when empty or when the server started without
+        bearer tokens (authentication is not added while it runs)."""
+        if self.bearer_tokens is None:
+            raise ValueError("the server started without bearer tokens; restart it to add them")
+        self.bearer_tokens.replace(tokens)
+
+    def reload_tls(self, files: TlsFiles) -> None:
+        """New TLS handshakes (gRPC and HTTP) use `files`; ValueError (nothing changes) when they
+        cannot serve TLS or the server started without TLS."""
+        if self.certificates is None:
+            raise ValueError("the server started without TLS; restart it to add TLS")
+        self.certificates.replace(files)
 
     @property
     def address(self) -> str:
@@ -224,12 +186,12 @@ async def start_server(
     (public) are published on the card as the keys this agent's own messages are signed with;
     with `card_signer` (private key, key id) the card is served signed.
     """
-    if tls is not None:
-        tls.check()
+    certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
     authenticators: list[BearerTokens | ClientCertificates] = []
-    if tokens:
-        authenticators.append(BearerTokens(tokens))
+    bearer_tokens = BearerTokens(tokens) if tokens else None
+    if bearer_tokens is not None:
+        authenticators.append(bearer_tokens)
     if client_certificates:
         authenticators.append(ClientCertificates())
     # Both configured: both required (see AllOf); one configured: that one.
@@ -249,7 +211,7 @@ async def start_server(
             *connection_limits(config),
         ],
     )
-    port = _bind(server, config, tls)
+    port = _bind(server, config, certificates)
     address = f"{config.host}:{port}"
     card_server = None
     if config.card_port is not None:
@@ -261,7 +223,7 @@ async def start_server(
             reuse_port=config.reuse_port,
             max_body=config.max_receive_bytes,
             shutdown_timeout=config.shutdown_grace,
-            ssl_context=None if tls is None else tls.ssl_context(),
+            ssl_context=None if certificates is None else certificates.ssl_context,
         )
         try:
             card_server.bind()
@@ -319,7 +281,9 @@ async def start_server(
     handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
-    servicer = A2AServicer(handler, strict_version=config.strict_version)
+    rpc_metrics = RpcMetrics() if config.metrics else None
+    servicer = A2AServicer(handler, strict_version=config.strict_version, metrics=rpc_metrics)
+    metrics = None if rpc_metrics is None else ServerMetrics(servicer, rpc_metrics)
     add_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
@@ -335,7 +299,8 @@ async def start_server(
                 draining=lambda: gate.closed,
                 served=config.http_bindings,
                 write_timeout=config.stream_write_timeout,
-            )
+            ),
+            metrics,
         )
     await server.start()
     handler.start()
@@ -343,7 +308,17 @@ async def start_server(
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     if audit is not None:
         board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
-    return RunningServer(server, port, handler, health_servicer, gate, card_server)
+    return RunningServer(
+        server,
+        port,
+        handler,
+        health_servicer,
+        gate,
+        card_server,
+        metrics,
+        bearer_tokens,
+        certificates,
+    )
 
 
 def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
@@ -453,18 +428,15 @@ class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[
         return response
 
 
-def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -> int:
+def _bind(
+    server: grpc.aio.Server, config: ServerConfig, certificates: ServerCertificates | None
+) -> int:
     target = f"{config.host}:{config.port}"
     try:
-        if tls is None:
+        if certificates is None:
             port = server.add_insecure_port(target)
         else:
-            credentials = grpc.ssl_server_credentials(
-                [(tls.private_key, tls.certificate_chain)],
-                root_certificates=tls.client_ca,
-                require_client_auth=tls.client_ca is not None,
-            )
-            port = server.add_secure_port(target, credentials)
+            port = server.add_secure_port(target, certificates.grpc_credentials())
     except RuntimeError as exc:
         raise PortInUseError(
             f"cannot listen on {target}: the port is in use or the address is not local"

@@ -64,6 +64,10 @@ class BearerTokens:
     """`authorization: Bearer <token>` → principal, from a fixed table of tokens."""
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
+        self.replace(tokens)
+
+    def replace(self, tokens: Mapping[str, str]) -> None:
+        """From now on `tokens` are the valid ones (and only they); ValueError when empty."""
         if not tokens:
             raise ValueError("at least one token is needed")
         # Keyed by digest so lookups do not compare secrets character by character.

@@ -17,13 +17,14 @@ from aiohttp import web
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
 from a2a_grpc.server.http_bindings import HttpBindings
+from a2a_grpc.server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
 
 CARD_PATH = "/.well-known/agent-card.json"
 
 
 class CardServer:
     """An aiohttp server for the card and, given `bindings`, the JSON-RPC and HTTP+JSON
-    bindings of A2A. `port` is the bound port once bound.
+    bindings of A2A, and given `metrics`, /metrics. `port` is the bound port once bound.
 
     With `reuse_port` the port is bound with SO_REUSEPORT, shared with the other workers of one
     `serve --workers N`; without, it is this server's alone. `bind` takes the port first (so
@@ -106,11 +107,21 @@ class CardServer:
         self._socket = sock
         self.port = int(sock.getsockname()[1])
 
-    async def start(self, bindings: HttpBindings | None = None) -> None:
+    async def start(
+        self, bindings: HttpBindings | None = None, metrics: ServerMetrics | None = None
+    ) -> None:
+        """Serves the card, and `bindings` and `metrics` (at /metrics) when given."""
         self.bind()
         assert self._socket is not None
         app = web.Application(client_max_size=self.max_body)
         app.router.add_get(CARD_PATH, self._card)
+        if metrics is not None:
+
+            async def scrape(request: web.Request) -> web.Response:
+                body = await metrics.exposition()
+                return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+            app.router.add_get(METRICS_PATH, scrape)
         if bindings is not None:
             bindings.add_routes(app)
         # handler_cancellation: a client that goes away cancels its call, as over gRPC.

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -22,18 +23,21 @@ from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, loa
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import logs
 from a2a_grpc.server.agent import AgentExecutor
-from a2a_grpc.server.app import PortInUseError, StartupError, TlsFiles, start_server
+from a2a_grpc.server.app import PortInUseError, RunningServer, StartupError, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import load_card
 from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.telemetry import configure_from_environment
+from a2a_grpc.server.tls import TlsFiles
 from a2a_grpc.server.workers import (
     Supervisor,
     bind_problem,
     serve_worker_command,
     watch_lifeline,
 )
+
+log = logging.getLogger(__name__)
 
 HTTP_PORT_OFF = -1
 """`--http-port -1`: no HTTP port (no card over HTTP, no JSON-RPC, no HTTP+JSON)."""
@@ -79,6 +83,13 @@ def parser() -> argparse.ArgumentParser:
         "an HTTP binding left out is not on the card and its routes answer 404",
     )
     add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
+    add(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=d.metrics,
+        help="serve Prometheus metrics at /metrics on the HTTP port, without authentication "
+        "(default: on; --no-metrics turns it off)",
+    )
     add(
         "--auth-tokens",
         metavar="FILE",
@@ -335,6 +346,8 @@ class Setup:
     """In a worker of `--workers N`: its index, from 1 (None: a server of its own)."""
     lifeline: int | None = None
     """In a worker: the file descriptor whose end of file says the supervisor is gone."""
+    args: argparse.Namespace | None = None
+    """The options it came from: SIGHUP reads the files they name again."""
 
 
 def setup(args: argparse.Namespace) -> Setup:
@@ -379,6 +392,7 @@ def setup(args: argparse.Namespace) -> Setup:
             task_lease=args.task_lease,
             workers=args.workers,
             bindings=args.bindings,
+            metrics=args.metrics,
             reuse_port=args.worker_index is not None,
         ),
         agent=load_agent(args.agent),
@@ -392,6 +406,7 @@ def setup(args: argparse.Namespace) -> Setup:
         signer_card_keys=_signer_card_keys(args),
         worker_index=args.worker_index,
         lifeline=args.worker_lifeline,
+        args=args,
     )
     return loaded
 
@@ -458,6 +473,7 @@ async def _serve(setup: Setup) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload, setup, running)
     if setup.lifeline is not None:
 
         def supervisor_gone() -> None:
@@ -503,6 +519,34 @@ async def _serve(setup: Setup) -> int:
     return 0
 
 
+def reload(setup: Setup, running: RunningServer) -> None:
+    """SIGHUP: reads the bearer tokens (`--auth-tokens` and `$A2A_GRPC_TOKENS`) and the TLS
+    files again and serves new calls and handshakes with them. Each is reloaded on its own; one
+    that cannot be used is kept as it was, and one log line says why."""
+    args = setup.args
+    if args is None or not (setup.tokens or setup.tls):
+        log.warning("SIGHUP: nothing to reload (the server uses no bearer tokens and no TLS)")
+        return
+    if setup.tokens:
+        try:
+            tokens = load_tokens(args.auth_tokens)
+            running.reload_tokens(tokens)
+        except ValueError as exc:
+            log.warning("SIGHUP: kept the previous bearer tokens: %s", exc)
+        else:
+            log.info("SIGHUP: reloaded the bearer tokens (%d)", len(tokens))
+    if setup.tls:
+        try:
+            files = _tls(args)
+            if files is None:  # the options did not change, so this cannot happen
+                raise ValueError("no TLS files are named")
+            running.reload_tls(files)
+        except ValueError as exc:
+            log.warning("SIGHUP: kept the previous TLS certificate: %s", exc)
+        else:
+            log.info("SIGHUP: reloaded the TLS certificate from %s", args.tls_cert)
+
+
 def _say(text: str, program: str = "a2a-grpc") -> None:
     # One write per line (print would write the newline apart when stdout is unbuffered), so
     # the lines of workers sharing one stdout never interleave.
@@ -536,6 +580,9 @@ def main(argv: list[str]) -> int:
     """Runs `serve` with `argv` (the options after `serve`); returns the exit status: 0 after a
     clean stop, 1 when a port is taken, 2 for a configuration that cannot be served (one line
     on stderr, never the store URL's password); with `--workers N`, see server/workers.py."""
+    # A SIGHUP before the reload handler is installed is ignored rather than fatal (its default
+    # action); workers inherit this until their own handler is in place.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     args = parser().parse_args(argv)
     logs.configure(args.log_level, args.log_format)
     try:

@@ -169,6 +169,9 @@ class ServerConfig:
     """The protocol bindings served (names from BINDINGS); "grpc" must be one. The HTTP ones are
     served only with an HTTP port (`card_port`); the card lists exactly the served ones, and an
     HTTP binding not served answers 404 on its routes."""
+    metrics: bool = True
+    """Serve Prometheus metrics at /metrics on the HTTP port and count every call for them
+    (about 0.2 µs per call)."""
     reuse_port: bool = False
     """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on

@@ -37,6 +37,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from aiohttp import web
@@ -57,6 +58,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import log_context
 from a2a_grpc.server.auth import Authenticator, caller_of, set_caller
 from a2a_grpc.server.handler import CallContext
 from a2a_grpc.server.servicer import A2AServicer
@@ -257,24 +259,27 @@ class HttpBindings:
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
+        started = perf_counter()
         gate = self.servicer
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 self._admit(stream=False)
             except Exception as exc:
-                return gate.failure(exc, span, rpc.name, None), ()
+                return gate.failure(exc, span, rpc.name, None, started, system), ()
             try:
                 self._authenticate(params)
                 call, activated = gate.open_call(params.version, params.extension_values)
                 request = parse()
+                log_context.CALL.set((rpc.name, call.principal, request))
                 result: Message = await rpc.method(request, call)
             except Exception as exc:
-                return gate.failure(exc, span, rpc.name, request), ()
+                return gate.failure(exc, span, rpc.name, request, started, system), ()
             finally:
                 gate.release(stream=False)
             if gate.handler.audit is not None:
                 gate.audit(rpc.name, request, "OK", result)
+            gate.finished(rpc.name, "OK", system, started)
             return result, activated
 
     async def _stream(
@@ -291,13 +296,14 @@ class HttpBindings:
         """Runs one stream as Server-Sent Events. An error before the first event is a plain
         error response; one after it is the stream's last event. A client that goes away
         ends only its stream (aiohttp cancels the handler): the task goes on."""
+        started = perf_counter()
         gate = self.servicer
         request: Message | None = None
         with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
             try:
                 self._admit(stream=True)
             except Exception as exc:
-                return error_response(gate.failure(exc, span, rpc.name, None))
+                return error_response(gate.failure(exc, span, rpc.name, None, started, system))
             events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
             first: a2a_pb2.StreamResponse | None = None
             slow_reader = False
@@ -306,12 +312,15 @@ class HttpBindings:
                     self._authenticate(params)
                     call, activated = gate.open_call(params.version, params.extension_values)
                     request = parse()
+                    log_context.CALL.set((rpc.name, call.principal, request))
                     events = rpc_events = rpc.method(request, call)
                     first = await anext(rpc_events)
                 except StopAsyncIteration:
                     first = None
                 except Exception as exc:
-                    return error_response(gate.failure(exc, span, rpc.name, request))
+                    return error_response(
+                        gate.failure(exc, span, rpc.name, request, started, system)
+                    )
                 response = web.StreamResponse(headers=_sse_headers(activated))
                 await response.prepare(http_request)
 
@@ -334,15 +343,17 @@ class HttpBindings:
                     except (ConnectionResetError, OSError, SlowReaderError):
                         raise
                     except Exception as exc:
-                        error = gate.failure(exc, span, rpc.name, request)
+                        error = gate.failure(exc, span, rpc.name, request, started, system)
                         await write(encode_error(error))
                         await write(None)
                         return response
                 await write(None)
             except SlowReaderError:
                 slow_reader = True
+                gate.finished(rpc.name, "CANCELLED", system, started)
                 gate.audit(rpc.name, request, "CANCELLED", first)
             except BaseException:  # the client went away (cancelled) or the server is stopping
+                gate.finished(rpc.name, "CANCELLED", system, started)
                 gate.audit(rpc.name, request, "CANCELLED", first)
                 raise
             finally:
@@ -359,6 +370,7 @@ class HttpBindings:
                 )
                 _reset(http_request)
                 return response
+            gate.finished(rpc.name, "OK", system, started)
             gate.audit(rpc.name, request, "OK", first)
             return response
 

@@ -7,6 +7,9 @@ import logging
 import time
 from typing import Any
 
+from a2a_grpc.server import log_context
+from a2a_grpc.server.telemetry import ids_of
+
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -37,6 +40,29 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class CallFields(logging.Filter):
+    """Adds to each record what is known of the call or task run it was logged in: `method`,
+    `principal` ("" when anonymous), `task_id`, `context_id` (see log_context.py). A field the
+    caller passed with `extra=` is kept; an unknown one is left out. JSON lines show them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = record.__dict__
+        call, run = log_context.CALL.get(), log_context.RUN.get()
+        task_id, context_id = run if run is not None else ("", "")
+        if call is not None:
+            rpc, principal, request = call
+            fields.setdefault("method", rpc)
+            fields.setdefault("principal", principal)
+            if not (task_id and context_id):  # no run here: what the request names
+                asked_task, asked_context = ids_of(request)
+                task_id, context_id = task_id or asked_task, context_id or asked_context
+        if task_id:
+            fields.setdefault("task_id", task_id)
+        if context_id:
+            fields.setdefault("context_id", context_id)
+        return True
+
+
 def configure(level: str = "info", form: str = "text") -> None:
     """Sets the root logger's level and format, like logging.basicConfig: only when nothing
     configured logging before (an embedding program, or a test runner, keeps its own)."""
@@ -45,5 +71,6 @@ def configure(level: str = "info", form: str = "text") -> None:
         return
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(CallFields())
     root.addHandler(handler)
     root.setLevel(level.upper())

@@ -20,6 +20,7 @@ from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import log_context
 from a2a_grpc.server.agent import (
     AgentContractError,
     AgentExecutor,
@@ -93,6 +94,8 @@ class TaskRun:
         return self._ledger.cost
 
     def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
+        # Log records of the agent (and of the call that started it) name the task.
+        log_context.RUN.set((self.task_id, self.context_id))
         coroutine = self._traced_execute(agent) if self._traced else self._execute(agent)
         self._runner = asyncio.get_running_loop().create_task(coroutine)
         return self._runner

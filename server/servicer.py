@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import grpc
@@ -34,9 +35,11 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server import log_context
 from a2a_grpc.server.auth import AuthenticationError, current_principal
 from a2a_grpc.server.broker import SubscriberOverflowError
 from a2a_grpc.server.handler import CallContext, RequestHandler
+from a2a_grpc.server.metrics import RpcMetrics
 from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
 
@@ -72,9 +75,17 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     refused at once with RESOURCE_EXHAUSTED, retryable, with RetryInfo.
     """
 
-    def __init__(self, handler: RequestHandler, *, strict_version: bool = False) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        strict_version: bool = False,
+        metrics: RpcMetrics | None = None,
+    ) -> None:
         self.handler = handler
         self.strict_version = strict_version
+        self.metrics = metrics
+        """Where every finished call and stream is counted (any transport); None: nowhere."""
         self.tracing = RpcTracing()
         self._declared_extensions = frozenset(
             ext.uri for ext in handler.card.capabilities.extensions
@@ -173,23 +184,27 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         request: Request,
         context: Context,
     ) -> Response:
+        started = perf_counter()
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
             if self.calls >= self._max_calls:
-                await self._abort(context, self._at_capacity("calls"), span, rpc, request)
+                await self._abort(context, self._at_capacity("calls"), span, rpc, request, started)
             self.calls += 1
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
+                log_context.CALL.set((rpc, call.principal, request))
                 result = await method(request, call)
             except Exception as exc:
-                await self._abort(context, exc, span, rpc, request)
+                await self._abort(context, exc, span, rpc, request, started)
             finally:
                 self.calls -= 1
             if span is not None:
                 annotate(span, request, result)
             if self.handler.audit is not None:
                 self.audit(rpc, request, "OK", result)
+            if self.metrics is not None:
+                self.metrics.observe(rpc, "OK", "grpc", perf_counter() - started)
             return result
 
     def _at_capacity(self, kind: str) -> ResourceExhaustedError:
@@ -219,24 +234,29 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         request: Request,
         context: Context,
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        started = perf_counter()
         params = _ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
             if self.streams >= self._max_streams:
-                await self._abort(context, self._at_capacity("streams"), span, rpc, request)
+                await self._abort(
+                    context, self._at_capacity("streams"), span, rpc, request, started
+                )
             self.streams += 1
             first: a2a_pb2.StreamResponse | None = None
             cancelled = False
             try:
                 call = await self._call_context(context, params)
                 _check_parsed(request)
+                log_context.CALL.set((rpc, call.principal, request))
                 async for event in method(request, call):
                     if first is None:
                         first = event
                         annotate(span, request, event)
                     yield event
             except Exception as exc:
-                await self._abort(context, exc, span, rpc, request)
+                await self._abort(context, exc, span, rpc, request, started)
             except BaseException:  # the caller went away (cancelled) or the server is stopping
+                self.finished(rpc, "CANCELLED", "grpc", started)
                 self.audit(rpc, request, "CANCELLED", first)
                 cancelled = True
                 raise
@@ -244,6 +264,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 self.streams -= 1
                 if cancelled:
                     log.debug("%s cancelled (caller gone or server stopping); slot freed", rpc)
+            self.finished(rpc, "OK", "grpc", started)
             self.audit(rpc, request, "OK", first)
 
     async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
@@ -318,16 +339,31 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         )
 
     async def _abort(
-        self, context: Context, exc: Exception, span: Span | None, rpc: str, request: Any
+        self,
+        context: Context,
+        exc: Exception,
+        span: Span | None,
+        rpc: str,
+        request: Any,
+        started: float,
     ) -> NoReturn:
-        error = self.failure(exc, span, rpc, request)
+        error = self.failure(exc, span, rpc, request, started)
         code, message, trailers = status.encode(error)
         await context.abort(code, message, trailing_metadata=trailers)
         raise AssertionError("context.abort returned")  # it always raises
 
-    def failure(self, exc: Exception, span: Span | None, rpc: str, request: Any) -> StatusError:
-        """The error a failed call answers with (any transport), traced and audited; an
-        unexpected exception is logged and becomes INTERNAL with a generic message."""
+    def failure(
+        self,
+        exc: Exception,
+        span: Span | None,
+        rpc: str,
+        request: Any,
+        started: float,
+        transport: str = "grpc",
+    ) -> StatusError:
+        """The error a failed call answers with (any transport), traced, audited and counted
+        (`started`: its `perf_counter()` on arrival); an unexpected exception is logged and
+        becomes INTERNAL with a generic message."""
         error = as_status_error(exc)
         if error is None:
             log.exception("unexpected error while handling a request", exc_info=exc)
@@ -335,7 +371,14 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         failed(span, error.code.name)
         annotate(span, request, None)
         self.audit(rpc, request, error.code.name, None)
+        self.finished(rpc, error.code.name, transport, started)
         return error
+
+    def finished(self, rpc: str, code: str, transport: str, started: float) -> None:
+        """Counts a call or stream that ended with `code` (a status code's name) in the
+        metrics, with its duration since `started` (its `perf_counter()` on arrival)."""
+        if self.metrics is not None:
+            self.metrics.observe(rpc, code, transport, perf_counter() - started)
 
     def audit(self, rpc: str, request: Any, outcome: str, result: Any) -> None:
         audit = self.handler.audit

@@ -66,6 +66,11 @@ def task_id_of(request: Any, result: Any) -> str:
     return ids[0] if ids else ""
 
 
+def ids_of(message: Any) -> tuple[str, str]:
+    """The (task id, context id) a request or result names ("" for what it does not name)."""
+    return _ids(message) or ("", "")
+
+
 def failed(span: Span | None, code_name: str) -> None:
     if span is not None and span.is_recording():
         span.set_attribute("rpc.grpc.status_code", code_name)

@@ -379,6 +379,11 @@ class WebhookDispatcher:
         self._slots = asyncio.Semaphore(policy.max_connections)
         # By task id, then config id: a task leaving the store drops its webhooks in one step.
         self._webhooks: dict[str, dict[str, _Webhook]] = {}
+        self.delivered = 0
+        """Events delivered (a 2xx answer), since start; `retries` and `given_up` likewise:
+        POSTs tried again after a failed attempt, and webhooks given up."""
+        self.retries = 0
+        self.given_up = 0
         self.on_delivered: Callable[[str, str, str], Awaitable[None]] | None = None
         """Awaited with (task id, config id, position) after each event with a position was
         delivered (a shared store keeps the cursor, so another replica can go on from it)."""
@@ -485,6 +490,7 @@ class WebhookDispatcher:
                     finally:
                         pinned_addresses.reset(pinned)
                 if 200 <= response.status_code < 300:
+                    self.delivered += 1
                     return True
                 problem = f"HTTP {response.status_code}"
             except WebhookRefusedError as exc:
@@ -500,12 +506,14 @@ class WebhookDispatcher:
                 problem,
             )
             if attempt < self.policy.max_attempts:
+                self.retries += 1
                 await self._sleep(delay)
                 delay = min(delay * 2, self.policy.max_backoff)
         return False
 
     def _give_up(self, webhook: _Webhook, why: str) -> None:
         webhook.dead = True
+        self.given_up += 1
         while not webhook.queue.empty():
             webhook.queue.get_nowait()
         log.warning(

@@ -17,6 +17,8 @@ The contract:
 - Stop: SIGTERM or SIGINT to the parent is forwarded, the same signal, to every worker still
   running; each drains as one `serve` does (its `--shutdown-grace`). A worker still running
   `stop_timeout` seconds later is killed (SIGKILL) and counts as failed.
+- Reload: SIGHUP to the parent is forwarded to every worker still running; each reads its
+  token and TLS files again as one `serve` does. The parent itself reads nothing.
 - A worker that exits without being asked to (crash, kill, a start-up error such as a port in
   use) is logged with its exit status and the parent stops all the others (SIGTERM), rather than
   restart it: a worker that cannot start would fail again at once, and the process manager above
@@ -46,7 +48,9 @@ from collections.abc import Callable, Mapping, Sequence
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-"""The signals the parent forwards to its workers."""
+"""The signals the parent forwards to its workers to stop them."""
+RELOAD_SIGNAL = signal.SIGHUP
+"""The signal the parent forwards to its workers to have them reload their files."""
 
 Command = Callable[[int, int], Sequence[str]]
 """(worker index from 1, lifeline file descriptor) -> the worker's argv."""
@@ -138,6 +142,10 @@ class Supervisor:
         """Asks every running worker to stop by sending it `sig`; `run()` then returns once they
         have (or were killed after `stop_timeout`). Idempotent; a later call sends `sig` again."""
         self._stopping.set()
+        self.forward(sig)
+
+    def forward(self, sig: int) -> None:
+        """Sends `sig` to every running worker, without stopping anything."""
         for process in self._workers.values():
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -145,12 +153,13 @@ class Supervisor:
 
     async def run(self, *, handle_signals: bool = True) -> int:
         """Starts the workers, waits until all have exited, returns the exit status (module
-        docstring). With `handle_signals`, SIGTERM and SIGINT call `stop` with that signal while
-        it runs (they are the loop's until it returns)."""
+        docstring). With `handle_signals`, SIGTERM and SIGINT call `stop` with that signal and
+        SIGHUP is forwarded, while it runs (they are the loop's until it returns)."""
         loop = asyncio.get_running_loop()
         if handle_signals:
             for sig in STOP_SIGNALS:
                 loop.add_signal_handler(sig, self.stop, sig)
+            loop.add_signal_handler(RELOAD_SIGNAL, self.forward, RELOAD_SIGNAL)
         lifeline, lifeline_end = os.pipe()
         try:
             await self._start(lifeline)
@@ -158,7 +167,7 @@ class Supervisor:
         finally:
             os.close(lifeline_end)  # the workers still running read end-of-file: they stop
             if handle_signals:
-                for sig in STOP_SIGNALS:
+                for sig in (*STOP_SIGNALS, RELOAD_SIGNAL):
                     loop.remove_signal_handler(sig)
 
     async def _start(self, lifeline: int) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "LiveTaskLimitError",
     "Scope",
     "StoreFullError",
+    "StoreStats",
     "StoreUnavailableError",
     "Subscription",
     "TaskBusyError",
@@ -59,6 +60,17 @@ class Scope(NamedTuple):
 
     tenant: str
     owner: str
+
+
+class StoreStats(NamedTuple):
+    """What a store tells about its size (for /metrics); None where it cannot say cheaply."""
+
+    tasks: int
+    """Tasks stored (live and finished)."""
+    bytes: int | None
+    """Bytes of tasks counted against the store's byte budget."""
+    by_state: dict[int, int] | None
+    """Stored tasks per TaskState."""
 
 
 class StoreFullError(Exception):
@@ -250,6 +262,10 @@ class TaskStore(Protocol):
     async def evict_expired(self) -> int:
         """Drops terminal tasks past their time to live; returns how many went (a store whose
         backend expires them itself returns 0)."""
+        ...
+
+    async def stats(self) -> StoreStats:
+        """The store's size now; a shared store fills in only what one round trip tells."""
         ...
 
     async def start(self) -> None:

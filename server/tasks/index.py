@@ -162,6 +162,15 @@ class TaskIndex:
         self._dirty.pop(task_id, None)
         self._index_remove(record)
 
+    def count_by_state(self) -> dict[int, int]:
+        """Indexed tasks per state, every scope together: O(scopes x states) once caught up."""
+        self._flush()
+        counts: dict[int, int] = {}
+        for index in self._indexes.values():
+            for state, entries in index.by_state.items():
+                counts[state] = counts.get(state, 0) + len(entries)
+        return counts
+
     def page(self, scope: Hashable, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
         """One page of the scope's tasks, most recently updated first.
 

@@ -17,6 +17,7 @@ from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.tasks.base import (
     EventBuilder,
     Scope,
+    StoreStats,
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
@@ -182,6 +183,9 @@ class InMemoryTaskStore:
 
     async def evict_expired(self) -> int:
         return self.table.evict_expired()
+
+    async def stats(self) -> StoreStats:
+        return StoreStats(len(self.table), self.table.bytes, self.table.count_by_state())
 
     async def start(self) -> None:
         pass

@@ -64,6 +64,7 @@ from a2a_grpc.server.tasks.base import (
     LiveTaskLimitError,
     Scope,
     StoreFullError,
+    StoreStats,
     StoreUnavailableError,
     TaskBusyError,
     TaskFinishedError,
@@ -974,6 +975,11 @@ class RedisTaskStore:
         before = int((time.time() - seconds) * 1000)
         members = await self.call(self.client.zrangebyscore(self.keys.parked, "-inf", before))
         return [member.decode() for member in members]
+
+    async def stats(self) -> StoreStats:
+        """The stored tasks only (one ZCARD): counting them by state or bytes would walk every
+        scope's indexes or every task, too much for each scrape of a shared store."""
+        return StoreStats(await self.call(self.client.zcard(self.keys.room_all)), None, None)
 
     async def evict_expired(self) -> int:
         """Deletes finished tasks past their time to live, with their events and index

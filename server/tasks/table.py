@@ -159,6 +159,10 @@ class TaskTable:
             return self._live_by_owner.get(owner, 0)
         return self._live_by_tenant.get(tenant or "", 0)
 
+    def count_by_state(self) -> dict[int, int]:
+        """Stored tasks per state, from the ListTasks state indexes (no pass over the tasks)."""
+        return self._index.count_by_state()
+
     def __len__(self) -> int:
         return len(self._records)
 

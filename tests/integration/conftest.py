@@ -69,6 +69,7 @@ async def make_server() -> AsyncIterator[Factory]:
         card_signer: Any = None,
         signing_keys: Any = None,
         signer_card_keys: Any = None,
+        tls: Any = None,
         **config: Any,
     ) -> Harness:
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
@@ -83,6 +84,7 @@ async def make_server() -> AsyncIterator[Factory]:
             card_signer=card_signer,
             signing_keys=signing_keys,
             signer_card_keys=signer_card_keys,
+            tls=tls,
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))

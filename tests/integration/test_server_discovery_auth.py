@@ -12,10 +12,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import TlsFiles, start_server
+from a2a_grpc.server.app import start_server
 from a2a_grpc.server.card import demo_card, load_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
+from a2a_grpc.server.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, error_reason, send_request
 

@@ -94,6 +94,16 @@ async def test_a_stop_signal_reaches_every_worker_and_is_waited_for(
     assert rest == {f"{index} stopped by {sig.name}" for index in (1, 2, 3)}
 
 
+async def test_sighup_reaches_every_worker_and_stops_none(supervise) -> None:
+    run = await supervise("serve", count=3)
+    run.process.send_signal(signal.SIGHUP)
+    assert await run.lines(3) == {f"{index} reloaded" for index in (1, 2, 3)}
+    run.process.send_signal(signal.SIGTERM)
+    code, rest, _ = await run.finish()
+    assert code == 0
+    assert rest == {f"{index} stopped by SIGTERM" for index in (1, 2, 3)}
+
+
 async def test_a_worker_that_dies_stops_the_others_and_its_status_is_the_exit_status(
     supervise,
 ) -> None:

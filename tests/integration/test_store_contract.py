@@ -128,6 +128,25 @@ async def test_reads_are_copies_and_scoped(make_store: MakeStore) -> None:
     assert target.id == "t1" and len(target.history) == 0
 
 
+async def test_stats_count_the_stored_tasks(make_store: MakeStore) -> None:
+    store = await make_store()
+    assert (await store.stats()).tasks == 0
+    await created(store, "t1")
+    await created(store, "t2", BOB)
+    await store.set_status("t2", a2a_pb2.TASK_STATE_COMPLETED)
+    stats = await store.stats()
+    assert stats.tasks == 2
+    # By state and bytes: the in-memory store counts them; a shared one reports only the tasks.
+    assert (stats.by_state is None) == (stats.bytes is None) == store.shared
+    if stats.by_state is not None:
+        assert stats.by_state == {
+            a2a_pb2.TASK_STATE_SUBMITTED: 1,
+            a2a_pb2.TASK_STATE_COMPLETED: 1,
+        }
+    if stats.bytes is not None:
+        assert stats.bytes > 0
+
+
 async def test_status_changes_keep_the_message_and_end_at_terminal(make_store: MakeStore) -> None:
     store = await make_store()
     await created(store, "t1")

@@ -7,7 +7,8 @@ workers with its signal handling on, and exits with the status `run()` returns.
 then waits for SIGTERM / SIGINT or for its lifeline to close, prints what ended the wait
 (`INDEX stopped by SIGTERM`, `INDEX lifeline closed`) and exits. BEHAVIOUR: `serve` exits 0
 then; `fail-on-stop` exits 4; `stubborn` ignores SIGTERM (only SIGKILL or the lifeline's end
-stop it). Whatever the behaviour, SIGUSR1 makes a worker exit 3 at once, as a crash.
+stop it). Whatever the behaviour, SIGUSR1 makes a worker exit 3 at once, as a crash, and SIGHUP
+makes it print `INDEX reloaded`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ async def main(index: int, lifeline: int, behaviour: str) -> int:
         else:
             loop.add_signal_handler(sig, end, f"stopped by {sig.name}")
     loop.add_signal_handler(signal.SIGUSR1, end, "crash")
+    loop.add_signal_handler(signal.SIGHUP, say, f"{index} reloaded")
     loop.add_reader(lifeline, end, "lifeline closed")  # readable only at its end
     say(f"ready {index} {os.getpid()}")
     reason = await ended

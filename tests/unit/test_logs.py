@@ -51,3 +51,31 @@ def test_configure_sets_the_root_level_and_format() -> None:
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def _filtered(**extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", (), None)
+    record.__dict__.update(extra)
+    logs.CallFields().filter(record)
+    return record
+
+
+def test_call_fields_come_from_the_call_then_the_run_and_extras_win() -> None:
+    import contextvars
+
+    from a2a_grpc.generated import a2a_pb2
+    from a2a_grpc.server import log_context
+
+    assert not {"method", "principal", "task_id", "context_id"} & set(_filtered().__dict__)
+
+    def in_call() -> None:
+        request = a2a_pb2.GetTaskRequest(id="t-asked")
+        log_context.CALL.set(("GetTask", "alice", request))
+        record = _filtered()
+        assert (record.method, record.principal, record.task_id) == ("GetTask", "alice", "t-asked")  # type: ignore[attr-defined]
+        assert not hasattr(record, "context_id")  # GetTask names no context
+        log_context.RUN.set(("t-run", "c-run"))
+        record = _filtered(task_id="t-extra")
+        assert (record.task_id, record.context_id) == ("t-extra", "c-run")  # type: ignore[attr-defined]
+
+    contextvars.copy_context().run(in_call)

@@ -192,3 +192,8 @@ def test_unusable_signer_card_options_say_what_to_fix(
         setup(parser().parse_args(["--publish-signing-keys", "missing.json"]))
     with pytest.raises(ValueError, match="signer_card_timeout must be positive"):
         setup(parser().parse_args(["--signer-card-timeout", "0"]))
+
+
+def test_metrics_are_on_unless_turned_off() -> None:
+    assert setup(parser().parse_args([])).config.metrics is True
+    assert setup(parser().parse_args(["--no-metrics"])).config.metrics is False

@@ -294,3 +294,23 @@ def test_parked_tasks_are_listed_oldest_first_until_answered_or_finished() -> No
     store.set_status("p1", a2a_pb2.TASK_STATE_SUBMITTED)  # answered
     store.set_status("p2", a2a_pb2.TASK_STATE_CANCELED)
     assert store.parked_since(clock.now) == ["p3"]
+
+
+def test_tasks_are_counted_by_state_across_scopes_and_evictions() -> None:
+    store = TaskTable(max_tasks=3)
+    other = Scope("tenant-b", "bob")
+    store.create(task("a"), SCOPE)
+    store.create(task("b"), other)
+    store.create(task("c", a2a_pb2.TASK_STATE_INPUT_REQUIRED), SCOPE)
+    assert store.count_by_state() == {
+        a2a_pb2.TASK_STATE_WORKING: 2,
+        a2a_pb2.TASK_STATE_INPUT_REQUIRED: 1,
+    }
+    finish(store, "a")
+    finish(store, "b")
+    store.create(task("d"), other)  # full: "a" is evicted
+    assert store.count_by_state() == {
+        a2a_pb2.TASK_STATE_COMPLETED: 1,
+        a2a_pb2.TASK_STATE_INPUT_REQUIRED: 1,
+        a2a_pb2.TASK_STATE_WORKING: 1,
+    }

@@ -1,0 +1,177 @@
+"""Prometheus metrics of one server, served at `/metrics` on its HTTP port.
+
+Each server has its own `CollectorRegistry` (never the process-wide default), so several servers
+in one process never mix their figures. Two kinds of figures:
+
+- per call: `RpcMetrics.observe`, called by the servicer's call gate once per finished call or
+  stream of every transport, with its RPC, status code, transport and duration;
+- state: read when /metrics is scraped (`ServerMetrics.collect`), never kept up to date on the
+  way: calls and streams open, tasks by state, the store's size, webhook deliveries and the
+  audit trail's records.
+
+The exposition is prometheus_client's (`generate_latest`); nothing is formatted by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from a2a_grpc.server.servicer import A2AServicer
+
+log = logging.getLogger(__name__)
+
+METRICS_PATH = "/metrics"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Upper bounds (seconds) of the duration histogram's buckets; +Inf follows."""
+
+
+class _Series:
+    """One (method, code, transport)'s calls: how many, their total duration, per bucket."""
+
+    __slots__ = ("buckets", "count", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.buckets = [0] * (len(BUCKETS) + 1)  # non-cumulative; the last one is +Inf
+
+
+class RpcMetrics:
+    """Request counts and durations per RPC, status code and transport.
+
+    One `observe` per call: a dict lookup, three additions and a bisect, ~0.12 µs; a labelled
+    prometheus_client Counter and Histogram child cost ~0.9 µs together (their locks), measured
+    with timeit. Not thread-safe: the server calls it from its event loop only.
+    """
+
+    def __init__(self) -> None:
+        self._series: dict[tuple[str, str, str], _Series] = {}
+
+    def observe(self, rpc: str, code: str, transport: str, seconds: float) -> None:
+        """Counts one finished call (a stream counts when it ends) that took `seconds`."""
+        key = (rpc, code, transport)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = _Series()
+        series.count += 1
+        series.total += seconds
+        series.buckets[bisect_left(BUCKETS, seconds)] += 1
+
+    def families(self) -> Iterator[Metric]:
+        labels = ["method", "code", "transport"]
+        requests = CounterMetricFamily(
+            "a2a_rpc_requests",
+            "A2A calls and streams finished, by RPC, status code and transport",
+            labels=labels,
+        )
+        durations = HistogramMetricFamily(
+            "a2a_rpc_duration_seconds",
+            "Time from a call's arrival to its answer (a stream: to its end)",
+            labels=labels,
+        )
+        for key, series in list(self._series.items()):
+            requests.add_metric(list(key), series.count)
+            cumulative, buckets = 0, []
+            for bound, count in zip((*map(str, BUCKETS), "+Inf"), series.buckets, strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            durations.add_metric(list(key), buckets, series.total)
+        yield requests
+        yield durations
+
+
+class ServerMetrics:
+    """The registry of one server and the collector that reads its state at scrape time."""
+
+    def __init__(self, servicer: A2AServicer, rpcs: RpcMetrics) -> None:
+        self.servicer = servicer
+        self.rpcs = rpcs
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._stats: StoreStats | None = None
+        self.registry.register(self)
+
+    async def exposition(self) -> bytes:
+        """The text exposition of every metric now (reads the store's figures first: a shared
+        store answers over the network; when it does not, its figures are left out)."""
+        try:
+            self._stats = await self.servicer.handler.store.stats()
+        except StoreUnavailableError:
+            self._stats = None
+        return generate_latest(self.registry)
+
+    def collect(self) -> Iterator[Metric]:
+        servicer = self.servicer
+        handler = servicer.handler
+        yield from self.rpcs.families()
+        yield GaugeMetricFamily(
+            "a2a_calls_in_flight", "A2A unary calls being handled now", value=servicer.calls
+        )
+        yield GaugeMetricFamily(
+            "a2a_open_streams", "A2A streams open now (every transport)", value=servicer.streams
+        )
+        stats = self._stats
+        if stats is not None:
+            yield GaugeMetricFamily("a2a_store_tasks", "Tasks in the task store", value=stats.tasks)
+            if stats.bytes is not None:
+                yield GaugeMetricFamily(
+                    "a2a_store_bytes",
+                    "Bytes of tasks counted against --max-store-bytes",
+                    value=stats.bytes,
+                )
+            if stats.by_state is not None:
+                tasks = GaugeMetricFamily(
+                    "a2a_tasks", "Tasks in the task store by state", labels=["state"]
+                )
+                for state, count in sorted(stats.by_state.items()):
+                    tasks.add_metric([_state_label(state)], count)
+                yield tasks
+        webhooks = handler.webhooks
+        if webhooks is not None:
+            yield CounterMetricFamily(
+                "a2a_webhook_deliveries",
+                "Webhook events delivered (a 2xx answer)",
+                value=webhooks.delivered,
+            )
+            yield CounterMetricFamily(
+                "a2a_webhook_retries",
+                "Webhook POSTs tried again after a failed attempt",
+                value=webhooks.retries,
+            )
+            yield CounterMetricFamily(
+                "a2a_webhook_give_ups",
+                "Webhooks given up (attempts exhausted, refused target, queue overflow)",
+                value=webhooks.given_up,
+            )
+        audit = handler.audit
+        if audit is not None:
+            yield CounterMetricFamily(
+                "a2a_audit_records_written",
+                "Audit records written to the audit log",
+                value=audit.written,
+            )
+            yield CounterMetricFamily(
+                "a2a_audit_records_lost",
+                "Audit records dropped because the backlog was full while writes failed",
+                value=audit.lost,
+            )
+
+
+def _state_label(state: int) -> str:
+    """`TASK_STATE_INPUT_REQUIRED` -> `input_required`."""
+    return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower()

@@ -1,0 +1,200 @@
+"""/metrics on the HTTP port: scraped over a real HTTP connection after real calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.metrics import METRICS_PATH
+from tests.integration.conftest import Factory, Harness, Held, send_request
+from tests.integration.test_server_push import dispatcher
+from tests.integration.webhook_receiver import Receiver
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def base_of(harness: Harness) -> str:
+    assert harness.running.card_server is not None
+    return harness.running.card_server.base_url
+
+
+async def scrape(http: aiohttp.ClientSession, harness: Harness) -> Samples:
+    """Every sample of /metrics, by name and labels."""
+    async with http.get(base_of(harness) + METRICS_PATH) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=")
+        text = await response.text()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+async def test_grpc_calls_are_counted_by_method_code_and_transport(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    for _ in range(2):
+        task = (await harness.stub.SendMessage(send_request("hello"))).task
+        assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    with pytest.raises(grpc.aio.AioRpcError):
+        await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id="no-such-task"))
+
+    samples = await scrape(http, harness)
+    ok = {"method": "SendMessage", "code": "OK", "transport": "grpc"}
+    assert value(samples, "a2a_rpc_requests_total", **ok) == 2
+    assert value(samples, "a2a_rpc_duration_seconds_count", **ok) == 2
+    assert value(samples, "a2a_rpc_duration_seconds_bucket", **ok, le="+Inf") == 2
+    assert (value(samples, "a2a_rpc_duration_seconds_sum", **ok) or 0) > 0
+    missing = {"method": "GetTask", "code": "NOT_FOUND", "transport": "grpc"}
+    assert value(samples, "a2a_rpc_requests_total", **missing) == 1
+    assert value(samples, "a2a_rpc_requests_total", method="GetTask", code="OK") is None
+    # State read at scrape time: the two completed tasks, their bytes, nothing open.
+    assert value(samples, "a2a_store_tasks") == 2
+    assert value(samples, "a2a_tasks", state="completed") == 2
+    assert (value(samples, "a2a_store_bytes") or 0) > 0
+    assert value(samples, "a2a_open_streams") == 0
+
+
+async def test_http_binding_calls_are_counted_with_their_transport(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+    }
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    async with http.post(base_of(harness) + "/", data=json.dumps(body), headers=headers) as r:
+        assert "result" in await r.json()
+    async with http.get(base_of(harness) + "/tasks/unknown", headers=headers) as r:
+        assert r.status == 404
+
+    samples = await scrape(http, harness)
+    sent = {"method": "SendMessage", "code": "OK", "transport": "jsonrpc"}
+    assert value(samples, "a2a_rpc_requests_total", **sent) == 1
+    missing = {"method": "GetTask", "code": "NOT_FOUND", "transport": "http"}
+    assert value(samples, "a2a_rpc_requests_total", **missing) == 1
+
+
+async def test_open_streams_and_working_tasks_are_gauged(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent, card_port=0)
+    stream = harness.stub.SendStreamingMessage(send_request("hold"))
+    await stream.read()  # the task
+    await agent.entered.wait()
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_open_streams") == 1
+    assert value(samples, "a2a_tasks", state="working") == 1
+    agent.go.set()
+    while await stream.read() is not grpc.aio.EOF:
+        pass
+    assert await stream.code() == grpc.StatusCode.OK  # the server's handler has returned
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_open_streams") == 0
+    assert value(samples, "a2a_tasks", state="completed") == 1
+    streamed = {"method": "SendStreamingMessage", "code": "OK", "transport": "grpc"}
+    assert value(samples, "a2a_rpc_requests_total", **streamed) == 1
+
+
+async def test_calls_in_flight_are_gauged(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent, card_port=0)
+    call = asyncio.ensure_future(harness.stub.SendMessage(send_request("hold")))
+    await agent.entered.wait()
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_calls_in_flight") == 1
+    assert value(samples, "a2a_tasks", state="working") == 1
+    agent.go.set()
+    assert (await call).task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_webhook_deliveries_retries_and_give_ups_are_counted(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    flaky, dead = await Receiver(failures=1).start(), await Receiver(always_fail=True).start()
+    try:
+        webhooks = dispatcher(max_attempts=2)
+        harness = await make_server(webhooks=webhooks, card_port=0)
+        for receiver in (flaky, dead):
+            request = send_request("hello")
+            request.configuration.task_push_notification_config.url = receiver.url
+            await harness.stub.SendMessage(request)
+        await asyncio.wait_for(webhooks.idle(), 10)
+        samples = await scrape(http, harness)
+    finally:
+        await flaky.stop()
+        await dead.stop()
+    # The flaky receiver fails once, then takes every event; the dead one fails twice on the
+    # first event and is given up.
+    assert flaky.received and flaky.attempts == len(flaky.received) + 1
+    assert dead.attempts == 2
+    assert value(samples, "a2a_webhook_deliveries_total") == len(flaky.received)
+    assert value(samples, "a2a_webhook_retries_total") == 2
+    assert value(samples, "a2a_webhook_give_ups_total") == 1
+
+
+async def test_audit_records_written_are_counted(
+    make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    harness = await make_server(card_port=0, audit_log=str(path))
+    await harness.stub.SendMessage(send_request("hello"))
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_audit_records_lost_total") == 0
+    # The writer thread writes a moment later; once the trail is closed every record is out.
+    await harness.running.stop(0)
+    assert harness.running.metrics is not None
+    text = (await harness.running.metrics.exposition()).decode()
+    written = next(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "a2a_audit_records_written_total"
+    )
+    assert written == len(path.read_text().splitlines()) > 0
+
+
+async def test_metrics_off_serves_no_metrics_route(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0, metrics=False)
+    await harness.stub.SendMessage(send_request("hello"))
+    async with http.get(base_of(harness) + METRICS_PATH) as response:
+        assert response.status == 404
+    assert harness.running.metrics is None
+
+
+async def test_two_servers_in_one_process_keep_their_own_figures(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    first, second = await make_server(card_port=0), await make_server(card_port=0)
+    await first.stub.SendMessage(send_request("hello"))
+    ok = {"method": "SendMessage", "code": "OK", "transport": "grpc"}
+    assert value(await scrape(http, first), "a2a_rpc_requests_total", **ok) == 1
+    assert value(await scrape(http, second), "a2a_rpc_requests_total", **ok) is None
