@@ -145,3 +145,8 @@ def test_bindings_are_parsed_and_checked() -> None:
         setup(parser().parse_args(["--bindings", "jsonrpc"]))
     with pytest.raises(ValueError, match=r"unknown binding.*'rest'"):
         setup(parser().parse_args(["--bindings", "grpc,rest"]))
+
+
+def test_a2a_0_3_callers_are_served_unless_no_compat_03() -> None:
+    assert setup(parser().parse_args([])).config.compat_03
+    assert not setup(parser().parse_args(["--no-compat-03"])).config.compat_03
