@@ -17,7 +17,12 @@ from typing import TypeVar
 
 from google.protobuf.message import Message as ProtoMessage
 
-from a2a_grpc.core.errors import FieldViolation, InvalidParamsError, UnsupportedOperationError
+from a2a_grpc.core.errors import (
+    FieldViolation,
+    InvalidParamsError,
+    StatusError,
+    UnsupportedOperationError,
+)
 from a2a_grpc.core.states import TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as v03
@@ -28,6 +33,19 @@ DATA_PART_COMPAT = "data_part_compat"
 """Part metadata key: a 0.3 DataPart `{"value": X}` that stands for 1.0 data X that is not a JSON
 object (0.3 data is always an object). The official SDK's 0.3 layer uses the same convention."""
 
+_FIELD_NAMES = (
+    (re.compile(r"(?<![\w.])message\.parts\b"), "message.content"),
+    (
+        re.compile(r"(?<![\w.])configuration\.task_push_notification_config\b"),
+        "configuration.push_notification",
+    ),
+    (
+        re.compile(r"(?<![\w.])config\.(?=url|token|authentication)"),
+        "config.push_notification_config.",
+    ),
+    (re.compile(r"\bauthentication\.scheme\b"), "authentication.schemes"),
+)
+"""1.0 field paths in error texts and field violations → the 0.3 fields they came from."""
 _TASK_NAME = re.compile(r"tasks/([^/]+)")
 _CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]+)")
 
@@ -68,6 +86,31 @@ def _bad_name(field: str, name: str, shape: str) -> InvalidParamsError:
         f"{field} {name!r} is not a resource name of the form {shape}",
         field_violations=[FieldViolation(field, f"must be {shape}")],
     )
+
+
+def in_v03_terms(error: StatusError) -> StatusError:
+    """`error` with the 1.0 field paths its message and field violations name replaced by the
+    0.3 fields a 0.3 caller sent (`message.parts` → `message.content`, ...)."""
+    message = _v03_paths(error.message)
+    violations = [
+        FieldViolation(_v03_paths(v.field), _v03_paths(v.description))
+        for v in error.field_violations
+    ]
+    if message == error.message and violations == list(error.field_violations):
+        return error
+    return type(error)(
+        message,
+        metadata=error.metadata,
+        field_violations=violations,
+        retryable=error.retryable,
+        retry_delay=error.retry_delay,
+    )
+
+
+def _v03_paths(text: str) -> str:
+    for pattern, replacement in _FIELD_NAMES:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 # -- requests: 0.3 → 1.0 --------------------------------------------------------------------

@@ -256,7 +256,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
     async def _abort(
         self, context: Context, exc: Exception, span: Span | None, rpc: str, request: Any
     ) -> NoReturn:
-        error = self.gate.failure(exc, span, rpc, request)
+        error = translate.in_v03_terms(self.gate.failure(exc, span, rpc, request))
         code, message, trailers = status.encode_named(error)
         await context.abort(code, message, trailing_metadata=trailers)
         raise AssertionError("context.abort returned")  # it always raises

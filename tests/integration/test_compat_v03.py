@@ -263,6 +263,16 @@ async def test_validation_is_the_1_0_validation(demo: Harness) -> None:
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert reason_of(caught.value) == "INVALID_PARAMS"
     assert "ROLE_USER" in (caught.value.details() or "")
+    empty = v03_send("hello")
+    empty.request.content.add()  # a part with none of text, file, data
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await v03_stub(demo).SendMessage(empty)
+    assert "message.content[1]" in (caught.value.details() or "")  # the 0.3 field's name
+    decoded = status.decode(
+        caught.value.code(), caught.value.details() or "", caught.value.trailing_metadata()
+    )
+    assert decoded is not None
+    assert [v.field for v in decoded.field_violations] == ["message.content[1]"]
 
 
 @pytest.mark.parametrize("version", ["0.3", "0.3.2", " ", None])

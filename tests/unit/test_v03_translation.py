@@ -8,7 +8,12 @@ from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from a2a_grpc.core import status, v03
-from a2a_grpc.core.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from a2a_grpc.core.errors import (
+    FieldViolation,
+    InvalidParamsError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
 
@@ -312,3 +317,29 @@ def test_errors_name_their_class_and_keep_their_error_info() -> None:
     assert message == "TaskNotFoundError: task x not found"
     decoded = status.decode(code, message, trailers)
     assert isinstance(decoded, TaskNotFoundError) and decoded.reason == "TASK_NOT_FOUND"
+
+
+def test_errors_name_the_0_3_fields() -> None:
+    error = InvalidParamsError(
+        "invalid request: message.parts[1]: set one of text, raw, url or data; "
+        "configuration.task_push_notification_config.url: required",
+        field_violations=[
+            FieldViolation("message.parts[1]", "set one of text, raw, url or data"),
+            FieldViolation("config.authentication.scheme", "required, e.g. Bearer"),
+            FieldViolation("configuration.task_push_notification_config.token", "bad"),
+        ],
+        retry_delay=2.0,
+    )
+    out = v03.in_v03_terms(error)
+    assert isinstance(out, InvalidParamsError) and out.retry_delay == 2.0
+    assert out.message == (
+        "invalid request: message.content[1]: set one of text, raw, url or data; "
+        "configuration.push_notification.url: required"
+    )
+    assert [v.field for v in out.field_violations] == [
+        "message.content[1]",
+        "config.push_notification_config.authentication.schemes",
+        "configuration.push_notification.token",
+    ]
+    plain = TaskNotFoundError("task x not found")
+    assert v03.in_v03_terms(plain) is plain
