@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -489,3 +492,41 @@ async def test_no_compat_03_turns_the_service_off(make_server: Factory) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as unknown:
         await health.Check(health_pb2.HealthCheckRequest(service="a2a.v1.A2AService"))
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_draining_server_refuses_0_3_calls_like_1_0_ones(make_server: Factory) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent)
+    task = (await v03_stub(harness).SendMessage(v03_send("x", blocking=False))).task
+    await agent.entered.wait()
+    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
+        health_pb2.HealthCheckRequest(service="a2a.v1.A2AService")
+    )
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    stopping = asyncio.ensure_future(harness.running.stop(grace=5))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    watch.cancel()  # an open Watch would hold the stop for its whole grace
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await v03_stub(harness).GetTask(a2a_v03_pb2.GetTaskRequest(name=f"tasks/{task.id}"))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    agent.go.set()  # the running task finishes; the server then stops
+    await asyncio.wait_for(stopping, 10)
+
+
+async def test_0_3_calls_are_audited_under_the_1_0_rpc(
+    make_server: Factory, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    harness = await make_server(audit_log=str(log))
+    stub = v03_stub(harness)
+    request = v03_send("hello")
+    task = (await stub.SendMessage(request)).task
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.GetTask(a2a_v03_pb2.GetTaskRequest(name="tasks/nope"))
+    await harness.running.stop(0)  # flushes the trail
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    sent = next(r for r in rows if r["kind"] == "request" and r["method"] == "SendMessage")
+    assert (sent["task_id"], sent["outcome"]) == (task.id, "OK")
+    assert sent["message_id"] == request.request.message_id
+    failed = next(r for r in rows if r["method"] == "GetTask")
+    assert (failed["task_id"], failed["outcome"]) == ("nope", "NOT_FOUND")
