@@ -20,7 +20,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.core.signing import sign_card
-from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import (
@@ -32,6 +32,7 @@ from a2a_grpc.server.auth import (
 )
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
+from a2a_grpc.server.compat_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.compat_v03 import V03Servicer
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
@@ -134,7 +135,7 @@ class DrainGate(grpc.GenericRpcHandler):
             )
             for service in (
                 a2a_pb2.DESCRIPTOR.services_by_name["A2AService"],
-                a2a_v03_pb2.DESCRIPTOR.services_by_name["A2AService"],
+                V03_SERVICE_DESCRIPTOR,
             )
             for method in service.methods
         }
@@ -306,9 +307,7 @@ async def start_server(
     servicer = A2AServicer(handler, strict_version=config.strict_version)
     add_to_server(servicer, server)
     if config.compat_03:
-        add_to_server(
-            V03Servicer(servicer), server, a2a_v03_pb2.DESCRIPTOR.services_by_name["A2AService"]
-        )
+        add_to_server(V03Servicer(servicer), server, V03_SERVICE_DESCRIPTOR)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         MethodAwareReflection((*a2a_services, health.SERVICE_NAME, reflection.SERVICE_NAME)),

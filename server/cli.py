@@ -444,7 +444,7 @@ async def _serve(setup: Setup) -> int:
     else:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
-        say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; --no-compat-03)")
+        say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
     await stop.wait()
     say("shutting down")
     await running.stop()

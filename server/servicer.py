@@ -365,7 +365,7 @@ class MalformedRequest:
     problem: str
 
 
-def lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
+def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
     def parse(data: bytes) -> Any:
         try:
             return message_class.FromString(data)
@@ -393,7 +393,7 @@ def add_to_server(servicer: Any, server: Any, service: ServiceDescriptor | None 
         )
         handlers[method.name] = make(
             getattr(servicer, method.name),
-            request_deserializer=lenient_parser(request_class),
+            request_deserializer=_lenient_parser(request_class),
             response_serializer=response_class.SerializeToString,
         )
     server.add_generic_rpc_handlers(
