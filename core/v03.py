@@ -5,9 +5,9 @@ Requests go 0.3 → 1.0 (what a 0.3 caller asks, as the 1.0 handler takes it); r
 dropped; nothing is invented. A resource name that is not exactly `tasks/{id}` or
 `tasks/{id}/pushNotificationConfigs/{config}` is INVALID_PARAMS (INVALID_ARGUMENT).
 
-Messages whose fields have the same numbers and types in both versions (security schemes,
-skills, providers, extensions, card signatures: `tests/unit/test_v03_translation.py` checks
-each pair) are carried over by their bytes, and the fields only the source has are discarded.
+Messages whose fields have the same numbers and types in both versions (security schemes and
+requirements, skills, providers, extensions: `tests/unit/test_v03_translation.py` checks each
+pair) are carried over by their bytes, and the fields only the 1.0 side has are discarded.
 """
 
 from __future__ import annotations
