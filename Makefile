@@ -33,9 +33,11 @@ gen: $(STAMP)
 		-I"$$($(PY) -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')" \
 		-I"$$($(PY) -c 'import google.api, os; print(os.path.dirname(os.path.dirname(google.api.__path__[0])))')" \
 		--python_out=$(GEN_TMP) --pyi_out=$(GEN_TMP) --grpc_python_out=$(GEN_TMP) \
-		a2a_grpc/generated/a2a.proto
+		a2a_grpc/generated/a2a.proto a2a_grpc/generated/a2a_v03.proto
 	cp $(GEN_TMP)/a2a_grpc/generated/a2a_pb2.py $(GEN_TMP)/a2a_grpc/generated/a2a_pb2.pyi \
-		$(GEN_TMP)/a2a_grpc/generated/a2a_pb2_grpc.py generated/
+		$(GEN_TMP)/a2a_grpc/generated/a2a_pb2_grpc.py \
+		$(GEN_TMP)/a2a_grpc/generated/a2a_v03_pb2.py $(GEN_TMP)/a2a_grpc/generated/a2a_v03_pb2.pyi \
+		$(GEN_TMP)/a2a_grpc/generated/a2a_v03_pb2_grpc.py generated/
 	rm -rf $(GEN_TMP)
 
 # Regenerates into the work tree and fails if anything differs from what is committed.

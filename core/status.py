@@ -72,6 +72,16 @@ def encode(error: StatusError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, b
     return error.code, message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
+def encode_named(
+    error: StatusError,
+) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
+    """`encode`, with the message prefixed by the error's class name (`TaskNotFoundError: …`):
+    A2A 0.3's gRPC convention, which official 0.3 clients parse into typed errors."""
+    message = f"{type(error).__name__}: {message_of(error)}"
+    status = status_pb2.Status(code=error.code.value[0], message=message, details=details(error))
+    return error.code, message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+
+
 def decode(
     code: grpc.StatusCode, message: str, trailing_metadata: Sequence[tuple[str, str | bytes]] | None
 ) -> StatusError | None:

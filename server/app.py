@@ -13,7 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.jws import KeySet, PrivateKey
-from a2a_grpc.core.service import SERVICE_NAME, method_path
+from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
@@ -27,6 +27,8 @@ from a2a_grpc.server.auth import (
 )
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
+from a2a_grpc.server.compat_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
+from a2a_grpc.server.compat_v03 import V03Servicer
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.handler import RequestHandler
 from a2a_grpc.server.http_bindings import HttpBindings
@@ -40,6 +42,7 @@ from a2a_grpc.server.webhooks import WebhookDispatcher
 log = logging.getLogger(__name__)
 
 A2A_SERVICE = SERVICE_NAME
+A2A_V03_SERVICE = V03_SERVICE_NAME
 
 
 AUDIT_HEALTH_SERVICE = "a2a_grpc.audit"
@@ -68,12 +71,15 @@ class DrainGate(grpc.GenericRpcHandler):
 
     def __init__(self) -> None:
         self.closed = False
-        service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
         self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-            method_path(method.name): (
+            f"/{service.full_name}/{method.name}": (
                 grpc.unary_stream_rpc_method_handler(_refuse)
                 if method.server_streaming
                 else grpc.unary_unary_rpc_method_handler(_refuse)
+            )
+            for service in (
+                a2a_pb2.DESCRIPTOR.services_by_name["A2AService"],
+                V03_SERVICE_DESCRIPTOR,
             )
             for method in service.methods
         }
@@ -199,7 +205,8 @@ async def start_server(
     authenticator = combine(tuple(authenticators)) if authenticators else None
     interceptors = [AuthInterceptor(authenticator)] if authenticator is not None else []
     health_servicer = health.aio.HealthServicer()
-    board = HealthBoard(health_servicer)
+    a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
+    board = HealthBoard(health_servicer, a2a_services)
     audit = _open_audit(config, board) if config.audit_log else None
     server = grpc.aio.server(
         interceptors=interceptors,
@@ -236,6 +243,7 @@ async def start_server(
         address,
         http_url=None if card_server is None else card_server.base_url,
         http_bindings=config.http_bindings,
+        v03=config.compat_03,
         bearer_tokens=bool(tokens),
         client_certificates=client_certificates,
         signed_messages=(
@@ -285,9 +293,11 @@ async def start_server(
     servicer = A2AServicer(handler, strict_version=config.strict_version, metrics=rpc_metrics)
     metrics = None if rpc_metrics is None else ServerMetrics(servicer, rpc_metrics)
     add_to_server(servicer, server)
+    if config.compat_03:
+        add_to_server(V03Servicer(servicer), server, V03_SERVICE_DESCRIPTOR)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        MethodAwareReflection((A2A_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+        MethodAwareReflection((*a2a_services, health.SERVICE_NAME, reflection.SERVICE_NAME)),
         server,
     )
     if card_server is not None:
@@ -304,7 +314,7 @@ async def start_server(
         )
     await server.start()
     handler.start()
-    for service in ("", A2A_SERVICE):
+    for service in ("", *a2a_services):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     if audit is not None:
         board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
@@ -341,8 +351,12 @@ class HealthBoard:
     NOT_SERVING while any component they need fails (the task store; the audit trail when it
     fails closed), and SERVING again once none does."""
 
-    def __init__(self, servicer: health.aio.HealthServicer) -> None:
+    def __init__(
+        self, servicer: health.aio.HealthServicer, a2a_services: tuple[str, ...] = (A2A_SERVICE,)
+    ) -> None:
         self.servicer = servicer
+        self.a2a_services = a2a_services
+        """The A2A services served (1.0, and 0.3 unless it is off)."""
         self._failing: set[str] = set()
         self._updates: set[asyncio.Task[None]] = set()  # referenced until done (weak refs)
 
@@ -358,8 +372,8 @@ class HealthBoard:
                 else:
                     self._failing.add(service)
                 serving = not self._failing
-                self._set("", serving)
-                self._set(A2A_SERVICE, serving)
+                for name in ("", *self.a2a_services):
+                    self._set(name, serving)
 
         return tell
 

@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 import grpc
 
-from a2a_grpc.core.service import method_path
+from a2a_grpc.core.service import V03_SERVICE_NAME, method_path
 
-A2A_SERVICE_PREFIX = method_path("")
+A2A_SERVICE_PREFIXES = (method_path(""), f"/{V03_SERVICE_NAME}/")
+"""The paths of the A2A services (1.0 and 0.3): every call to them is authenticated."""
 TOKENS_ENV = "A2A_GRPC_TOKENS"
 
 
@@ -194,7 +195,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: Any,
     ) -> Any:
         handler = await continuation(handler_call_details)
-        if handler is None or not handler_call_details.method.startswith(A2A_SERVICE_PREFIX):
+        if handler is None or not handler_call_details.method.startswith(A2A_SERVICE_PREFIXES):
             return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(

@@ -11,6 +11,8 @@ from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.jws import KeySet
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
+from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION
+from a2a_grpc.core.v03 import is_v03
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.demo_agent import SKILLS as DEMO_SKILLS
 
@@ -98,6 +100,7 @@ def finalize_card(
     http_url: str | None = None,
     http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON"),
     signing_keys: KeySet | None = None,
+    v03: bool = False,
 ) -> a2a_pb2.AgentCard:
     """A copy of `card` that states what this server really does.
 
@@ -105,12 +108,14 @@ def finalize_card(
     HTTP port's `http://host:port`), a card that lists no JSONRPC or no HTTP+JSON interface gets
     it (JSON-RPC at `http_url/`, HTTP+JSON routes under `http_url`), after the others, for each
     binding of `http_bindings` (the HTTP bindings served); an interface of an HTTP binding not
-    served is dropped, so the card lists exactly the served ones; unset
-    capabilities become explicit (streaming on, push and extended card off), and the server
-    enforces what the card says; the security schemes in force are declared and required.
-    `signed_messages` (not None: the server verifies signatures; True: it requires them) offers
-    the signed-messages extension; `signing_keys` publishes the public keys this agent's own
-    messages are signed with in that extension's entry (`params.jwks`).
+    served is dropped, so the card lists exactly the served ones. With `v03` (A2A 0.3 callers
+    served), one A2A 0.3 gRPC interface is listed last, at the first gRPC interface's url (none
+    when the card lists no gRPC interface); any other 0.3 interface is dropped (0.3 is served
+    over gRPC only). Unset capabilities become explicit (streaming on, push and extended card
+    off), and the server enforces what the card says; the security schemes in force are
+    declared and required. `signed_messages` (not None: the server verifies signatures; True:
+    it requires them) offers the signed-messages extension; `signing_keys` publishes the public
+    keys this agent's own messages are signed with in that extension's entry (`params.jwks`).
     """
     final = a2a_pb2.AgentCard()
     final.CopyFrom(card)
@@ -132,6 +137,7 @@ def finalize_card(
                     protocol_version=PROTOCOL_VERSION,
                     tenant=tenant,
                 )
+    _v03_interface(final, v03)
     if not final.capabilities.HasField("streaming"):
         final.capabilities.streaming = True
     if not final.capabilities.HasField("push_notifications"):
@@ -170,6 +176,19 @@ def finalize_card(
     return final
 
 
+def _v03_interface(card: a2a_pb2.AgentCard, served: bool) -> None:
+    """Drops the card's A2A 0.3 interfaces; when `served`, lists the one this server serves
+    (at the card's gRPC url: a card that lists no gRPC interface gets none)."""
+    kept = [i for i in card.supported_interfaces if not is_v03(i.protocol_version)]
+    url = next((i.url for i in kept if i.protocol_binding == "GRPC"), None)
+    if served and url is not None:
+        kept.append(
+            a2a_pb2.AgentInterface(url=url, protocol_binding="GRPC", protocol_version=V03_VERSION)
+        )
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(kept)
+
+
 def complete_extended_card(
     extended: a2a_pb2.AgentCard, public: a2a_pb2.AgentCard
 ) -> a2a_pb2.AgentCard:
@@ -178,6 +197,7 @@ def complete_extended_card(
     Clients replace their cached card with it (spec §8), so it must say how to reach and call
     this server as fully as the public card (`public`, already finalized) does:
     - interfaces and security requirements: the file's when it lists any, else the public card's;
+      A2A 0.3 interfaces are always the public card's (the server states what it serves);
     - security schemes: the public card's, with the file's entries winning per name;
     - capabilities: the ones in force, which are the public card's (the server enforces those,
       whatever the extended file says), plus any extension only the file declares;
@@ -189,6 +209,11 @@ def complete_extended_card(
     card.CopyFrom(extended)
     if not card.supported_interfaces:
         card.supported_interfaces.extend(public.supported_interfaces)
+    else:
+        kept = [i for i in card.supported_interfaces if not is_v03(i.protocol_version)]
+        kept += [i for i in public.supported_interfaces if is_v03(i.protocol_version)]
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(kept)
     own_extensions = [
         ext
         for ext in extended.capabilities.extensions

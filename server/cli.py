@@ -189,6 +189,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
+    add(
+        "--no-compat-03",
+        dest="compat_03",
+        action="store_false",
+        help="do not serve A2A 0.3 callers (a2a.v1.A2AService) nor list them on the card",
+    )
     add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
     add("--log-level", choices=logs.LEVELS, default="info", help="least severe level logged")
     add(
@@ -367,6 +373,7 @@ def setup(args: argparse.Namespace) -> Setup:
             task_ttl=args.task_ttl,
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
+            compat_03=args.compat_03,
             shutdown_grace=args.shutdown_grace,
             card_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
@@ -513,6 +520,8 @@ async def _serve(setup: Setup) -> int:
         say(f"authentication required: {'bearer token' if setup.tokens else 'client certificate'}")
     else:
         say("no authentication configured: every caller is served as the same anonymous principal")
+    if config.compat_03:
+        say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
     await stop.wait()
     say("shutting down")
     await running.stop()

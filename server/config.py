@@ -95,6 +95,8 @@ class ServerConfig:
     """Largest `raw` part accepted inline; bigger content must come as a url part."""
     strict_version: bool = False
     """Refuse requests without `a2a-version` (the spec reads that as 0.3)."""
+    compat_03: bool = True
+    """Also serve A2A 0.3's `a2a.v1.A2AService` (and list it on the card); `--no-compat-03`."""
     subscriber_queue_size: int = 1024
     """Events a stream may fall behind before it is cut off (it can resubscribe)."""
     dedup_window: float = 3600.0

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import grpc
 from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 from opentelemetry.trace import Span
 
@@ -192,7 +193,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             self.calls += 1
             try:
                 call = await self._call_context(context, params)
-                _check_parsed(request)
+                check_parsed(request)
                 log_context.CALL.set((rpc, call.principal, request))
                 result = await method(request, call)
             except Exception as exc:
@@ -246,7 +247,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             cancelled = False
             try:
                 call = await self._call_context(context, params)
-                _check_parsed(request)
+                check_parsed(request)
                 log_context.CALL.set((rpc, call.principal, request))
                 async for event in method(request, call):
                     if first is None:
@@ -276,13 +277,17 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         return call
 
     def open_call(
-        self, version: str | None, extension_values: Sequence[str]
+        self,
+        version: str | None,
+        extension_values: Sequence[str],
+        check_version: Callable[[str | None], None] | None = None,
     ) -> tuple[CallContext, Sequence[str]]:
         """The handler's CallContext for a call with these service parameters, and the
         extensions to echo as activated; raises what refuses the call (any transport).
 
         The caller's principal first (UNAUTHENTICATED before anything is looked up), then a
-        fail-closed audit trail, then the version, then the requested extensions.
+        fail-closed audit trail, then the version (by `check_version` when given: another
+        protocol version's service), then the requested extensions.
         """
         principal = current_principal()
         audit = self.handler.audit
@@ -292,7 +297,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
                 "requests; retry later",
                 retry_delay=AUDIT_RETRY_DELAY,
             )
-        self._check_version(version)
+        (check_version or self._check_version)(version)
         if not extension_values:
             return CallContext(principal, ()), ()
         requested = service_params.parse_extensions(extension_values)
@@ -417,10 +422,13 @@ def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
-def add_to_server(servicer: A2AServicer, server: Any) -> None:
+def add_to_server(servicer: Any, server: Any, service: ServiceDescriptor | None = None) -> None:
     """Registers the servicer like the generated `add_A2AServiceServicer_to_server`, with request
-    parsers that hand malformed bytes to the servicer instead of failing inside grpc."""
-    service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    parsers that hand malformed bytes to the servicer instead of failing inside grpc.
+
+    `service`: the service it implements (default: lf.a2a.v1.A2AService); the servicer has one
+    method per RPC, named like it."""
+    service = service or a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
     handlers = {}
     for method in service.methods:
         request_class = message_factory.GetMessageClass(method.input_type)
@@ -440,7 +448,7 @@ def add_to_server(servicer: A2AServicer, server: Any) -> None:
     )
 
 
-def _check_parsed(request: Any) -> None:
+def check_parsed(request: Any) -> None:
     if type(request) is MalformedRequest:
         raise InvalidRequestError(
             f"the request is not a valid {request.expected} ({request.problem}): send a "

@@ -508,7 +508,8 @@ async def test_only_the_served_bindings_are_listed_and_answered(
     base = base_of(harness)
     async with http.get(base + CARD_PATH) as response:
         card = await response.json()
-    assert [i["protocolBinding"] for i in card["supportedInterfaces"]] == listed
+    interfaces = card["supportedInterfaces"]
+    assert [i["protocolBinding"] for i in interfaces if i["protocolVersion"] == "1.0"] == listed
     status, answer, _ = await post_rpc(http, harness, rpc("SendMessage", {"message": message()}))
     if "jsonrpc" in bindings:
         assert (status, answer["result"]["task"]["status"]["state"]) == (

@@ -12,9 +12,10 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
 from a2a_grpc.server.metrics import METRICS_PATH
 from tests.integration.conftest import Factory, Harness, Held, send_request
+from tests.integration.test_compat_v03 import V03, v03_send, v03_stub
 from tests.integration.test_server_push import dispatcher
 from tests.integration.webhook_receiver import Receiver
 
@@ -198,3 +199,24 @@ async def test_two_servers_in_one_process_keep_their_own_figures(
     ok = {"method": "SendMessage", "code": "OK", "transport": "grpc"}
     assert value(await scrape(http, first), "a2a_rpc_requests_total", **ok) == 1
     assert value(await scrape(http, second), "a2a_rpc_requests_total", **ok) is None
+
+
+async def test_a2a_0_3_calls_are_counted_under_the_rpc_that_serves_them(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    reply = await v03_stub(harness).SendMessage(v03_send("hello"), metadata=V03)
+    assert reply.task.status.state == a2a_v03_pb2.TASK_STATE_COMPLETED
+    with pytest.raises(grpc.aio.AioRpcError):
+        await v03_stub(harness).GetTask(a2a_v03_pb2.GetTaskRequest(name="tasks/no-such-task"))
+
+    samples = await scrape(http, harness)
+    ok = {"method": "SendMessage", "code": "OK", "transport": "grpc-0.3"}
+    assert value(samples, "a2a_rpc_requests_total", **ok) == 1
+    assert value(samples, "a2a_rpc_duration_seconds_count", **ok) == 1
+    missing = {"method": "GetTask", "code": "NOT_FOUND", "transport": "grpc-0.3"}
+    assert value(samples, "a2a_rpc_requests_total", **missing) == 1
+    assert (
+        value(samples, "a2a_rpc_requests_total", method="SendMessage", code="OK", transport="grpc")
+        is None
+    )

@@ -46,6 +46,11 @@ async def test_card_is_served_with_cache_validators(make_server: Factory) -> Non
             },
             {"url": f"{http_base}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": http_base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {
+                "url": f"127.0.0.1:{harness.running.port}",
+                "protocolBinding": "GRPC",
+                "protocolVersion": "0.3",
+            },
         ]
         assert card["capabilities"] == {
             "streaming": True,

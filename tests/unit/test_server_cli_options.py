@@ -197,3 +197,8 @@ def test_unusable_signer_card_options_say_what_to_fix(
 def test_metrics_are_on_unless_turned_off() -> None:
     assert setup(parser().parse_args([])).config.metrics is True
     assert setup(parser().parse_args(["--no-metrics"])).config.metrics is False
+
+
+def test_a2a_0_3_callers_are_served_unless_no_compat_03() -> None:
+    assert setup(parser().parse_args([])).config.compat_03
+    assert not setup(parser().parse_args(["--no-compat-03"])).config.compat_03

@@ -84,18 +84,26 @@ def secure_port() -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
+def no_compat_port() -> Iterator[int]:
+    yield from _launch("--no-compat-03")
+
+
+@pytest.fixture(scope="module")
 def unconfigured_port() -> Iterator[int]:
     yield from _launch("--unconfigured")
 
 
-def card_for(port: int, *, streaming: bool = True, extended: bool = False) -> sdk.AgentCard:
+def card_for(
+    port: int, *, streaming: bool = True, extended: bool = False, version: str = "1.0"
+) -> sdk.AgentCard:
+    """A card with one gRPC interface of `version`: "0.3" makes the SDK use its 0.3 client."""
     return sdk.AgentCard(
         name="a2a-grpc under test",
         description="our server",
         version="0.1.0",
         supported_interfaces=[
             sdk.AgentInterface(
-                url=f"127.0.0.1:{port}", protocol_binding="GRPC", protocol_version="1.0"
+                url=f"127.0.0.1:{port}", protocol_binding="GRPC", protocol_version=version
             )
         ],
         capabilities=sdk.AgentCapabilities(streaming=streaming, extended_agent_card=extended),
@@ -105,13 +113,16 @@ def card_for(port: int, *, streaming: bool = True, extended: bool = False) -> sd
     )
 
 
-async def make_client(port: int, *, streaming: bool, extended: bool = False) -> Client:
+async def make_client(
+    port: int, *, streaming: bool, extended: bool = False, version: str = "1.0"
+) -> Client:
     config = ClientConfig(
         streaming=streaming,
         supported_protocol_bindings=["GRPC"],
         grpc_channel_factory=grpc.aio.insecure_channel,
     )
-    return ClientFactory(config).create(card_for(port, streaming=streaming, extended=extended))
+    card = card_for(port, streaming=streaming, extended=extended, version=version)
+    return ClientFactory(config).create(card)
 
 
 @pytest.fixture

@@ -1,14 +1,15 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict | --secure | --unconfigured]. Prints `PORT <n> HTTP <m>`
-(the gRPC port, and the HTTP port of the card and the JSON-RPC and HTTP+JSON bindings) once
-serving and stops on SIGTERM.
+Usage: python our_server.py [--strict | --secure | --unconfigured | --no-compat-03]. Prints
+`PORT <n> HTTP <m>` (the gRPC port, and the HTTP port of the card and the JSON-RPC and HTTP+JSON
+bindings) once serving and stops on SIGTERM.
 - `--strict`: a card that accepts only text/plain, requires the extension urn:x-required and
   offers no push notifications.
 - `--secure`: requires the bearer token `sdk-token`, offers an extended card, lets webhooks
   target loopback, and turns on this project's own features (signed messages offered but
   optional, the budget extension, the audit trail, tracing context).
 - `--unconfigured`: offers an extended card without having one (bearer token `sdk-token`).
+- `--no-compat-03`: does not serve A2A 0.3 callers (`serve --no-compat-03`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ async def main(mode: str) -> None:
         allow_private_webhooks=mode == "--secure",
         audit_log=audit,
         card_port=0,
+        compat_03=mode != "--no-compat-03",
     )
     running = await start_server(
         config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys

@@ -1,0 +1,325 @@
+"""A2A 0.3's `a2a.v1.A2AService`, served over the 1.0 handler on the same port.
+
+Each call goes through the 1.0 servicer's gate (`admit`, `open_call`, `failure`, `audit`): the
+same admission limits, authentication, audit trail and tracing (under the 1.0 RPC that serves
+it). The request is translated to 1.0 (`core/v03.py`), the handler runs it exactly as it runs a
+1.0 call (the same tasks, validation and errors), and the result is translated back.
+
+0.3 specifics: `a2a-version` absent or 0.3 is served and anything else is
+VERSION_NOT_SUPPORTED; extensions are read from `a2a-extensions` and `x-a2a-extensions`, and
+the activated ones are echoed under both; an error's status message starts with its class name
+(`TaskNotFoundError: …`), which official 0.3 clients turn into typed errors, and carries the
+same ErrorInfo as over 1.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from time import perf_counter
+from typing import Any, NamedTuple, NoReturn, TypeVar, cast
+
+from google.protobuf import empty_pb2
+from google.protobuf.descriptor import ServiceDescriptor
+from opentelemetry.trace import Span
+
+from a2a_grpc.core import status
+from a2a_grpc.core import v03 as translate
+from a2a_grpc.core.errors import VersionNotSupportedError
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
+from a2a_grpc.core.tracing import TRACE_HEADERS
+from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
+from a2a_grpc.server import log_context
+from a2a_grpc.server.handler import CallContext
+from a2a_grpc.server.servicer import A2AServicer, Context, check_parsed
+from a2a_grpc.server.telemetry import annotate
+
+TRANSPORT = "grpc-0.3"
+"""The `transport` label of 0.3 calls in the metrics (their `method` is the 1.0 RPC)."""
+
+SERVICE: ServiceDescriptor = a2a_v03_pb2.DESCRIPTOR.services_by_name["A2AService"]
+SERVICE_NAME: str = SERVICE.full_name
+"""`a2a.v1.A2AService`."""
+LEGACY_EXTENSIONS_KEY = "x-a2a-extensions"
+"""A2A 0.3's name for the `a2a-extensions` metadata."""
+
+V03 = TypeVar("V03")
+V10 = TypeVar("V10")
+Result = TypeVar("Result")
+
+
+class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
+    """a2a.v1.A2AService over the handler behind `gate`, the lf.a2a.v1 servicer."""
+
+    def __init__(self, gate: A2AServicer) -> None:
+        self.gate = gate
+        self.handler = gate.handler
+
+    # -- RPCs -----------------------------------------------------------------------------
+
+    async def SendMessage(self, request: a2a_v03_pb2.SendMessageRequest, context: Context) -> Any:
+        return await self._unary(
+            "SendMessage",
+            request,
+            context,
+            translate.send_request,
+            self.handler.send_message,
+            translate.send_response,
+        )
+
+    async def SendStreamingMessage(
+        self, request: a2a_v03_pb2.SendMessageRequest, context: Context
+    ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
+        stream = self._stream(
+            "SendStreamingMessage",
+            request,
+            context,
+            translate.send_request,
+            self.handler.send_streaming_message,
+        )
+        async for event in stream:
+            yield event
+
+    async def GetTask(self, request: a2a_v03_pb2.GetTaskRequest, context: Context) -> Any:
+        return await self._unary(
+            "GetTask",
+            request,
+            context,
+            translate.get_task_request,
+            self.handler.get_task,
+            translate.task,
+        )
+
+    async def CancelTask(self, request: a2a_v03_pb2.CancelTaskRequest, context: Context) -> Any:
+        return await self._unary(
+            "CancelTask",
+            request,
+            context,
+            translate.cancel_request,
+            self.handler.cancel_task,
+            translate.task,
+        )
+
+    async def TaskSubscription(
+        self, request: a2a_v03_pb2.TaskSubscriptionRequest, context: Context
+    ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
+        stream = self._stream(
+            "SubscribeToTask",
+            request,
+            context,
+            translate.subscribe_request,
+            self.handler.subscribe_to_task,
+        )
+        async for event in stream:
+            yield event
+
+    async def CreateTaskPushNotificationConfig(
+        self, request: a2a_v03_pb2.CreateTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self._unary(
+            "CreateTaskPushNotificationConfig",
+            request,
+            context,
+            translate.create_config_request,
+            self.handler.create_task_push_notification_config,
+            translate.push_config,
+        )
+
+    async def GetTaskPushNotificationConfig(
+        self, request: a2a_v03_pb2.GetTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self._unary(
+            "GetTaskPushNotificationConfig",
+            request,
+            context,
+            translate.get_config_request,
+            self.handler.get_task_push_notification_config,
+            translate.push_config,
+        )
+
+    async def ListTaskPushNotificationConfig(
+        self, request: a2a_v03_pb2.ListTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self._unary(
+            "ListTaskPushNotificationConfigs",
+            request,
+            context,
+            translate.list_configs_request,
+            self.handler.list_task_push_notification_configs,
+            translate.push_configs,
+        )
+
+    async def DeleteTaskPushNotificationConfig(
+        self, request: a2a_v03_pb2.DeleteTaskPushNotificationConfigRequest, context: Context
+    ) -> Any:
+        return await self._unary(
+            "DeleteTaskPushNotificationConfig",
+            request,
+            context,
+            translate.delete_config_request,
+            self.handler.delete_task_push_notification_config,
+            _same,
+        )
+
+    async def GetAgentCard(self, request: a2a_v03_pb2.GetAgentCardRequest, context: Context) -> Any:
+        return await self._unary(
+            "GetExtendedAgentCard",
+            request,
+            context,
+            _card_request,
+            self._card,
+            translate.agent_card,
+        )
+
+    async def _card(
+        self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext
+    ) -> a2a_pb2.AgentCard:
+        """The extended card to an authenticated caller when one is configured, else the
+        public card (0.3's GetAgentCard serves both)."""
+        if self.handler.extended_card is not None and call.principal:
+            return self.handler.extended_card
+        return self.handler.card
+
+    # -- the two wrappers -----------------------------------------------------------------
+
+    async def _unary(
+        self,
+        rpc: str,
+        request: V03,
+        context: Context,
+        to_v10: Callable[[V03], V10],
+        method: Callable[[V10, CallContext], Awaitable[Result]],
+        to_v03: Callable[[Result], Any],
+    ) -> Any:
+        started = perf_counter()
+        gate = self.gate
+        params = _ServiceParams.read(context)
+        with gate.tracing.span(rpc, params.trace_headers) as span:
+            try:
+                gate.admit(stream=False)
+            except Exception as exc:
+                await self._abort(context, exc, span, rpc, None, started)
+            translated: V10 | None = None
+            try:
+                call = await self._call_context(context, params)
+                check_parsed(request)
+                translated = to_v10(request)
+                log_context.CALL.set((rpc, call.principal, translated))
+                result = await method(translated, call)
+                answer = to_v03(result)
+            except Exception as exc:
+                await self._abort(context, exc, span, rpc, translated, started)
+            finally:
+                gate.release(stream=False)
+            annotate(span, translated, result)
+            gate.audit(rpc, translated, "OK", result)
+            gate.finished(rpc, "OK", TRANSPORT, started)
+            return answer
+
+    async def _stream(
+        self,
+        rpc: str,
+        request: V03,
+        context: Context,
+        to_v10: Callable[[V03], V10],
+        method: Callable[[V10, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
+    ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
+        started = perf_counter()
+        gate = self.gate
+        params = _ServiceParams.read(context)
+        with gate.tracing.span(rpc, params.trace_headers) as span:
+            try:
+                gate.admit(stream=True)
+            except Exception as exc:
+                await self._abort(context, exc, span, rpc, None, started)
+            translated: V10 | None = None
+            first: a2a_pb2.StreamResponse | None = None
+            try:
+                call = await self._call_context(context, params)
+                check_parsed(request)
+                translated = to_v10(request)
+                log_context.CALL.set((rpc, call.principal, translated))
+                async for event in method(translated, call):
+                    if first is None:
+                        first = event
+                        annotate(span, translated, event)
+                    yield translate.stream_response(event)
+            except Exception as exc:
+                await self._abort(context, exc, span, rpc, translated, started)
+            except BaseException:  # the caller went away (cancelled) or the server is stopping
+                gate.finished(rpc, "CANCELLED", TRANSPORT, started)
+                gate.audit(rpc, translated, "CANCELLED", first)
+                raise
+            finally:
+                gate.release(stream=True)
+            gate.finished(rpc, "OK", TRANSPORT, started)
+            gate.audit(rpc, translated, "OK", first)
+
+    async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
+        call, activated = self.gate.open_call(
+            params.version, params.extension_values, check_version
+        )
+        if activated:
+            echoed = ",".join(activated)
+            await context.send_initial_metadata(
+                ((EXTENSIONS_KEY, echoed), (LEGACY_EXTENSIONS_KEY, echoed))
+            )
+        return call
+
+    async def _abort(
+        self,
+        context: Context,
+        exc: Exception,
+        span: Span | None,
+        rpc: str,
+        request: Any,
+        started: float,
+    ) -> NoReturn:
+        error = translate.in_v03_terms(
+            self.gate.failure(exc, span, rpc, request, started, TRANSPORT)
+        )
+        code, message, trailers = status.encode_named(error)
+        await context.abort(code, message, trailing_metadata=trailers)
+        raise AssertionError("context.abort returned")  # it always raises
+
+
+def check_version(version: str | None) -> None:
+    """Absent, empty, `0.3` or `0.3.x` is served; anything else is VERSION_NOT_SUPPORTED."""
+    if version is None or not version.strip() or translate.is_v03(version):
+        return
+    raise VersionNotSupportedError(
+        f"a2a-version {version!r} is not served by {SERVICE_NAME}, the A2A "
+        f"{translate.PROTOCOL_VERSION} service: send {translate.PROTOCOL_VERSION} (or no "
+        f"a2a-version), or call lf.a2a.v1.A2AService for A2A {PROTOCOL_VERSION}",
+        metadata={"supportedVersions": translate.PROTOCOL_VERSION},
+    )
+
+
+def _card_request(request: a2a_v03_pb2.GetAgentCardRequest) -> a2a_pb2.GetExtendedAgentCardRequest:
+    return a2a_pb2.GetExtendedAgentCardRequest()
+
+
+def _same(result: empty_pb2.Empty) -> empty_pb2.Empty:
+    return result
+
+
+class _ServiceParams(NamedTuple):
+    """The metadata entries a 0.3 call is served by (the last `a2a-version` counts)."""
+
+    version: str | None
+    extension_values: Sequence[str]
+    trace_headers: Sequence[tuple[str, str]]
+
+    @classmethod
+    def read(cls, context: Context) -> _ServiceParams:
+        version = None
+        extension_values: list[str] = []
+        trace_headers: list[tuple[str, str]] = []
+        entries = cast("Sequence[tuple[str, str]]", context.invocation_metadata() or ())
+        for key, value in entries:
+            if key == VERSION_KEY:
+                version = value
+            elif key in (EXTENSIONS_KEY, LEGACY_EXTENSIONS_KEY):
+                extension_values.append(value)
+            elif key in TRACE_HEADERS:
+                trace_headers.append((key, value))
+        return cls(version, extension_values, trace_headers)
