@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from a2a_grpc.core import exit_codes
 from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
 
@@ -426,22 +427,27 @@ def _record(line: bytes) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
-    """`a2a-grpc audit verify FILE`: exit 0 when the chain is intact, 1 when it is broken (a
-    record changed, inserted or removed), 2 when the file cannot be read, 3 when it is intact
-    but holds torn lines (writes cut short by a crash: incomplete records, not tampering)."""
-    parser = argparse.ArgumentParser(prog="a2a-grpc audit")
+    """`a2a-grpc audit verify FILE`: exit 0 (exit_codes.OK) when the chain is intact,
+    AUDIT_BROKEN when it is broken (a record changed, inserted or removed), USAGE when the file
+    cannot be read, AUDIT_TORN when it is intact but holds torn lines (writes cut short by a
+    crash: incomplete records, not tampering)."""
+    parser = argparse.ArgumentParser(
+        prog="a2a-grpc audit",
+        epilog=exit_codes.help_text(("audit",)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("verify", help="check an audit log's hash chain")
-    check.add_argument("file")
+    check.add_argument("file", help="the audit log (JSON Lines) to check")
     args = parser.parse_args(argv)
     try:
         verdict = verify(Path(args.file))
     except OSError as exc:
         print(f"a2a-grpc audit: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     except ValueError as exc:
         print(f"a2a-grpc audit: {args.file}: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.AUDIT_BROKEN
     print(f"{args.file}: {verdict.records} records, chain intact, head {verdict.head}")
     if verdict.torn:
         lines = ", ".join(str(number) for number in verdict.torn)
@@ -450,5 +456,5 @@ def main(argv: list[str]) -> int:
             "(those records are incomplete; this is not tampering)",
             file=sys.stderr,
         )
-        return 3
-    return 0
+        return exit_codes.AUDIT_TORN
+    return exit_codes.OK
