@@ -21,6 +21,13 @@ from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, method_path
 from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.addresses import (
+    PublicAddresses,
+    bind_problem,
+    host_port,
+    listen_problem,
+    public_addresses,
+)
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import (
@@ -56,7 +63,8 @@ class StartupError(RuntimeError):
 
 
 class PortInUseError(StartupError):
-    """The address could not be bound (another process holds it, or it is not local)."""
+    """A port could not be bound: in use, not a local address, or not permitted (the message
+    says which)."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +162,13 @@ class RunningServer:
     health: health.aio.HealthServicer
     gate: DrainGate
     card_server: CardServer | None = None
+    public: PublicAddresses | None = None
+    """What the card lists (the advertised addresses); None only for a hand-made instance."""
 
     @property
     def address(self) -> str:
-        return f"{self.handler.config.host}:{self.port}"
+        """The listen address, `host:port` (IPv6 bracketed)."""
+        return host_port(self.handler.config.host, self.port)
 
     @property
     def card_url(self) -> str | None:
@@ -242,7 +253,6 @@ async def start_server(
         ],
     )
     port = _bind(server, config, tls)
-    address = f"{config.host}:{port}"
     card_server = None
     if config.card_port is not None:
         card_server = CardServer(
@@ -258,13 +268,20 @@ async def start_server(
         try:
             card_server.bind()
         except OSError as exc:
-            raise PortInUseError(
-                f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
-            ) from exc
+            problem = listen_problem(config.host, config.card_port, exc.errno, exc.strerror or "")
+            raise PortInUseError(f"{problem} (the HTTP port)") from exc
+    public = public_addresses(
+        config.host,
+        port,
+        None if card_server is None else card_server.port,
+        advertise=config.advertise,
+        advertise_http=config.advertise_http,
+        tls=tls is not None,
+    )
     final_card = finalize_card(
-        card or demo_card(address),
-        address,
-        http_url=None if card_server is None else card_server.base_url,
+        card or demo_card(public.grpc),
+        public.grpc,
+        http_url=public.http,
         http_bindings=config.http_bindings,
         bearer_tokens=bool(tokens),
         client_certificates=client_certificates,
@@ -320,7 +337,7 @@ async def start_server(
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     if audit is not None:
         board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
-    return RunningServer(server, port, handler, health_servicer, gate, card_server)
+    return RunningServer(server, port, handler, health_servicer, gate, card_server, public)
 
 
 def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
@@ -431,7 +448,12 @@ class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[
 
 
 def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -> int:
-    target = f"{config.host}:{config.port}"
+    target = host_port(config.host, config.port)
+    if config.port and not config.reuse_port:
+        # Checked first so that the error is our one line, without grpc's own log of it.
+        problem = bind_problem(config.host, config.port)
+        if problem is not None:
+            raise PortInUseError(problem)
     try:
         if tls is None:
             port = server.add_insecure_port(target)
@@ -443,9 +465,13 @@ def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -
             )
             port = server.add_secure_port(target, credentials)
     except RuntimeError as exc:
-        raise PortInUseError(
-            f"cannot listen on {target}: the port is in use or the address is not local"
-        ) from exc
+        raise PortInUseError(_why_not(config)) from exc
     if port == 0:
-        raise PortInUseError(f"cannot listen on {target}")
+        raise PortInUseError(_why_not(config))
     return int(port)
+
+
+def _why_not(config: ServerConfig) -> str:
+    """grpc says only that the bind failed; a probe bind of the same address gets the errno."""
+    problem = bind_problem(config.host, config.port)
+    return problem or f"cannot listen on {host_port(config.host, config.port)}"

@@ -24,7 +24,7 @@ from google.protobuf import json_format
 
 from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.agent import RequestContext, Skill, TaskEvents
 
 CHUNK_DELAY = 0.01
 ECHO_PRICE = Decimal("0.01")
@@ -45,7 +45,8 @@ SKILLS: tuple[tuple[str, str, str], ...] = (
     ("spend", "Quotes X (budget extension): over the message's budget the task is REJECTED, "
      "otherwise X is charged and the task completes.", "spend 0.02"),
 )  # fmt: skip
-"""(keyword, what it does, an example message) for each behaviour: the demo card's skills."""
+"""(keyword, what it does, an example message) for each behaviour: the demo card's skills
+(`DemoAgent.skills`)."""
 
 
 def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:
@@ -71,6 +72,25 @@ def _count(words: list[str], default: float) -> float:
 
 class DemoAgent:
     """See the module docstring."""
+
+    name = "a2a-grpc demo agent"
+    description = (
+        "Echoes every part it receives back as an artifact. A keyword as the first word picks "
+        "another behaviour (one skill each): "
+        + ", ".join(keyword for keyword, _, _ in SKILLS[1:])
+        + ". 'reply' answers with a direct message and creates no task."
+    )
+    skills = tuple(
+        Skill(
+            id=keyword,
+            name=keyword.capitalize(),
+            description=does if keyword == "echo" else f"First word '{keyword}': {does}",
+            tags=("demo", keyword),
+            examples=(example,),
+        )
+        for keyword, does, example in SKILLS
+    )
+    input_modes = output_modes = ("text/plain", "application/json", "*/*")
 
     async def execute(self, context: RequestContext, events: TaskEvents) -> None:
         words = context.text().split()
