@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
@@ -53,7 +53,7 @@ def parse_advertise(value: str) -> tuple[str, int | None]:
         raise ValueError(
             f"--advertise {value!r}: expected HOST:PORT (a host name or IP, no scheme or path)"
         )
-    if ":" in host:
+    if ":" in host or text.startswith("["):
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
@@ -81,8 +81,7 @@ def parse_http_url(value: str) -> str:
     return url.geturl().rstrip("/")
 
 
-@dataclass(frozen=True)
-class PublicAddresses:
+class PublicAddresses(NamedTuple):
     """What the card lists: the gRPC `host:port` and the HTTP bindings' base URL."""
 
     grpc: str

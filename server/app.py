@@ -449,7 +449,7 @@ class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[
 
 def _bind(server: grpc.aio.Server, config: ServerConfig, tls: TlsFiles | None) -> int:
     target = host_port(config.host, config.port)
-    if config.port and not config.reuse_port:
+    if not config.reuse_port:
         # Checked first so that the error is our one line, without grpc's own log of it.
         problem = bind_problem(config.host, config.port)
         if problem is not None:

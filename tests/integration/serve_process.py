@@ -32,9 +32,10 @@ class Served:
     stderr: str = ""
     """What the process wrote on stderr; read once it has stopped."""
 
-    def line(self, prefix: str) -> str:
-        """The start-up line starting `a2a-grpc: <prefix>`."""
-        return next(line for line in self.lines if line.startswith(f"a2a-grpc: {prefix}"))
+    @property
+    def card_line(self) -> str:
+        """The start-up line naming the agent and where its card comes from."""
+        return next(line for line in self.lines if "; card: " in line)
 
 
 def run_serve(*options: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

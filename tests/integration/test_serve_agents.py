@@ -48,7 +48,7 @@ def test_the_readme_agent_runs_as_written(tmp_path: Path) -> None:
     assert serve_argv[:2] == ["a2a-grpc", "serve"] and send_argv[:2] == ["a2a-grpc", "send"]
     with serving(*serve_argv[2:], *LOCAL, cwd=tmp_path) as served:
         spec = serve_argv[serve_argv.index("--agent") + 1]
-        assert f"card: derived from {spec}," in served.line("agent shout.Shouter")
+        assert f"card: derived from {spec}," in served.card_line
         card = _card(served.http_base)
         assert card.name == "Shouter"
         assert card.description == "Answers every message in capital letters."
@@ -89,7 +89,7 @@ async def test_a_module_in_the_current_directory_is_found(tmp_path: Path) -> Non
     (tmp_path / "mypkg" / "__init__.py").write_text("")
     (tmp_path / "mypkg" / "agents.py").write_text(PACKAGE_AGENT)
     with serving("--agent", "mypkg.agents:Counter", *LOCAL, cwd=tmp_path) as served:
-        assert "card: derived from mypkg.agents:Counter," in served.line("agent mypkg.agents")
+        assert "card: derived from mypkg.agents:Counter," in served.card_line
         card = _card(served.http_base)
         assert (card.name, card.description, card.version) == (
             "Word counter",
@@ -110,7 +110,7 @@ async def test_a_module_in_the_current_directory_is_found(tmp_path: Path) -> Non
 
 def test_the_start_up_line_names_a_card_file_or_the_demo(tmp_path: Path) -> None:
     with serving(*LOCAL) as served:
-        assert "card: demo," in served.line("agent a2a_grpc.server.demo_agent.DemoAgent")
+        assert "agent a2a_grpc.server.demo_agent.DemoAgent; card: demo," in served.card_line
     card_file = tmp_path / "card.json"
     card_file.write_text(
         '{"name": "Filed", "description": "d", "version": "1", "defaultInputModes": ["*/*"],'
@@ -120,7 +120,7 @@ def test_the_start_up_line_names_a_card_file_or_the_demo(tmp_path: Path) -> None
     (tmp_path / "counter.py").write_text(PACKAGE_AGENT)
     options = ("--agent", "counter.py:Counter", "--card", str(card_file), *LOCAL)
     with serving(*options, cwd=tmp_path) as served:
-        assert f"card: {card_file}," in served.line("agent counter.Counter")
+        assert f"agent counter.Counter; card: {card_file}," in served.card_line
         assert _card(served.http_base).name == "Filed"
 
 
