@@ -44,7 +44,10 @@ def parser() -> argparse.ArgumentParser:
     """The `serve` command line (every option with its default)."""
     d = ServerConfig()
     command = argparse.ArgumentParser(
-        prog="a2a-grpc serve", description="Run an A2A 1.0 gRPC server."
+        prog="a2a-grpc serve",
+        description="Run an A2A 1.0 gRPC server.",
+        epilog=exit_codes.help_text(("serve",)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = command.add_argument
     add(
