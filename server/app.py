@@ -23,6 +23,7 @@ from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.addresses import (
     PublicAddresses,
+    bare_host,
     bind_problem,
     host_port,
     listen_problem,
@@ -257,7 +258,7 @@ async def start_server(
     if config.card_port is not None:
         card_server = CardServer(
             None,
-            host=config.host,
+            host=bare_host(config.host),
             port=config.card_port,
             max_age=config.card_max_age,
             reuse_port=config.reuse_port,

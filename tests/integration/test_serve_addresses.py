@@ -41,16 +41,20 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.skipif(not _has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
-async def test_serving_on_the_ipv6_loopback() -> None:
-    with serving("--host", "::1", "--port", "0", "--http-port", "0") as served:
-        assert served.host == "[::1]"
+@pytest.mark.parametrize(
+    "options", [("--host", "::1"), ("--host", "::", "--advertise", "[::1]")], ids=["::1", "::"]
+)
+async def test_serving_on_ipv6(options: tuple[str, ...]) -> None:
+    with serving(*options, "--port", "0", "--http-port", "0") as served:
+        assert served.host == f"[{options[1]}]"
         address = f"[::1]:{served.port}"
-        assert served.http_base is not None and served.http_base.startswith("http://[::1]:")
-        interfaces = _interfaces(served.http_base)
-        assert interfaces == {
+        assert served.http_base is not None
+        http_base = served.http_base.replace("[::]", "[::1]")
+        assert http_base.startswith("http://[::1]:")
+        assert _interfaces(http_base) == {
             "GRPC": address,
-            "JSONRPC": served.http_base + "/",
-            "HTTP+JSON": served.http_base,
+            "JSONRPC": http_base + "/",
+            "HTTP+JSON": http_base,
         }
         async with A2AClient.connect(address, timeout=10) as client:
             task = await client.send_message(
