@@ -1,13 +1,15 @@
 """`a2a-grpc audit`: check a hash-chained audit trail (a server's or a client's), or match a
 client's trail with the servers' trails of the same messages.
 
-`verify FILE` exits 0 when the chain is intact, 1 when it is broken (a record changed, inserted
-or removed), 2 when the file cannot be read, 3 when it is intact but holds torn lines (writes cut
-short by a crash: incomplete records, not tampering).
+Exit codes (core/exit_codes.py): `verify FILE` exits OK when the chain is intact, AUDIT_BROKEN
+when it is broken (a record changed, inserted or removed), USAGE when the file cannot be read,
+AUDIT_TORN when it is intact but holds torn lines (writes cut short by a crash: incomplete
+records, not tampering).
 
-`match CLIENT SERVER [SERVER ...]` verifies every chain first (1, 2 and 3 as above; 2 also for a
-CLIENT that holds no client records), then exits 4 when the logs disagree (`a2a_grpc.core.
-audit_match` says what counts), else 0 (or 3 when a chain holds torn lines).
+`match CLIENT SERVER [SERVER ...]` verifies every chain first (as above; USAGE also for a CLIENT
+that holds no client records), then exits AUDIT_DISAGREE when the logs disagree
+(`a2a_grpc.core.audit_match` says what counts), else OK (or AUDIT_TORN when a chain holds torn
+lines).
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from a2a_grpc.core import exit_codes
 from a2a_grpc.core.audit_chain import chained_records, verify
 from a2a_grpc.core.audit_match import match
 
 PROGRAM = "a2a-grpc audit"
-EXIT_OK = 0
-EXIT_BROKEN = 1
-EXIT_UNREADABLE = 2
-EXIT_TORN = 3
-EXIT_DISAGREE = 4
+EXIT_OK = exit_codes.OK
+EXIT_BROKEN = exit_codes.AUDIT_BROKEN
+EXIT_UNREADABLE = exit_codes.USAGE
+EXIT_TORN = exit_codes.AUDIT_TORN
+EXIT_DISAGREE = exit_codes.AUDIT_DISAGREE
 
 
 class _Stop(Exception):
@@ -40,12 +43,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Check audit trails (--audit-log of `a2a-grpc serve` and of the client).",
-        epilog="exit codes: 0 intact (and agreeing), 1 a chain is broken, 2 a file cannot be "
-        "read (or usage), 3 intact but with torn lines, 4 (match) the logs disagree",
+        epilog=exit_codes.help_text(("audit",)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("verify", help="check an audit log's hash chain")
-    check.add_argument("file")
+    check.add_argument("file", help="the audit log (JSON Lines) to check")
     pair = commands.add_parser(
         "match",
         help="match a client's audit log with the servers' logs by message id and hash",

@@ -1,8 +1,9 @@
 """The client half of the `a2a-grpc` command: send, get, list, cancel, subscribe, card.
 
 This module parses the arguments, runs one command and turns its outcome into an exit code (the
-EXIT_* constants; `EXIT_CODES_HELP` is what --help shows). Every failure ends with one line on
-stderr, never a traceback. How tasks, cards and streams look is client/render.py's.
+EXIT_* constants, from the one table in core/exit_codes.py; `EXIT_CODES_HELP` is what a
+command's --help shows). Every failure ends with one line on stderr, never a traceback. How
+tasks, cards and streams look is client/render.py's.
 """
 
 from __future__ import annotations
@@ -51,49 +52,26 @@ from a2a_grpc.client.render import (
 from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.state_names import parse_state_name, state_name
-from a2a_grpc.core import audit_chain
+from a2a_grpc.core import audit_chain, exit_codes
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.jws import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 
-EXIT_OK = 0
-"""The task completed, the agent answered directly, or the command succeeded."""
-EXIT_INTERNAL = 1
-"""An unexpected internal error of this program."""
-EXIT_USAGE = 2
-"""Bad arguments, bad TARGET, unreadable --file, invalid --data JSON."""
-EXIT_TASK_FAILED = 3
-"""The task ended failed, rejected or canceled."""
-EXIT_TASK_WAITING = 4
-"""The task waits for the caller: input-required or auth-required."""
-EXIT_AGENT_ERROR = 5
-"""The agent returned an error: an A2A error, or another failed gRPC status."""
-EXIT_COULD_NOT_TALK = 6
-"""Unavailable, deadline exceeded, cancelled, stream lost and not resumable, agent card not
-fetchable or without a GRPC interface."""
-EXIT_INVALID_RESPONSE = 7
-"""The agent's response broke the protocol (InvalidAgentResponseError), including a blocking
-send that returned an unsettled task."""
-EXIT_AUDIT_INCOMPLETE = 8
-"""--audit-log: records of this command's calls could not be written (the command itself would
-have exited 0; a failing command keeps its own code)."""
-EXIT_INTERRUPTED = 130
-"""Interrupted (Ctrl-C)."""
-EXIT_BROKEN_PIPE = 141
-"""Stdout was closed early (e.g. piped into `head`); nothing more is printed."""
+EXIT_OK = exit_codes.OK
+EXIT_INTERNAL = exit_codes.INTERNAL
+EXIT_USAGE = exit_codes.USAGE
+EXIT_TASK_FAILED = exit_codes.TASK_FAILED
+EXIT_TASK_WAITING = exit_codes.TASK_WAITING
+EXIT_AGENT_ERROR = exit_codes.AGENT_ERROR
+EXIT_COULD_NOT_TALK = exit_codes.COULD_NOT_TALK
+EXIT_INVALID_RESPONSE = exit_codes.INVALID_RESPONSE
+EXIT_AUDIT_INCOMPLETE = exit_codes.AUDIT_INCOMPLETE
+EXIT_INTERRUPTED = exit_codes.INTERRUPTED
+EXIT_BROKEN_PIPE = exit_codes.BROKEN_PIPE
 
-EXIT_CODES_HELP = """exit codes:
-  0  completed, a direct answer, or the command succeeded
-  2  usage error (bad arguments or TARGET)
-  3  task failed, rejected or canceled
-  4  task needs input: input-required or auth-required
-  5  the agent returned an error
-  6  could not talk to the agent (unreachable, deadline, stream lost, card unusable)
-  7  the agent's response broke the A2A protocol
-  8  --audit-log could not be written (the command itself succeeded)
-"""
+EXIT_CODES_HELP = exit_codes.help_text(("client",))
 
 SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
@@ -500,7 +478,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
         "commands are a client. TARGET is host:port, several servers as ip:port,ip:port,... or "
         "dns:///host:port (calls spread round-robin), or the http(s) URL of an agent card.",
-        epilog=EXIT_CODES_HELP,
+        epilog=exit_codes.help_text(("client", "serve", "audit")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROGRAM} {_installed_version()}")

@@ -25,6 +25,14 @@ Contract:
 - `events` methods never block on slow readers: the server fans events out without waiting.
 - The caller's OpenTelemetry trace context is current while `execute` runs: its spans, and the
   calls it makes with `a2a_grpc.client`, continue the caller's trace.
+
+Describing the agent: `serve --agent` without `--card` serves a card made from these optional
+class attributes (`server/card.py` `agent_card`):
+- `name`: str, default the class name; `description`: str, default the class's own docstring;
+  `version`: str, default "0.1.0";
+- `skills`: a sequence of `Skill`, default one skill named after the agent;
+- `input_modes` / `output_modes`: media types the agent takes and gives, default `("*/*",)`;
+  the server refuses a part whose media type `input_modes` does not match.
 """
 
 from __future__ import annotations
@@ -39,6 +47,18 @@ from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import matches
 from a2a_grpc.core.signing import Signer
 from a2a_grpc.generated import a2a_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """One thing the agent does, as its card lists it (an AgentSkill). `name` defaults to the
+    id, `description` to the name, `tags` to the id."""
+
+    id: str
+    name: str = ""
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
 
 
 class AgentContractError(RuntimeError):

@@ -16,6 +16,14 @@ from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.core.signing import sign_card
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.addresses import (
+    PublicAddresses,
+    bare_host,
+    bind_problem,
+    host_port,
+    listen_problem,
+    public_addresses,
+)
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import (
@@ -57,7 +65,8 @@ class StartupError(RuntimeError):
 
 
 class PortInUseError(StartupError):
-    """The address could not be bound (another process holds it, or it is not local)."""
+    """A port could not be bound: in use, not a local address, or not permitted (the message
+    says which)."""
 
 
 class DrainGate(grpc.GenericRpcHandler):
@@ -104,6 +113,8 @@ class RunningServer:
     health: health.aio.HealthServicer
     gate: DrainGate
     card_server: CardServer | None = None
+    public: PublicAddresses | None = None
+    """What the card lists (the advertised addresses); None only for a hand-made instance."""
     metrics: ServerMetrics | None = None
     """The server's metrics registry (None with `config.metrics` off)."""
     bearer_tokens: BearerTokens | None = None
@@ -126,7 +137,8 @@ class RunningServer:
 
     @property
     def address(self) -> str:
-        return f"{self.handler.config.host}:{self.port}"
+        """The listen address, `host:port` (IPv6 bracketed)."""
+        return host_port(self.handler.config.host, self.port)
 
     @property
     def card_url(self) -> str | None:
@@ -219,12 +231,11 @@ async def start_server(
         ],
     )
     port = _bind(server, config, certificates)
-    address = f"{config.host}:{port}"
     card_server = None
     if config.card_port is not None:
         card_server = CardServer(
             None,
-            host=config.host,
+            host=bare_host(config.host),
             port=config.card_port,
             max_age=config.card_max_age,
             reuse_port=config.reuse_port,
@@ -235,13 +246,20 @@ async def start_server(
         try:
             card_server.bind()
         except OSError as exc:
-            raise PortInUseError(
-                f"cannot serve the agent card on {config.host}:{config.card_port}: {exc.strerror}"
-            ) from exc
+            problem = listen_problem(config.host, config.card_port, exc.errno, exc.strerror or "")
+            raise PortInUseError(f"{problem} (the HTTP port)") from exc
+    public = public_addresses(
+        config.host,
+        port,
+        None if card_server is None else card_server.port,
+        advertise=config.advertise,
+        advertise_http=config.advertise_http,
+        tls=certificates is not None,
+    )
     final_card = finalize_card(
-        card or demo_card(address),
-        address,
-        http_url=None if card_server is None else card_server.base_url,
+        card or demo_card(public.grpc),
+        public.grpc,
+        http_url=public.http,
         http_bindings=config.http_bindings,
         v03=config.compat_03,
         bearer_tokens=bool(tokens),
@@ -325,6 +343,7 @@ async def start_server(
         health_servicer,
         gate,
         card_server,
+        public,
         metrics,
         bearer_tokens,
         certificates,
@@ -445,16 +464,25 @@ class MethodAwareReflection(reflection.aio.ReflectionServicer):  # type: ignore[
 def _bind(
     server: grpc.aio.Server, config: ServerConfig, certificates: ServerCertificates | None
 ) -> int:
-    target = f"{config.host}:{config.port}"
+    target = host_port(config.host, config.port)
+    if not config.reuse_port:
+        # Checked first so that the error is our one line, without grpc's own log of it.
+        problem = bind_problem(config.host, config.port)
+        if problem is not None:
+            raise PortInUseError(problem)
     try:
         if certificates is None:
             port = server.add_insecure_port(target)
         else:
             port = server.add_secure_port(target, certificates.grpc_credentials())
     except RuntimeError as exc:
-        raise PortInUseError(
-            f"cannot listen on {target}: the port is in use or the address is not local"
-        ) from exc
+        raise PortInUseError(_why_not(config)) from exc
     if port == 0:
-        raise PortInUseError(f"cannot listen on {target}")
+        raise PortInUseError(_why_not(config))
     return int(port)
+
+
+def _why_not(config: ServerConfig) -> str:
+    """grpc says only that the bind failed; a probe bind of the same address gets the errno."""
+    problem = bind_problem(config.host, config.port)
+    return problem or f"cannot listen on {host_port(config.host, config.port)}"

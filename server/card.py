@@ -1,8 +1,11 @@
-"""The agent card this server describes itself with: the demo agent's, or one loaded from JSON."""
+"""The agent card this server describes itself with: one loaded from JSON, or one made from what
+the agent's class declares (the demo agent's included)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import inspect
+import re
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -14,46 +17,83 @@ from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION
 from a2a_grpc.core.v03 import is_v03
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.demo_agent import SKILLS as DEMO_SKILLS
+from a2a_grpc.server.agent import Skill
+from a2a_grpc.server.demo_agent import DemoAgent
+
+DEFAULT_VERSION = "0.1.0"
+DEFAULT_MODES = ("*/*",)
+
+
+def agent_card(agent: object) -> a2a_pb2.AgentCard:
+    """The card of `agent` run without `--card`, from what its class declares (server/agent.py,
+    "Describing the agent"); no interface yet (`finalize_card` adds the served ones).
+    ValueError naming the attribute when a declaration is unusable."""
+    kind = type(agent)
+    name = _text(agent, "name", kind.__name__)
+    own_doc = kind.__dict__.get("__doc__")
+    fallback = inspect.cleandoc(own_doc) if isinstance(own_doc, str) else ""
+    description = _text(agent, "description", fallback or f"{name}, an A2A agent.")
+    skills = getattr(agent, "skills", None)
+    if skills is None:
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "agent"
+        skills = [Skill(id=slug, name=name, description=description)]
+    if isinstance(skills, str | bytes) or not isinstance(skills, Iterable):
+        raise ValueError(f"`skills` must be a list of Skill, got {type(skills).__name__}")
+    card = a2a_pb2.AgentCard(
+        name=name,
+        description=description,
+        version=_text(agent, "version", DEFAULT_VERSION),
+        capabilities=a2a_pb2.AgentCapabilities(
+            streaming=True, push_notifications=True, extended_agent_card=False
+        ),
+        default_input_modes=_strings(agent, "input_modes", DEFAULT_MODES),
+        default_output_modes=_strings(agent, "output_modes", DEFAULT_MODES),
+    )
+    for index, skill in enumerate(skills):
+        if not isinstance(skill, Skill):
+            raise ValueError(f"`skills[{index}]` must be a Skill, got {type(skill).__name__}")
+        if not skill.id or any(skill.id == known.id for known in card.skills):
+            raise ValueError(f"`skills[{index}]` needs an id of its own, got {skill.id!r}")
+        where = f"skills[{index}]"
+        card.skills.add(
+            id=skill.id,
+            name=skill.name or skill.id,
+            description=skill.description or skill.name or skill.id,
+            tags=_strings(skill, "tags", (skill.id,), where) or [skill.id],
+            examples=_strings(skill, "examples", (), where),
+        )
+    if not card.skills:
+        raise ValueError("`skills` is empty: declare at least one Skill, or leave it out")
+    return card
+
+
+def _text(owner: object, attribute: str, default: str) -> str:
+    value = getattr(owner, attribute, None)
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"`{attribute}` must be a non-empty str, got {type(value).__name__}")
+    return value.strip()
+
+
+def _strings(owner: object, attribute: str, default: Sequence[str], where: str = "") -> list[str]:
+    value = getattr(owner, attribute, None)
+    if value is None:
+        return list(default)
+    name = f"{where}.{attribute}" if where else attribute
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"`{name}` must be a list of str, got {type(value).__name__}")
+    items = list(value)
+    if not all(isinstance(item, str) and item for item in items):
+        raise ValueError(f"`{name}` must hold only non-empty str")
+    return items
 
 
 def demo_card(address: str) -> a2a_pb2.AgentCard:
     """The card of the built-in demo agent, reachable over gRPC at `address` (host:port)."""
-    return a2a_pb2.AgentCard(
-        name="a2a-grpc demo agent",
-        description=(
-            "Echoes every part it receives back as an artifact. A keyword as the first word "
-            "picks another behaviour (one skill each): "
-            + ", ".join(skill.keyword for skill in DEMO_SKILLS[1:])
-            + ". "
-            + " ".join(
-                f"'{skill.keyword}' answers with a direct message and creates no task."
-                for skill in DEMO_SKILLS
-                if skill.direct
-            )
-        ),
-        version="0.1.0",
-        supported_interfaces=[grpc_interface(address)],
-        capabilities=a2a_pb2.AgentCapabilities(
-            streaming=True, push_notifications=True, extended_agent_card=False
-        ),
-        default_input_modes=["text/plain", "application/json", "*/*"],
-        default_output_modes=["text/plain", "application/json", "*/*"],
-        skills=[
-            a2a_pb2.AgentSkill(
-                id=skill.keyword,
-                name=skill.keyword.capitalize(),
-                description=(
-                    skill.does
-                    if skill.keyword == "echo"
-                    else f"First word '{skill.keyword}': {skill.does}"
-                ),
-                tags=["demo", skill.keyword],
-                examples=[skill.example],
-            )
-            for skill in DEMO_SKILLS
-        ],
-    )
+    card = agent_card(DemoAgent())
+    card.supported_interfaces.append(grpc_interface(address))
+    return card
 
 
 def grpc_interface(address: str, tenant: str = "") -> a2a_pb2.AgentInterface:

@@ -10,34 +10,31 @@ import argparse
 import asyncio
 import dataclasses
 import functools
-import importlib
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
+from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import logs
+from a2a_grpc.server.addresses import bare_host, bind_problem, is_wildcard
 from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.agent_loader import load_agent
 from a2a_grpc.server.app import PortInUseError, RunningServer, StartupError, start_server
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
-from a2a_grpc.server.card import load_card
+from a2a_grpc.server.card import agent_card, load_card
 from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.telemetry import configure_from_environment
 from a2a_grpc.server.tls import TlsFiles
-from a2a_grpc.server.workers import (
-    Supervisor,
-    bind_problem,
-    serve_worker_command,
-    watch_lifeline,
-)
+from a2a_grpc.server.workers import Supervisor, serve_worker_command, watch_lifeline
 
 log = logging.getLogger(__name__)
+
 
 HTTP_PORT_OFF = -1
 """`--http-port -1`: no HTTP port (no card over HTTP, no JSON-RPC, no HTTP+JSON)."""
@@ -50,19 +47,51 @@ def parser() -> argparse.ArgumentParser:
     """The `serve` command line (every option with its default)."""
     d = ServerConfig()
     command = argparse.ArgumentParser(
-        prog="a2a-grpc serve", description="Run an A2A 1.0 gRPC server."
+        prog="a2a-grpc serve",
+        description="Run an A2A 1.0 gRPC server.",
+        epilog=exit_codes.help_text(("serve",)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = command.add_argument
-    add("--host", default=d.host, help="address to bind (%(default)s)")
-    add("--port", type=int, default=d.port, help="gRPC port, 0 for any (%(default)s)")
+    add(
+        "--host",
+        type=bare_host,
+        default=d.host,
+        help="address to listen on; 0.0.0.0 or :: for every interface (default: %(default)s)",
+    )
+    add("--port", type=int, default=d.port, help="gRPC port, 0 for any (default: %(default)s)")
+    add(
+        "--advertise",
+        metavar="HOST[:PORT]",
+        default=d.advertise,
+        help="the address the card lists for gRPC, and the host of its HTTP URLs (default: the "
+        "--host, or this machine's host name when --host is a wildcard; the bound port)",
+    )
+    add(
+        "--advertise-http",
+        metavar="URL",
+        default=d.advertise_http,
+        help="the http(s):// base URL the card lists for the JSON-RPC and HTTP+JSON bindings "
+        "(default: the advertised host and the HTTP port)",
+    )
     add(
         "--agent",
-        metavar="MODULE:ATTR",
-        help="agent to run: an AgentExecutor instance, or a class/factory taking no arguments "
-        "(default: the built-in demo agent)",
+        metavar="MODULE:ATTR|FILE.py:ATTR",
+        help="agent to run: a module (the current directory is searched first) or a .py file, "
+        "and in it an agent instance or a class/factory taking no arguments (default: the "
+        "built-in demo agent)",
     )
-    add("--card", metavar="FILE", help="agent card as ProtoJSON (default: the demo agent's)")
-    add("--extended-card", metavar="FILE", help="extended card for authenticated callers")
+    add(
+        "--card",
+        metavar="FILE",
+        help="agent card as ProtoJSON (default: made from the --agent's class, see 'Writing an "
+        "agent' in the README; the demo agent's without --agent)",
+    )
+    add(
+        "--extended-card",
+        metavar="FILE",
+        help="extended card for authenticated callers (default: none)",
+    )
     add(
         "--http-port",
         "--card-port",  # its first name, when the port served only the card; kept as an alias
@@ -82,7 +111,12 @@ def parser() -> argparse.ArgumentParser:
         f"{','.join(BINDINGS)} (default: all); grpc is always served and must be listed; "
         "an HTTP binding left out is not on the card and its routes answer 404",
     )
-    add("--card-max-age", type=int, default=d.card_max_age, help="Cache-Control max-age (s)")
+    add(
+        "--card-max-age",
+        type=int,
+        default=d.card_max_age,
+        help="the card's Cache-Control max-age, in seconds (default: %(default)s)",
+    )
     add(
         "--metrics",
         action=argparse.BooleanOptionalAction,
@@ -94,15 +128,24 @@ def parser() -> argparse.ArgumentParser:
         "--auth-tokens",
         metavar="FILE",
         help=f'JSON {{"<token>": "<principal>"}} for bearer auth; also read from ${TOKENS_ENV} '
-        "as token=principal,...",
+        "as token=principal,... (default: none, no bearer auth)",
     )
-    add("--tls-cert", metavar="PEM", help="server certificate chain (enables TLS)")
-    add("--tls-key", metavar="PEM", help="server private key")
-    add("--client-ca", metavar="PEM", help="CA for client certificates (enables mTLS auth)")
+    add(
+        "--tls-cert",
+        metavar="PEM",
+        help="server certificate chain; enables TLS on both ports (default: none, plaintext)",
+    )
+    add("--tls-key", metavar="PEM", help="server private key (default: none)")
+    add(
+        "--client-ca",
+        metavar="PEM",
+        help="CA for client certificates; enables mTLS auth (default: none)",
+    )
     add(
         "--signature-keys",
         metavar="JWKS",
-        help="public keys (JWKS file) for the signed-messages extension; offers the extension",
+        help="public keys (JWKS file) for the signed-messages extension; offers the extension "
+        "(default: none)",
     )
     add(
         "--trusted-signer-cards",
@@ -111,25 +154,26 @@ def parser() -> argparse.ArgumentParser:
         default=(),
         help="comma-separated agent card URLs (an origin means its "
         "/.well-known/agent-card.json) whose published keys verify the signed messages that "
-        "name them; no other card is ever fetched; offers the extension",
+        "name them; no other card is ever fetched; offers the extension (default: none)",
     )
     add(
         "--signer-card-keys",
         metavar="JWKS",
-        help="with --trusted-signer-cards: every signer card must be signed by one of these keys",
+        help="with --trusted-signer-cards: every signer card must be signed by one of these keys "
+        "(default: card signatures are not checked)",
     )
     add(
         "--signer-card-timeout",
         type=float,
         metavar="SECONDS",
         default=d.signer_card_timeout,
-        help="longest one fetch of a signer's card may take (%(default)s)",
+        help="seconds one fetch of a signer's card may take at most (default: %(default)s)",
     )
     add(
         "--publish-signing-keys",
         metavar="JWKS",
         help="public keys (JWKS file, e.g. from `a2a-grpc keys new`) this agent's own messages "
-        "are signed with: put on the served card for the agents it calls",
+        "are signed with: put on the served card for the agents it calls (default: none)",
     )
     add(
         "--require-signed-messages",
@@ -137,33 +181,52 @@ def parser() -> argparse.ArgumentParser:
         help="with --signature-keys or --trusted-signer-cards: refuse messages without a valid "
         "signature",
     )
-    add("--card-signing-key", metavar="PEM", help="private key that signs the served card")
-    add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key")
-    add("--audit-log", metavar="FILE", help="append a hash-chained JSON Lines audit trail here")
+    add(
+        "--card-signing-key",
+        metavar="PEM",
+        help="private key that signs the served card (default: none, unsigned)",
+    )
+    add("--card-signing-kid", metavar="KID", help="key id for --card-signing-key (default: none)")
+    add(
+        "--audit-log",
+        metavar="FILE",
+        help="append a hash-chained JSON Lines audit trail here (default: none)",
+    )
     add(
         "--audit-fail-closed",
         action="store_true",
         help="with --audit-log: refuse requests (UNAVAILABLE) while records cannot be written",
     )
-    add("--max-tasks", type=int, default=d.max_tasks)
-    add("--task-ttl", type=float, default=d.task_ttl, help="seconds a finished task is kept")
+    add(
+        "--max-tasks",
+        type=int,
+        default=d.max_tasks,
+        help="tasks kept; when full the oldest finished ones go first (default: %(default)s)",
+    )
+    add(
+        "--task-ttl",
+        type=float,
+        default=d.task_ttl,
+        help="seconds a finished task is kept (default: %(default)s)",
+    )
     add(
         "--interrupted-ttl",
         type=float,
         default=d.interrupted_ttl,
-        help="seconds a task may wait for input or auth before it is canceled (%(default)s)",
+        help="seconds a task may wait for input or auth before it is canceled "
+        "(default: %(default)s)",
     )
     add(
         "--max-inline-bytes",
         type=int,
         default=d.max_inline_bytes,
-        help="largest raw part accepted inline",
+        help="largest raw part accepted inline, in bytes (default: %(default)s)",
     )
     add(
         "--max-message-bytes",
         type=int,
         default=d.max_message_bytes,
-        help="largest message accepted, every part counted (%(default)s)",
+        help="largest message accepted, every part counted (default: %(default)s)",
     )
     add(
         "--max-store-bytes",
@@ -193,26 +256,48 @@ def parser() -> argparse.ArgumentParser:
         "--no-compat-03",
         dest="compat_03",
         action="store_false",
-        help="do not serve A2A 0.3 callers (a2a.v1.A2AService) nor list them on the card",
+        help="do not serve A2A 0.3 callers (a2a.v1.A2AService) nor list them on the card "
+        "(default: served)",
     )
-    add("--shutdown-grace", type=float, default=d.shutdown_grace, help="seconds")
-    add("--log-level", choices=logs.LEVELS, default="info", help="least severe level logged")
+    add(
+        "--shutdown-grace",
+        type=float,
+        default=d.shutdown_grace,
+        help="seconds the shutdown on SIGTERM/SIGINT may take (default: %(default)s)",
+    )
+    add(
+        "--log-level",
+        choices=logs.LEVELS,
+        default="info",
+        help="least severe level logged (default: %(default)s)",
+    )
     add(
         "--log-format",
         choices=logs.FORMATS,
         default="text",
-        help="text lines, or one JSON object per line (time, level, logger, message, ...)",
+        help="text lines, or one JSON object per line (time, level, logger, message, ...) "
+        "(default: %(default)s)",
     )
-    add("--webhook-timeout", type=float, default=d.webhook_timeout, help="seconds per POST")
+    add(
+        "--webhook-timeout",
+        type=float,
+        default=d.webhook_timeout,
+        help="seconds one webhook POST may take (default: %(default)s)",
+    )
     add(
         "--stream-write-timeout",
         type=float,
         default=d.stream_write_timeout,
         metavar="SECONDS",
         help="how long one event of an HTTP (SSE) stream may wait for a client that stopped "
-        "reading before the stream is ended and its connection closed (%(default)s)",
+        "reading before the stream is ended and its connection closed (default: %(default)s)",
     )
-    add("--webhook-max-attempts", type=int, default=d.webhook_max_attempts)
+    add(
+        "--webhook-max-attempts",
+        type=int,
+        default=d.webhook_max_attempts,
+        help="tries per event before a webhook is given up (default: %(default)s)",
+    )
     add(
         "--allow-private-webhooks",
         action="store_true",
@@ -222,26 +307,26 @@ def parser() -> argparse.ArgumentParser:
         "--max-push-configs",
         type=int,
         default=d.max_push_configs_per_task,
-        help="push notification configs (webhooks) one task may have (%(default)s)",
+        help="push notification configs (webhooks) one task may have (default: %(default)s)",
     )
     add(
         "--max-streams-per-connection",
         type=int,
         default=d.max_streams_per_connection,
-        help="HTTP/2 streams one connection may hold (%(default)s)",
+        help="HTTP/2 streams one connection may hold (default: %(default)s)",
     )
     add(
         "--max-concurrent-calls",
         type=int,
         default=d.max_concurrent_calls,
         help="A2A unary calls handled at once; more get RESOURCE_EXHAUSTED + RetryInfo "
-        "(%(default)s)",
+        "(default: %(default)s)",
     )
     add(
         "--max-open-streams",
         type=int,
         default=d.max_open_streams,
-        help="A2A streams open at once, counted apart from calls (%(default)s)",
+        help="A2A streams open at once, counted apart from calls (default: %(default)s)",
     )
     add(
         "--store",
@@ -260,7 +345,7 @@ def parser() -> argparse.ArgumentParser:
         default=d.task_lease,
         help="with --store: how long a server's lease on the tasks it runs lasts; a task whose "
         "server stopped (crashed, killed) is FAILED within this time, at most 3600 "
-        "(%(default)s)",
+        "(default: %(default)s)",
     )
     add(
         "--workers",
@@ -269,7 +354,7 @@ def parser() -> argparse.ArgumentParser:
         default=d.workers,
         help="run N server processes sharing --port (and the HTTP port); N > 1 needs a shared "
         "--store and a fixed --port; the first process supervises them, forwards SIGTERM/SIGINT "
-        "and stops them all when one exits (%(default)s)",
+        "and stops them all when one exits (default: %(default)s)",
     )
     # Set by the supervisor of --workers N in each worker it starts (server/workers.py).
     add("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
@@ -291,23 +376,6 @@ def _card_urls(value: str) -> tuple[str, ...]:
 def _bindings(value: str) -> tuple[str, ...]:
     names = [name.strip().lower() for name in value.split(",") if name.strip()]
     return tuple(dict.fromkeys(names))
-
-
-def load_agent(spec: str | None) -> AgentExecutor:
-    """`package.module:attr` → an agent; attr may be an instance or a zero-argument factory."""
-    if spec is None:
-        return DemoAgent()
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--agent {spec!r}: expected package.module:attr")
-    try:
-        target: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"--agent {spec!r}: {exc}") from exc
-    agent = target() if isinstance(target, type) or not hasattr(target, "execute") else target
-    if not callable(getattr(agent, "execute", None)):
-        raise ValueError(f"--agent {spec!r} has no execute(context, events) coroutine")
-    return agent  # type: ignore[no-any-return]
 
 
 def _read(path: str, option: str) -> bytes:
@@ -340,6 +408,9 @@ class Setup:
     config: ServerConfig
     agent: AgentExecutor
     card: a2a_pb2.AgentCard | None
+    """The card to serve; None: the demo agent's."""
+    card_source: str
+    """Where the card comes from, for the start-up line: a file, "derived from SPEC", "demo"."""
     extended_card: a2a_pb2.AgentCard | None
     tokens: dict[str, str]
     tls: TlsFiles | None
@@ -365,6 +436,7 @@ def setup(args: argparse.Namespace) -> Setup:
         http_port = 0 if args.port == 0 else args.port + 1
     if (args.worker_index is None) != (args.worker_lifeline is None):
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
+    agent, card, card_source = _agent_and_card(args)
     loaded = Setup(
         config=ServerConfig(
             host=args.host,
@@ -400,10 +472,13 @@ def setup(args: argparse.Namespace) -> Setup:
             workers=args.workers,
             bindings=args.bindings,
             metrics=args.metrics,
+            advertise=args.advertise,
+            advertise_http=args.advertise_http,
             reuse_port=args.worker_index is not None,
         ),
-        agent=load_agent(args.agent),
-        card=load_card(args.card) if args.card else None,
+        agent=agent,
+        card=card,
+        card_source=card_source,
         extended_card=load_card(args.extended_card) if args.extended_card else None,
         tokens=load_tokens(args.auth_tokens),
         tls=_tls(args),
@@ -416,6 +491,26 @@ def setup(args: argparse.Namespace) -> Setup:
         args=args,
     )
     return loaded
+
+
+def _agent_and_card(
+    args: argparse.Namespace,
+) -> tuple[AgentExecutor, a2a_pb2.AgentCard | None, str]:
+    """The agent, its card (None: the demo card) and where the card comes from."""
+    if args.agent is None:
+        agent: AgentExecutor = DemoAgent()
+    else:
+        agent = load_agent(args.agent).agent
+    if args.card:
+        return agent, load_card(args.card), args.card
+    if args.agent is None:
+        return agent, None, "demo"
+    try:
+        return agent, agent_card(agent), f"derived from {args.agent}"
+    except ValueError as exc:
+        raise ValueError(
+            f"--agent {args.agent!r}: cannot describe it: {exc}; or give --card"
+        ) from exc
 
 
 def _signature_keys(args: argparse.Namespace) -> KeySet | None:
@@ -472,10 +567,10 @@ async def _serve(setup: Setup) -> int:
         )
     except PortInUseError as exc:
         print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
-        return 1
+        return exit_codes.CANNOT_LISTEN
     except StartupError as exc:
         print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -490,7 +585,7 @@ async def _serve(setup: Setup) -> int:
         watch_lifeline(setup.lifeline, supervisor_gone)
     config = setup.config
     scheme = "TLS" if setup.tls else "plaintext"
-    say(f"serving A2A 1.0 over gRPC ({scheme}) on {config.host}:{running.port}")
+    say(f"serving A2A 1.0 over gRPC ({scheme}) on {running.address}")
     if running.card_server is None:
         say("agent card (not served over HTTP)")
     else:
@@ -502,7 +597,19 @@ async def _serve(setup: Setup) -> int:
                 + [served[binding] for binding in config.http_bindings]
             )
         )
-    say(f"agent {type(setup.agent).__module__}.{type(setup.agent).__qualname__}")
+    assert running.public is not None
+    listed = f"{running.public.grpc} (gRPC)" + (
+        f", {running.public.http} (HTTP)" if running.public.http and config.http_bindings else ""
+    )
+    agent = f"{type(setup.agent).__module__}.{type(setup.agent).__qualname__}"
+    say(f"agent {agent}; card: {setup.card_source}, listing {listed}")
+    if is_wildcard(config.host) and not config.advertise:
+        log.warning(
+            "listening on %s (every interface) without --advertise: the card lists %s, this "
+            "machine's host name; set --advertise HOST:PORT to the address clients reach",
+            config.host,
+            running.public.grpc,
+        )
     if telemetry:
         say(telemetry)
     settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
@@ -570,7 +677,7 @@ def _supervise(setup: Setup, argv: list[str]) -> int:
         problem = bind_problem(config.host, port)
         if problem is not None:
             print(f"a2a-grpc serve: {problem}", file=sys.stderr)
-            return 1
+            return exit_codes.CANNOT_LISTEN
     _say(
         f"starting {config.workers} workers sharing {config.host}:{config.port}, tasks in "
         f"{redacted_url(config.store)}"
@@ -586,9 +693,10 @@ def _supervise(setup: Setup, argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Runs `serve` with `argv` (the options after `serve`); returns the exit status: 0 after a
-    clean stop, 1 when a port is taken, 2 for a configuration that cannot be served (one line
-    on stderr, never the store URL's password); with `--workers N`, see server/workers.py."""
+    """Runs `serve` with `argv` (the options after `serve`); returns the exit status
+    (core/exit_codes.py): OK after a clean stop, CANNOT_LISTEN when a port cannot be bound,
+    USAGE for a configuration that cannot be served (one line on stderr, never the store URL's
+    password); with `--workers N`, see server/workers.py."""
     # A SIGHUP before the reload handler is installed is ignored rather than fatal (its default
     # action); workers inherit this until their own handler is in place.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -598,7 +706,7 @@ def main(argv: list[str]) -> int:
         loaded = setup(args)
     except ValueError as exc:
         print(f"a2a-grpc serve: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.USAGE
     if loaded.config.workers > 1:
         return _supervise(loaded, argv)
     return asyncio.run(_serve(loaded))

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from a2a_grpc.server.addresses import parse_advertise, parse_http_url
 from a2a_grpc.server.webhooks import DeliveryPolicy
 
 MiB = 1024 * 1024
@@ -174,6 +175,13 @@ class ServerConfig:
     metrics: bool = True
     """Serve Prometheus metrics at /metrics on the HTTP port and count every call for them
     (about 0.2 µs per call)."""
+    advertise: str = ""
+    """`HOST[:PORT]` the card lists for gRPC instead of the listen address (the port defaults
+    to the bound one); also the host of the HTTP bindings' URL unless `advertise_http` is set.
+    Empty: the listen host, or the machine's host name for a wildcard (server/addresses.py)."""
+    advertise_http: str = ""
+    """`http(s)://host[:port][/path]`: the base URL the card lists for the HTTP bindings (JSON-RPC
+    at `URL/`, HTTP+JSON under `URL`). Empty: derived as `advertise` says."""
     reuse_port: bool = False
     """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on
@@ -228,6 +236,15 @@ class ServerConfig:
                 "bindings must include grpc: it is always served (Health, reflection and the "
                 "service the HTTP bindings adapt); list the HTTP ones to serve beside it"
             )
+        for check, value in (
+            (parse_advertise, self.advertise),
+            (parse_http_url, self.advertise_http),
+        ):
+            try:
+                if value:
+                    check(value)
+            except ValueError as exc:
+                problems.append(str(exc))
         store_problem = _store_problem(self.store)
         if store_problem is not None:
             problems.append(store_problem)

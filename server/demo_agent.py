@@ -25,14 +25,14 @@ from google.protobuf import json_format
 
 from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.agent import RequestContext, Skill, TaskEvents
 
 CHUNK_DELAY = 0.01
 ECHO_PRICE = Decimal("0.01")
 
 
-class Skill(NamedTuple):
-    """One behaviour of the demo agent, as its card describes it."""
+class Behaviour(NamedTuple):
+    """One behaviour of the demo agent, as its card describes it (one skill each)."""
 
     keyword: str
     does: str
@@ -41,24 +41,25 @@ class Skill(NamedTuple):
     """It answers with a direct message and creates no task."""
 
 
-SKILLS: tuple[Skill, ...] = (
-    Skill("echo", "WORKING, one artifact echoing every part (text, data, raw, url), COMPLETED. "
-          "Charged 0.01 per part when the message states a budget.", "hello"),
-    Skill("ask", "INPUT_REQUIRED with a question; the next message on the task completes it, "
-          "echoing the answer.", "ask"),
-    Skill("chunks", "One artifact streamed in N text chunks (default 4), then COMPLETED.",
-          "chunks 5"),
-    Skill("reply", "Answers with a direct message: no task is created.", "reply hi",
-          direct=True),
-    Skill("fail", "The task ends FAILED, saying why.", "fail"),
-    Skill("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; "
-          "cancelable.", "slow 30"),
-    Skill("crash", "The agent raises: the task ends FAILED and the caller sees a generic "
-          "reason.", "crash"),
-    Skill("spend", "Quotes X (budget extension): over the message's budget the task is "
-          "REJECTED, otherwise X is charged and the task completes.", "spend 0.02"),
+BEHAVIOURS: tuple[Behaviour, ...] = (
+    Behaviour("echo", "WORKING, one artifact echoing every part (text, data, raw, url), "
+              "COMPLETED. Charged 0.01 per part when the message states a budget.", "hello"),
+    Behaviour("ask", "INPUT_REQUIRED with a question; the next message on the task "
+              "completes it, echoing the answer.", "ask"),
+    Behaviour("chunks", "One artifact streamed in N text chunks (default 4), then COMPLETED.",
+              "chunks 5"),
+    Behaviour("reply", "Answers with a direct message: no task is created.", "reply hi",
+              direct=True),
+    Behaviour("fail", "The task ends FAILED, saying why.", "fail"),
+    Behaviour("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; "
+              "cancelable.", "slow 30"),
+    Behaviour("crash", "The agent raises: the task ends FAILED and the caller sees a generic "
+              "reason.", "crash"),
+    Behaviour("spend", "Quotes X (budget extension): over the message's budget the task is "
+              "REJECTED, otherwise X is charged and the task completes.", "spend 0.02"),
 )  # fmt: skip
-"""Every behaviour (the first, echo, is what any other first word gets): the demo card's skills."""
+"""Every behaviour (the first, echo, is what any other first word gets): the demo card's
+skills (`DemoAgent.skills`)."""
 
 
 def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:
@@ -84,6 +85,30 @@ def _count(words: list[str], default: float) -> float:
 
 class DemoAgent:
     """See the module docstring."""
+
+    name = "a2a-grpc demo agent"
+    description = (
+        "Echoes every part it receives back as an artifact. A keyword as the first word picks "
+        "another behaviour (one skill each): "
+        + ", ".join(behaviour.keyword for behaviour in BEHAVIOURS[1:])
+        + ". "
+        + " ".join(
+            f"'{behaviour.keyword}' answers with a direct message and creates no task."
+            for behaviour in BEHAVIOURS
+            if behaviour.direct
+        )
+    )
+    skills = tuple(
+        Skill(
+            id=keyword,
+            name=keyword.capitalize(),
+            description=does if keyword == "echo" else f"First word '{keyword}': {does}",
+            tags=("demo", keyword),
+            examples=(example,),
+        )
+        for keyword, does, example, _ in BEHAVIOURS
+    )
+    input_modes = output_modes = ("text/plain", "application/json", "*/*")
 
     async def execute(self, context: RequestContext, events: TaskEvents) -> None:
         words = context.text().split()

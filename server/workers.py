@@ -12,8 +12,9 @@ The contract:
 
 - Start: the workers are started in order, 1 to `count`, each in a process group of its own,
   so a terminal's Ctrl-C reaches only the parent, which forwards it once. Before that, the
-  caller checks that the ports are free (`bind_problem`): SO_REUSEPORT would otherwise let a
-  worker join another server's port, if that server also set it, instead of failing.
+  caller checks that the ports are free (`addresses.bind_problem`): SO_REUSEPORT would
+  otherwise let a worker join another server's port, if that server also set it, instead of
+  failing.
 - Stop: SIGTERM or SIGINT to the parent is forwarded, the same signal, to every worker still
   running; each drains as one `serve` does (its `--shutdown-grace`). A worker still running
   `stop_timeout` seconds later is killed (SIGKILL) and counts as failed.
@@ -27,7 +28,7 @@ The contract:
   (`--task-lease`); the others' tasks drain normally.
 - Exit status of `run()`: 0 when every worker exited with 0; otherwise the status of the first
   worker that did not (a worker killed by a signal counts as 1), so a start-up error keeps the
-  exit code a single `serve` would have (1: port in use, 2: bad configuration).
+  exit code a single `serve` would have (core/exit_codes.py).
 - Lifeline: the parent holds the write end of a pipe whose read end every worker inherits
   (`--worker-lifeline FD`) and never writes to it. When the parent dies, even by SIGKILL, the
   kernel closes it; the workers read end-of-file and shut down gracefully (`watch_lifeline`),
@@ -41,7 +42,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
@@ -80,30 +80,6 @@ def serve_worker_command(serve_argv: Sequence[str]) -> Command:
         ]
 
     return command
-
-
-def bind_problem(host: str, port: int) -> str | None:
-    """None when a listener could bind `host:port` now, else why not (one line).
-
-    Every address `host` resolves to is tried, without SO_REUSEPORT, so a port held by any
-    listener (one that shares it with SO_REUSEPORT included) is reported as in use.
-    """
-    try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        return f"cannot listen on {host}:{port}: {exc.strerror}"
-    for family, kind, protocol, _, address in addresses:
-        with socket.socket(family, kind, protocol) as probe:
-            # As grpc and aiohttp bind: connections in TIME_WAIT do not make the port busy.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(address)
-            except OSError as exc:
-                return (
-                    f"cannot listen on {host}:{port}: the port is in use or the address is "
-                    f"not local ({exc.strerror})"
-                )
-    return None
 
 
 class Supervisor:

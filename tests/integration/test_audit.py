@@ -15,6 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from a2a_grpc.core import exit_codes
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
@@ -122,7 +123,7 @@ def test_audit_verify_command(tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     log.write_text(lines[0].replace('"t"', '"x"') + "\n" + lines[1] + "\n")
     broken = verify_command(log)
-    assert broken.returncode == 1
+    assert broken.returncode == exit_codes.AUDIT_BROKEN
     assert "line 2" in broken.stderr and "Traceback" not in broken.stderr
 
 
@@ -231,7 +232,7 @@ def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: 
     log.write_bytes(whole[:-40])  # a crash cut the last write short
 
     torn_tail = verify_command(log)
-    assert torn_tail.returncode == 3
+    assert torn_tail.returncode == exit_codes.AUDIT_TORN
     assert "2 records, chain intact" in torn_tail.stdout
     assert "torn line(s) 3" in torn_tail.stderr and "not tampering" in torn_tail.stderr
 
@@ -243,12 +244,12 @@ def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: 
     assert json.loads(lines[4])["task_id"] == "t9"
     assert verify(log) == (4, hashlib.sha256(lines[4]).hexdigest(), (3,))
     fenced = verify_command(log)
-    assert fenced.returncode == 3 and "4 records, chain intact" in fenced.stdout
+    assert fenced.returncode == exit_codes.AUDIT_TORN and "4 records, chain intact" in fenced.stdout
 
     lines[1] = lines[1].replace(b'"t1"', b'"tX"')  # tampering is still tampering
     log.write_bytes(b"\n".join(lines) + b"\n")
     tampered = verify_command(log)
-    assert tampered.returncode == 1 and "chain is broken" in tampered.stderr
+    assert tampered.returncode == exit_codes.AUDIT_BROKEN and "chain is broken" in tampered.stderr
 
 
 @pytest.mark.parametrize("where", ["directory", "missing-parent"])
@@ -273,7 +274,7 @@ def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
         text=True,
         timeout=30,
     )
-    assert result.returncode == 2
+    assert result.returncode == exit_codes.USAGE
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("a2a-grpc serve: cannot append to the audit")
 

@@ -17,6 +17,7 @@ from a2a_grpc.client import A2AClient
 from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.messages import continue_task, user_message
 from a2a_grpc.client.signing import MessageSigner
+from a2a_grpc.core import exit_codes
 from a2a_grpc.core.audit_chain import message_sha256, verify
 from a2a_grpc.core.errors import InvalidAgentResponseError, TaskNotFoundError
 from a2a_grpc.core.jws import KeySet
@@ -140,9 +141,9 @@ async def test_a_tampered_client_trail_fails_verify_and_match(
     lines[1] = lines[1].replace('"TASK_STATE_COMPLETED"', '"TASK_STATE_FAILED"')
     client_log.write_text("\n".join(lines) + "\n")
     code, _, err = await audit_command("verify", str(client_log))
-    assert code == 1 and "line 3" in err and "chain is broken" in err
+    assert code == exit_codes.AUDIT_BROKEN and "line 3" in err and "chain is broken" in err
     code, _, err = await audit_command("match", str(client_log), str(server_log))
-    assert code == 1 and "chain is broken" in err and "Traceback" not in err
+    assert code == exit_codes.AUDIT_BROKEN and "chain is broken" in err and "Traceback" not in err
 
 
 async def test_match_reports_a_message_the_server_got_with_other_bytes(
@@ -161,7 +162,7 @@ async def test_match_reports_a_message_the_server_got_with_other_bytes(
     await harness.running.stop(0)
 
     code, out, err = await audit_command("match", str(client_log), str(server_log))
-    assert code == 4, out + err
+    assert code == exit_codes.AUDIT_DISAGREE, out + err
     assert f"DISAGREE message {sent.message_id}" in out
     assert f"hash differs: the client sent {message_sha256(sent)}" in out
     assert message_sha256(forged.message) in out
@@ -186,7 +187,7 @@ async def test_match_reports_messages_the_server_never_saw(
     await server.running.stop(0)
 
     code, out, _ = await audit_command("match", str(client_log), str(server_log))
-    assert code == 4
+    assert code == exit_codes.AUDIT_DISAGREE
     assert f"DISAGREE message {sent.message_id} (client line 1): the server has no record" in out
     code, out, _ = await audit_command(
         "match", str(client_log), str(server_log), "--target", address(server)
@@ -250,7 +251,7 @@ async def test_an_audit_log_the_command_cannot_write_is_one_clear_line(
     # /dev/full opens but every write fails (a full disk): the call succeeds, the record cannot
     # be kept, and the command says so instead of exiting 0.
     code, out, err = await client_command("send", target, "hi", "--audit-log", "/dev/full")
-    assert code == 8 and "completed" in out
+    assert code == exit_codes.AUDIT_INCOMPLETE and "completed" in out
     assert err.startswith("a2a-grpc: the audit log /dev/full could not be written")
     assert err.count("\n") == 1  # one line, not the writer's log records too
 
@@ -337,4 +338,8 @@ async def test_a_torn_client_trail_is_fenced_and_reported_as_torn(tmp_path: Path
     await ClientAuditLog(log).aclose()  # opening again fences the torn line
     assert json.loads(log.read_text().splitlines()[-1])["kind"] == "fence"
     code, out, err = await audit_command("verify", str(log))
-    assert code == 3 and "2 records, chain intact" in out and "torn line(s) 2" in err
+    assert (
+        code == exit_codes.AUDIT_TORN
+        and "2 records, chain intact" in out
+        and "torn line(s) 2" in err
+    )

@@ -13,6 +13,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from a2a_grpc.core import exit_codes
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import PortInUseError, start_server
 from a2a_grpc.server.config import ServerConfig
@@ -144,9 +145,11 @@ def test_serve_command_refuses_a_taken_port() -> None:
         )
     finally:
         holder.close()
-    assert result.returncode == 1
-    assert "in use" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.returncode == exit_codes.CANNOT_LISTEN
+    assert result.stderr.splitlines() == [
+        f"a2a-grpc serve: cannot listen on 127.0.0.1:{port}: the port is in use (another "
+        "process listens on it)"
+    ]
 
 
 def test_serve_command_rejects_a_bad_agent() -> None:
