@@ -11,9 +11,11 @@ ARGS ?=
 
 GHZ_VERSION := v0.121.0
 GHZ_STAMP   := $(VENV)/.ghz-$(GHZ_VERSION)
+GRPCURL_VERSION := v1.9.3
+GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz clean
+.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl clean
 
 install: $(STAMP)
 
@@ -85,6 +87,14 @@ $(GHZ_STAMP): $(STAMP)
 	else \
 		echo "make ghz: no Go toolchain; make bench uses its Python load generator" >&2; \
 	fi
+
+# Installs a pinned grpcurl into .venv/bin (needs Go). Not part of `make test`, whose README test
+# runs the grpcurl example only when .venv/bin/grpcurl is there (and says so when it is not).
+grpcurl: $(GRPCURL_STAMP)
+
+$(GRPCURL_STAMP): $(STAMP)
+	GOBIN="$(CURDIR)/$(VENV)/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	touch $@
 
 # Ours vs the bare grpc.aio limit vs the official SDK, one table. Uses .venv/bin/ghz when present
 # (make ghz), the Python closed loop otherwise. QUICK=1: a ~20 s smoke run. Never part of test.
