@@ -10,6 +10,7 @@ the commands and in the output they show alike. tests/readme/blocks.py has the c
 from __future__ import annotations
 
 import os
+import random
 import re
 import shlex
 import shutil
@@ -43,6 +44,7 @@ VENV_BIN = REPO / ".venv" / "bin"
 BLOCK_TIMEOUT = 40.0  # seconds one block may run, at most
 START_TIMEOUT = 20.0  # seconds from a server's start to its ready line, at most
 STOP_TIMEOUT = 30.0  # seconds from Ctrl-C (SIGINT) to a server's exit (its grace is 10 s)
+PORT_RANGES = (12000, 32000)  # where the README's ports move to (below 32768, Linux's ephemeral)
 README_PORT = re.compile(r"(?<!\d)(500\d\d|6379)(?!\d)")
 A2A_READY = "serving A2A 1.0 over gRPC"
 
@@ -76,7 +78,8 @@ def _free(port: int) -> bool:
 
 def _port_map() -> dict[str, str]:
     """README port -> a free port here. 500xx keep their offsets (a server's HTTP port is its
-    gRPC port + 1), so they move as one range."""
+    gRPC port + 1), so they move as one range of 200, picked below the kernel's ephemeral
+    ports, where other tests' port-0 servers and outgoing connections never land."""
     used = {
         int(port)
         for section in SECTIONS
@@ -84,12 +87,9 @@ def _port_map() -> dict[str, str]:
         for port in README_PORT.findall(block.text)
     }
     needed = sorted({p for p in used if p != 6379} | {p + 1 for p in used if p != 6379})
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1] // 100 * 100
-        if base < 1100 or base + 200 > 65535:
-            continue
+    bases = list(range(PORT_RANGES[0], PORT_RANGES[1], 200))
+    random.shuffle(bases)
+    for base in bases[:50]:
         mapping = {p: base + p - 50000 for p in needed}
         mapping[6379] = base + 150
         if all(_free(port) for port in mapping.values()):
@@ -241,7 +241,8 @@ class SectionRun:
             else:
                 script = self.scratch / f"readme_{block.line}.py"
                 script.write_text(text)
-                self._shell(block, f'python "{script}"\n')
+                # From stdin, as if pasted into `python`: the current directory is on sys.path.
+                self._shell(block, f'python - <"{script}"\n')
 
     def _has(self, tool: str, block: Block) -> bool:
         if tool == "redis-server":
