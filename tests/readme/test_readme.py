@@ -9,6 +9,7 @@ the commands and in the output they show alike. tests/readme/blocks.py has the c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -168,6 +169,11 @@ class Background:
         return code
 
 
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def _ready_line(command: str) -> str:
     """What the server `command` prints once it serves. Its port must be in the text (a
     default port could not be moved off this machine's)."""
@@ -269,26 +275,30 @@ class SectionRun:
             )
         return "\n".join(lines) + "\n"
 
-    def _shell(self, block: Block, script: str) -> subprocess.CompletedProcess[str]:
+    def _shell(self, block: Block, script: str) -> None:
+        """Runs `script` in bash, in a process group of its own that is killed afterwards, so
+        nothing a block leaves behind (or a command that hangs) outlives it."""
+        process = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            done = subprocess.run(
-                ["bash", "-c", script],
-                cwd=self.cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=BLOCK_TIMEOUT,
-            )
-        except subprocess.TimeoutExpired as exc:
-            pytest.fail(
-                f"{self.where(block)} ran over {BLOCK_TIMEOUT} s:\n{exc.stdout}{exc.stderr}"
-            )
-        assert done.returncode == 0, (
-            f"{self.where(block)} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}"
+            output, _ = process.communicate(timeout=BLOCK_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _kill_group(process.pid)
+            output, _ = process.communicate()
+            pytest.fail(f"{self.where(block)} ran over {BLOCK_TIMEOUT} s:\n{output}")
+        _kill_group(process.pid)
+        assert process.returncode == 0, (
+            f"{self.where(block)} failed (exit {process.returncode}):\n{output}"
             + self._server_logs()
         )
-        return done
 
     def _console(self, block: Block, text: str) -> None:
         steps = console_steps(text)
