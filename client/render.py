@@ -108,12 +108,13 @@ def _spending(task: a2a_pb2.Task) -> str | None:
     return f"cost {cost}" + ("" if budget is None else f" (budget {budget})")
 
 
-def reply_hint(target: str, task: a2a_pb2.Task) -> str | None:
-    """The command that answers a task waiting for the caller; None when it is not waiting."""
+def reply_hint(target: str, task: a2a_pb2.Task, program: str = PROGRAM) -> str | None:
+    """The command that answers a task waiting for the caller, run as `program`; None when it is
+    not waiting."""
     if task.status.state not in INTERRUPTED_STATES:
         return None
     return (
-        f'reply with: {PROGRAM} send {target} "..." '
+        f'reply with: {program} send {target} "..." '
         f"--task-id {task.id} --context-id {task.context_id}"
     )
 
