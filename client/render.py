@@ -120,7 +120,7 @@ def reply_hint(target: str, task: a2a_pb2.Task, program: str = PROGRAM) -> str |
 
 
 def render_parts(parts: Any, separator: str = " ") -> str:
-    """Text as is, data as compact JSON, files and URLs as bracketed labels."""
+    """Text as is, data as compact JSON (keys sorted), files and URLs as bracketed labels."""
     rendered = []
     for part in parts:
         kind = part.WhichOneof("content")
@@ -128,7 +128,7 @@ def render_parts(parts: Any, separator: str = " ") -> str:
             rendered.append(part.text)
         elif kind == "data":
             value = _integral(json_format.MessageToDict(part.data))
-            rendered.append(json.dumps(value, separators=(",", ":")))
+            rendered.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
         elif kind == "raw":
             label = ", ".join(x for x in (part.media_type, f"{len(part.raw)} bytes") if x)
             rendered.append(f"[file {part.filename or 'unnamed'} ({label})]")
