@@ -11,9 +11,11 @@ ARGS ?=
 
 GHZ_VERSION := v0.121.0
 GHZ_STAMP   := $(VENV)/.ghz-$(GHZ_VERSION)
+GRPCURL_VERSION := v1.9.3
+GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz clean
+.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools clean
 
 install: $(STAMP)
 
@@ -67,7 +69,17 @@ typecheck: $(STAMP)
 # import it (tests/interop/sdk_client: the SDK's client against our server) run in a pytest
 # process of their own; everything else, including our client against the SDK's server (which
 # runs as a child process), runs in the first.
-test: install check-gen lint typecheck
+# The tools the README's examples call (grpcurl, ghz), so that its test runs those examples too.
+# Without Go, or when they cannot be built, the README test skips those examples and says why.
+tools: $(STAMP)
+	@if command -v go >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory grpcurl ghz || \
+			echo "make tools: grpcurl/ghz not built; the README test skips their examples" >&2; \
+	else \
+		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples" >&2; \
+	fi
+
+test: install check-gen lint typecheck tools
 	$(PY) -m pytest tests --ignore=tests/interop/sdk_client
 	$(PY) -m pytest tests/interop/sdk_client
 
@@ -87,6 +99,13 @@ $(GHZ_STAMP): $(STAMP)
 	else \
 		echo "make ghz: no Go toolchain; make bench uses its Python load generator" >&2; \
 	fi
+
+# Installs a pinned grpcurl into .venv/bin (needs Go); `make test` builds it through `tools`.
+grpcurl: $(GRPCURL_STAMP)
+
+$(GRPCURL_STAMP): $(STAMP)
+	GOBIN="$(CURDIR)/$(VENV)/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	touch $@
 
 # Ours vs the bare grpc.aio limit vs the official SDK, one table. Uses .venv/bin/ghz when present
 # (make ghz), the Python closed loop otherwise. QUICK=1: a ~20 s smoke run. Never part of test.

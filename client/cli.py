@@ -16,6 +16,8 @@ import logging
 import mimetypes
 import os
 import re
+import shlex
+import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -417,9 +419,21 @@ def _exit_for(state: int) -> int | None:
 
 
 def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
-    hint = reply_hint(args.target, task)
+    hint = reply_hint(args.target, task, _program())
     if hint is not None and not args.json:
         print(hint, file=sys.stderr)
+
+
+def _program() -> str:
+    """How the user can run this command again: `a2a-grpc` when that name on PATH is this
+    program, else the path it was started by (`.venv/bin/a2a-grpc` outside the virtualenv)."""
+    invoked = sys.argv[0]
+    if os.path.basename(invoked) != PROGRAM:  # e.g. python -m a2a_grpc.cli.main
+        return PROGRAM
+    found = shutil.which(PROGRAM)
+    if found is not None and os.path.realpath(found) == os.path.realpath(invoked):
+        return PROGRAM
+    return shlex.quote(invoked)
 
 
 def _parse_state(text: str) -> a2a_pb2.TaskState:

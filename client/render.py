@@ -108,18 +108,19 @@ def _spending(task: a2a_pb2.Task) -> str | None:
     return f"cost {cost}" + ("" if budget is None else f" (budget {budget})")
 
 
-def reply_hint(target: str, task: a2a_pb2.Task) -> str | None:
-    """The command that answers a task waiting for the caller; None when it is not waiting."""
+def reply_hint(target: str, task: a2a_pb2.Task, program: str = PROGRAM) -> str | None:
+    """The command that answers a task waiting for the caller, run as `program`; None when it is
+    not waiting."""
     if task.status.state not in INTERRUPTED_STATES:
         return None
     return (
-        f'reply with: {PROGRAM} send {target} "..." '
+        f'reply with: {program} send {target} "..." '
         f"--task-id {task.id} --context-id {task.context_id}"
     )
 
 
 def render_parts(parts: Any, separator: str = " ") -> str:
-    """Text as is, data as compact JSON, files and URLs as bracketed labels."""
+    """Text as is, data as compact JSON (keys sorted), files and URLs as bracketed labels."""
     rendered = []
     for part in parts:
         kind = part.WhichOneof("content")
@@ -127,7 +128,7 @@ def render_parts(parts: Any, separator: str = " ") -> str:
             rendered.append(part.text)
         elif kind == "data":
             value = _integral(json_format.MessageToDict(part.data))
-            rendered.append(json.dumps(value, separators=(",", ":")))
+            rendered.append(json.dumps(value, separators=(",", ":"), sort_keys=True))
         elif kind == "raw":
             label = ", ".join(x for x in (part.media_type, f"{len(part.raw)} bytes") if x)
             rendered.append(f"[file {part.filename or 'unnamed'} ({label})]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import socket
 import sys
 import threading
@@ -235,6 +236,42 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def invocation(on_path: bool, cwd: Path) -> tuple[str, str]:
+    """The installed `a2a-grpc` as a path relative to `cwd`, and a PATH that finds it by name
+    (as in an activated virtualenv) or not at all."""
+    script = Path(sys.executable).parent / "a2a-grpc"
+    others = [p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != script.parent]
+    path = [str(script.parent), *others] if on_path else others
+    return os.path.relpath(script, cwd), os.pathsep.join(path)
+
+
+@pytest.mark.parametrize("on_path", [True, False])
+async def test_reply_hint_names_the_command_as_it_can_be_run(
+    peer: Peer, tmp_path: Path, on_path: bool
+) -> None:
+    """The hint says `a2a-grpc` when PATH finds this very program, else the path it was run by
+    (`.venv/bin/a2a-grpc` outside the virtualenv), so it can be pasted as it is."""
+    waiting = task(state=a2a_pb2.TASK_STATE_INPUT_REQUIRED)
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=waiting))
+    program, path = invocation(on_path, tmp_path)
+    process = await asyncio.create_subprocess_exec(
+        program,
+        "send",
+        peer.target,
+        "hi",
+        cwd=tmp_path,
+        env={**os.environ, "PATH": path},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 50)
+    assert process.returncode == 4
+    shown = "a2a-grpc" if on_path else program
+    assert err.decode().splitlines()[-1] == (
+        f'reply with: {shown} send {peer.target} "..." --task-id t1 --context-id c1'
+    )
 
 
 async def test_process_bad_target() -> None:

@@ -17,19 +17,20 @@ from a2a_grpc.generated import a2a_pb2
 from tests.integration.serve_process import A2A_GRPC, run_serve, serving
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-LOCAL = ("--host", "127.0.0.1", "--port", "0")
+LOCAL = ("--host", "127.0.0.1", "--port", "0")  # after the README's own --port: the last wins
 
 
 def _writing_an_agent() -> tuple[str, str, list[str]]:
-    """From the README's "Writing an agent": the file name, its code and the shell commands."""
+    """From the README's "Writing an agent": the file name, its code and the two commands (the
+    `serve` of its sh block, the `send` of its console example)."""
     text = README.read_text()
     section = text[text.index("### Writing an agent") :]
     section = section[: section.index("\n### ", 1)]
-    name = re.search(r"Save this as `([^`]+)`", section)
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    commands = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert name and code and commands, "the README's agent example lost its shape"
-    return name.group(1), code.group(1), commands.group(1).strip().splitlines()
+    code = re.search(r"```python\n# save as (\S+)\n(.*?)```", section, re.S)
+    serve = re.search(r"```sh\n(a2a-grpc serve .*?)\n```", section, re.S)
+    send = re.search(r"```console\n\$ (a2a-grpc send .*?)\n", section)
+    assert code and serve and send, "the README's agent example lost its shape"
+    return code.group(1), code.group(2), [serve.group(1), send.group(1)]
 
 
 def _card(base: str | None) -> a2a_pb2.AgentCard:

@@ -43,6 +43,16 @@ def test_parts() -> None:
     )
 
 
+def test_data_renders_with_its_keys_sorted() -> None:
+    """A Struct's keys have no order on the wire (a map), so the CLI prints them sorted: the same
+    data always prints the same line."""
+    data = struct_pb2.Value()
+    data.struct_value.update({"reason": "over_budget", "cost": None, "budget": {"z": 1, "a": 2}})
+    assert render_parts([a2a_pb2.Part(data=data)]) == (
+        '{"budget":{"a":2,"z":1},"cost":null,"reason":"over_budget"}'
+    )
+
+
 def test_a_waiting_task_shows_the_question_and_the_reply_command() -> None:
     waiting = task(a2a_pb2.TASK_STATE_INPUT_REQUIRED, "Which language?")
     assert render_task(waiting).splitlines() == [
