@@ -47,12 +47,14 @@ async def _drive(total: int, max_tasks: int) -> None:
     from a2a_grpc.server.config import ServerConfig
     from a2a_grpc.server.demo_agent import DemoAgent
     from a2a_grpc.server.handler import RequestHandler
+    from a2a_grpc.server.metrics import RpcMetrics
     from a2a_grpc.server.servicer import A2AServicer
 
     handler = RequestHandler.in_memory(
         DemoAgent(), demo_card("127.0.0.1:1"), ServerConfig(max_tasks=max_tasks)
     )
-    servicer = A2AServicer(handler)
+    # As `serve` builds it by default: metrics on (ServerConfig.metrics).
+    servicer = A2AServicer(handler, metrics=RpcMetrics())
     context = _Context()
     requests = iter(
         [
