@@ -29,12 +29,19 @@ class TlsFiles:
     client_ca: bytes | None = None
 
     def check(self) -> None:
-        """ValueError naming the problem when the files cannot serve TLS: not PEM, or a key
-        that does not belong to the chain's first certificate (grpc would only fail to bind)."""
+        """ValueError naming the problem when the files cannot serve TLS: not PEM (any
+        certificate of the chain), or a key that does not belong to the chain's first
+        certificate (grpc would only fail to bind)."""
         try:
             certificate = x509.load_pem_x509_certificate(self.certificate_chain)
         except ValueError:
             raise ValueError("--tls-cert is not a PEM certificate") from None
+        try:  # every certificate of the chain, not only the first: ssl would fail on a bad one
+            x509.load_pem_x509_certificates(self.certificate_chain)
+        except ValueError:
+            raise ValueError(
+                "--tls-cert holds a certificate that is not valid PEM after its first one"
+            ) from None
         try:
             key = serialization.load_pem_private_key(self.private_key, password=None)
         except (ValueError, TypeError):

@@ -112,6 +112,9 @@ async def test_a_mismatched_key_is_refused_and_the_old_certificate_kept(
     harness = await make_server(tls=TlsFiles(pem.certificate, pem.key), card_port=0)
     with pytest.raises(ValueError, match="does not match"):
         harness.running.reload_tls(TlsFiles(pem.certificate, other.key))
+    broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    with pytest.raises(ValueError, match="--tls-cert"):
+        harness.running.reload_tls(TlsFiles(pem.certificate + broken, pem.key))
     with pytest.raises(ValueError, match="cannot be added"):
         harness.running.reload_tls(TlsFiles(pem.certificate, pem.key, client_ca=ca.certificate))
     assert await tls_send(harness.running, ca.certificate) == grpc.StatusCode.OK

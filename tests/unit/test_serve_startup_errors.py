@@ -51,6 +51,19 @@ def test_mismatched_tls_key_is_a_start_up_error(
     assert "--tls-key" in _one_line(err)
 
 
+def test_tls_chain_with_a_broken_certificate_after_the_first_is_a_start_up_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pem = Authority().issue("localhost", server=True)
+    broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    (tmp_path / "chain.pem").write_bytes(pem.certificate + broken)
+    (tmp_path / "key.pem").write_bytes(pem.key)
+    argv = ["--tls-cert", str(tmp_path / "chain.pem"), "--tls-key", str(tmp_path / "key.pem")]
+    code, err = _serve(argv, capsys)
+    assert code == 2
+    assert "--tls-cert" in _one_line(err)
+
+
 SECRET = "s3cr3t-pw"
 
 
