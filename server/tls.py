@@ -31,7 +31,7 @@ class TlsFiles:
     def check(self) -> None:
         """ValueError naming the problem when the files cannot serve TLS: not PEM (any
         certificate of the chain), or a key that does not belong to the chain's first
-        certificate (grpc would only fail to bind)."""
+        certificate (grpc would only fail to bind), or what ssl refuses."""
         try:
             certificate = x509.load_pem_x509_certificate(self.certificate_chain)
         except ValueError:
@@ -55,10 +55,11 @@ class TlsFiles:
                 x509.load_pem_x509_certificates(self.client_ca)
             except ValueError:
                 raise ValueError("--client-ca is not a PEM certificate bundle") from None
+        self.ssl_context()  # what ssl itself refuses (a key too small for its security level)
 
     def ssl_context(self) -> ssl.SSLContext:
         """The same certificate for the HTTP port (card, JSON-RPC, HTTP+JSON), with the same
-        client certificate requirement as gRPC."""
+        client certificate requirement as gRPC; ValueError naming what ssl refuses."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         # The ssl module loads a chain from files only: a private directory, gone at once.
         with tempfile.TemporaryDirectory() as directory:
@@ -66,9 +67,15 @@ class TlsFiles:
             chain.write_bytes(self.certificate_chain)
             key.touch(mode=0o600)
             key.write_bytes(self.private_key)
-            context.load_cert_chain(chain, key)
+            try:
+                context.load_cert_chain(chain, key)
+            except ssl.SSLError as exc:
+                raise ValueError(f"--tls-cert and --tls-key: ssl refuses them: {exc}") from None
         if self.client_ca is not None:
-            context.load_verify_locations(cadata=self.client_ca.decode())
+            try:
+                context.load_verify_locations(cadata=self.client_ca.decode())
+            except ssl.SSLError as exc:
+                raise ValueError(f"--client-ca: ssl refuses it: {exc}") from None
             context.verify_mode = ssl.CERT_REQUIRED
         return context
 

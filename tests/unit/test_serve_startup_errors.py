@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
 
 from a2a_grpc.server import cli
 from tests.integration.certs import Authority
@@ -62,6 +67,37 @@ def test_tls_chain_with_a_broken_certificate_after_the_first_is_a_start_up_error
     code, err = _serve(argv, capsys)
     assert code == 2
     assert "--tls-cert" in _one_line(err)
+
+
+def test_tls_key_that_ssl_refuses_is_a_start_up_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=1024)  # too small for ssl
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    argv = ["--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem")]
+    code, err = _serve(argv, capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert "--tls-cert" in line and "too small" in line
 
 
 SECRET = "s3cr3t-pw"
