@@ -60,7 +60,7 @@ def parse_advertise(value: str) -> tuple[str, int | None]:
             raise ValueError(f"--advertise {value!r}: {host!r} is not an IPv6 address") from None
     if port_text is None:
         return host, None
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
         raise ValueError(f"--advertise {value!r}: the port must be a number from 1 to 65535")
     return host, int(port_text)
 

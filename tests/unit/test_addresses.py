@@ -38,7 +38,7 @@ def test_advertise_takes_a_host_and_an_optional_port(
     assert parse_advertise(value) == parsed
 
 
-@pytest.mark.parametrize("value", ["", "http://x:1", "x:0", "x:port", "[::1]x", "[nope]:1"])
+@pytest.mark.parametrize("value", ["", "http://x:1", "x:0", "x:port", "x:²", "[::1]x", "[nope]:1"])
 def test_advertise_refuses_what_is_no_address(value: str) -> None:
     with pytest.raises(ValueError, match="--advertise"):
         parse_advertise(value)
