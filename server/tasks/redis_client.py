@@ -87,6 +87,15 @@ class CoalescingRedis(aioredis.Redis):
         pending.append((args, options, reply))
         return reply
 
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        """Sends what is queued and waits for the batches in flight, then closes: otherwise a
+        batch flushed after the close would open a connection nobody closes."""
+        while self._pending or self._flushes:
+            if not self._flushes:
+                self._flush()
+            await asyncio.wait(set(self._flushes))
+        await super().aclose(close_connection_pool)
+
     def _flush(self) -> None:
         pending = self._pending
         if not pending:

@@ -66,3 +66,15 @@ async def test_a_redis_that_does_not_answer_fails_what_waits_behind_too(
     assert all(isinstance(result, redis.exceptions.TimeoutError) for result in results), results
     assert results[1] is results[0]  # failed by the first batch's timeout, not one of its own
     assert await client.ping() is True
+
+
+async def test_closing_sends_what_is_queued_and_leaves_no_connection_open(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_client.connect(redis_server.url, timeout=1.0)
+    await client.set("a2a:test:k", "v")
+    queued = client.queue("GET", "a2a:test:k")  # not sent yet: it goes out on the next turn
+    await client.aclose()
+    assert await queued == b"v"
+    connections = redis_server.cli("CLIENT", "LIST").splitlines()
+    assert len(connections) == 1, connections  # only the redis-cli asking
