@@ -14,9 +14,9 @@ same ErrorInfo as over 1.0.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
-from typing import Any, NamedTuple, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 from google.protobuf import empty_pb2
 from google.protobuf.descriptor import ServiceDescriptor
@@ -25,12 +25,11 @@ from opentelemetry.trace import Span
 from a2a_grpc.core import status
 from a2a_grpc.core import v03 as translate
 from a2a_grpc.core.errors import VersionNotSupportedError
-from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
-from a2a_grpc.core.tracing import TRACE_HEADERS
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server import log_context
 from a2a_grpc.server.handler import CallContext
-from a2a_grpc.server.servicer import A2AServicer, Context, check_parsed
+from a2a_grpc.server.servicer import A2AServicer, Context, ServiceParams, check_parsed
 from a2a_grpc.server.telemetry import annotate
 
 TRANSPORT = "grpc-0.3"
@@ -41,6 +40,8 @@ SERVICE_NAME: str = SERVICE.full_name
 """`a2a.v1.A2AService`."""
 LEGACY_EXTENSIONS_KEY = "x-a2a-extensions"
 """A2A 0.3's name for the `a2a-extensions` metadata."""
+EXTENSION_KEYS = (EXTENSIONS_KEY, LEGACY_EXTENSIONS_KEY)
+"""Both are read on the 0.3 service (merged)."""
 
 V03 = TypeVar("V03")
 V10 = TypeVar("V10")
@@ -192,7 +193,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
     ) -> Any:
         started = perf_counter()
         gate = self.gate
-        params = _ServiceParams.read(context)
+        params = ServiceParams.read(context, EXTENSION_KEYS)
         with gate.tracing.span(rpc, params.trace_headers) as span:
             try:
                 gate.admit(stream=False)
@@ -225,7 +226,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
     ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
         started = perf_counter()
         gate = self.gate
-        params = _ServiceParams.read(context)
+        params = ServiceParams.read(context, EXTENSION_KEYS)
         with gate.tracing.span(rpc, params.trace_headers) as span:
             try:
                 gate.admit(stream=True)
@@ -254,7 +255,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
             gate.finished(rpc, "OK", TRANSPORT, started)
             gate.audit(rpc, translated, "OK", first)
 
-    async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
+    async def _call_context(self, context: Context, params: ServiceParams) -> CallContext:
         call, activated = self.gate.open_call(
             params.version, params.extension_values, check_version
         )
@@ -300,26 +301,3 @@ def _card_request(request: a2a_v03_pb2.GetAgentCardRequest) -> a2a_pb2.GetExtend
 
 def _same(result: empty_pb2.Empty) -> empty_pb2.Empty:
     return result
-
-
-class _ServiceParams(NamedTuple):
-    """The metadata entries a 0.3 call is served by (the last `a2a-version` counts)."""
-
-    version: str | None
-    extension_values: Sequence[str]
-    trace_headers: Sequence[tuple[str, str]]
-
-    @classmethod
-    def read(cls, context: Context) -> _ServiceParams:
-        version = None
-        extension_values: list[str] = []
-        trace_headers: list[tuple[str, str]] = []
-        entries = cast("Sequence[tuple[str, str]]", context.invocation_metadata() or ())
-        for key, value in entries:
-            if key == VERSION_KEY:
-                version = value
-            elif key in (EXTENSIONS_KEY, LEGACY_EXTENSIONS_KEY):
-                extension_values.append(value)
-            elif key in TRACE_HEADERS:
-                trace_headers.append((key, value))
-        return cls(version, extension_values, trace_headers)

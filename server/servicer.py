@@ -186,7 +186,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         context: Context,
     ) -> Response:
         started = perf_counter()
-        params = _ServiceParams.read(context)
+        params = ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
             if self.calls >= self._max_calls:
                 await self._abort(context, self._at_capacity("calls"), span, rpc, request, started)
@@ -236,7 +236,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         context: Context,
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         started = perf_counter()
-        params = _ServiceParams.read(context)
+        params = ServiceParams.read(context)
         with self.tracing.span(rpc, params.trace_headers) as span:
             if self.streams >= self._max_streams:
                 await self._abort(
@@ -268,7 +268,7 @@ class A2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             self.finished(rpc, "OK", "grpc", started)
             self.audit(rpc, request, "OK", first)
 
-    async def _call_context(self, context: Context, params: _ServiceParams) -> CallContext:
+    async def _call_context(self, context: Context, params: ServiceParams) -> CallContext:
         call, activated = self.open_call(params.version, params.extension_values)
         if activated:
             await context.send_initial_metadata(
@@ -463,15 +463,18 @@ def _principal_or_none() -> str:
         return ""  # refused: audited as anonymous
 
 
-class _ServiceParams(NamedTuple):
-    """The metadata entries the server acts on, read in one pass (no validation yet)."""
+class ServiceParams(NamedTuple):
+    """The metadata entries the server acts on, read in one pass (no validation yet); a call's
+    extensions come from the metadata keys in `extension_keys` (A2A 0.3 has a second one)."""
 
     version: str | None
     extension_values: Sequence[str]
     trace_headers: Sequence[tuple[str, str]]
 
     @classmethod
-    def read(cls, context: Context) -> _ServiceParams:
+    def read(
+        cls, context: Context, extension_keys: tuple[str, ...] = (EXTENSIONS_KEY,)
+    ) -> ServiceParams:
         version = None
         extension_values: list[str] | tuple[()] = ()
         trace_headers: list[tuple[str, str]] | tuple[()] = ()
@@ -480,7 +483,7 @@ class _ServiceParams(NamedTuple):
         for key, value in entries:
             if key == VERSION_KEY:
                 version = value
-            elif key == EXTENSIONS_KEY:
+            elif key in extension_keys:
                 extension_values = [*extension_values, value]
             elif key in TRACE_HEADERS:
                 trace_headers = [*trace_headers, (key, value)]
