@@ -29,7 +29,13 @@ from a2a_grpc.server.agent import (
     agent_message,
 )
 from a2a_grpc.server.spend import Ledger, OverBudget
-from a2a_grpc.server.tasks.base import EventBuilder, Scope, TaskFinishedError, TaskStore
+from a2a_grpc.server.tasks.base import (
+    EventBuilder,
+    FirstStatus,
+    Scope,
+    TaskFinishedError,
+    TaskStore,
+)
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("a2a_grpc.server")
@@ -159,15 +165,16 @@ class TaskRun:
         if state not in _REPORTABLE_STATES:
             raise AgentContractError(f"not a task state: {state}")
         self._check_open()
-        if not self._task_exists:  # checked here: a coroutine per event costs ~1k instructions
-            await self._create_task()
         status_message = None if message is None else self._agent_message(message)
         # `_record` inlined: one coroutine less per event (~1k instructions).
         spend = self._ledger.metadata() if state in SETTLED_STATES else None
         try:
-            backlog = await self.store.set_status(
-                self.task_id, state, status_message, event_metadata=spend
-            )
+            if self._task_exists:
+                backlog = await self.store.set_status(
+                    self.task_id, state, status_message, event_metadata=spend
+                )
+            else:  # the first event: the task is created with it, in one store write
+                backlog = await self._create_task(FirstStatus(state, status_message, spend))
         except TaskFinishedError as finished:
             self._ended_elsewhere(finished)
         self.last_state = state
@@ -354,7 +361,8 @@ class TaskRun:
         if not self._task_exists:
             await self._create_task()
 
-    async def _create_task(self) -> None:
+    async def _create_task(self, first_status: FirstStatus | None = None) -> bool:
+        """Creates the task (with its `first_status`, see TaskStore.create)."""
         task = a2a_pb2.Task(id=self.task_id, context_id=self.context_id)
         task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
         user_message = task.history.add()
@@ -365,9 +373,12 @@ class TaskRun:
         if spend is not None:
             task.metadata.update(spend)
         # Built here and never touched again: no copy in. The handler reserved its room.
-        await self.store.create(task, self.scope, reserved_size=self.reserved_size)
+        backlog = await self.store.create(
+            task, self.scope, reserved_size=self.reserved_size, first_status=first_status
+        )
         self._task_exists = True
         self.started.set()
+        return backlog
 
     async def _settle_with(self, state: int, text: str | None) -> None:
         await self._ensure_task()

@@ -73,6 +73,14 @@ class StoreStats(NamedTuple):
     """Stored tasks per TaskState."""
 
 
+class FirstStatus(NamedTuple):
+    """The status change a task's creation is written together with (`TaskStore.create`)."""
+
+    state: int
+    message: a2a_pb2.Message | None = None
+    event_metadata: dict[str, Any] | None = None
+
+
 class StoreFullError(Exception):
     """The store has no room for another task: every slot, or its byte budget, is taken by live
     (non-terminal) tasks. Retrying later can help."""
@@ -151,10 +159,22 @@ class TaskStore(Protocol):
 
     # -- writes by the run working on the task -----------------------------------------------
 
-    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+    async def create(
+        self,
+        task: a2a_pb2.Task,
+        scope: Scope,
+        *,
+        reserved_size: int,
+        first_status: FirstStatus | None = None,
+    ) -> bool:
         """Stores a new task (taking ownership of `task`) in the room `reserve` promised,
         stamps its status time, marks it worked on by this replica, and publishes it (a
-        StreamResponse with the task) to subscribers of its id."""
+        StreamResponse with the task) to subscribers of its id.
+
+        With `first_status`, then changes its status as `set_status` does, in the same write
+        (readers see the task first as it was given, then the status update); returns what
+        `set_status` returns. Without it, False.
+        """
         ...
 
     async def set_status(

@@ -16,6 +16,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.tasks.base import (
     EventBuilder,
+    FirstStatus,
     Scope,
     StoreStats,
     TaskBusyError,
@@ -55,13 +56,23 @@ class InMemoryTaskStore:
     async def release(self, scope: Scope, task_id: str) -> None:
         self.table.release(scope)
 
-    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+    async def create(
+        self,
+        task: a2a_pb2.Task,
+        scope: Scope,
+        *,
+        reserved_size: int,
+        first_status: FirstStatus | None = None,
+    ) -> bool:
         task_id = task.id
         self.table.adopt(task, scope, reserved_size=reserved_size)
         self._running.add(task_id)
         broker = self.broker
         if broker.has_subscribers(task_id):
             broker.publish(task_id, a2a_pb2.StreamResponse(task=task))
+        if first_status is None:
+            return False
+        return self._set_status(task_id, *first_status)
 
     async def set_status(
         self,

@@ -1,5 +1,6 @@
 """The Lua scripts of the Redis task store; each touches the keys of one hash tag only (one
-slot of a Redis Cluster), so it runs atomically there too.
+slot of a Redis Cluster), so it runs atomically there too. BATCH, which runs several of WRITE,
+INDEX and SETTLE in one call, spans slots and is for a standalone Redis only.
 
 Task hash fields: body (Task bytes), ver, tenant, owner, state, ctx, updated (ns), ik (the
 task's ListTasks index member), runner (the replica working on it, "" when none).
@@ -170,3 +171,43 @@ local state = tonumber(redis.call('HGET', KEYS[1], 'state') or '0')
 if state ~= 0 then redis.call('HSET', KEYS[1], 'stop', '1') end
 return state
 """
+
+
+def _as_function(name: str, script: str) -> str:
+    """`script` as a local Lua function of its own KEYS and ARGV (they shadow the globals)."""
+    return f"local function {name}(KEYS, ARGV)\n{script}\nend\n"
+
+
+BATCH = (
+    _as_function("write", WRITE)
+    + _as_function("index", INDEX)
+    + _as_function("settle", SETTLE)
+    + """
+-- KEYS: every part's keys, part after part.  ARGV: the number of parts, then per part its
+-- script ("WRITE" | "INDEX" | "SETTLE"), key count and argument count, then every part's
+-- arguments, part after part.  Returns each part's reply, in order.  The parts after a WRITE
+-- that was refused (its version moved, or a cancel is in progress) belong to that write and do
+-- not run: their replies are 0.
+local scripts = {WRITE = write, INDEX = index, SETTLE = settle}
+local parts = tonumber(ARGV[1])
+local key_at, arg_at = 1, 2 + 3 * parts
+local replies = {}
+local refused = false
+for part = 0, parts - 1 do
+  local key_count = tonumber(ARGV[3 + 3 * part])
+  local arg_count = tonumber(ARGV[4 + 3 * part])
+  if refused then
+    replies[part + 1] = 0
+  else
+    local name = ARGV[2 + 3 * part]
+    local reply = scripts[name]({unpack(KEYS, key_at, key_at + key_count - 1)},
+                                {unpack(ARGV, arg_at, arg_at + arg_count - 1)})
+    if name == 'WRITE' and reply[1] ~= 1 then refused = true end
+    replies[part + 1] = reply
+  end
+  key_at = key_at + key_count
+  arg_at = arg_at + arg_count
+end
+return replies
+"""
+)

@@ -3,7 +3,8 @@ every replica serves every task. Keeps the `TaskStore` contract (base.py).
 
 Keys (`a2a` is the default prefix). Every key of one task shares the hash tag `{<task id>}` and
 each scope's ListTasks indexes share their tenant's tag, so the same code runs on a Redis
-Cluster; the scripts (redis_scripts.py) each touch one slot.
+Cluster; the scripts (redis_scripts.py) each touch one slot, but BATCH, which runs a task's
+write with its index and room updates as one command where no Cluster splits them (`_batch`).
 
     a2a:{<task>}:task        hash: the Task (protobuf), its version, scope, state, runner
     a2a:{<task>}:events      stream: every event of the task, trimmed to `stream_length`
@@ -61,6 +62,7 @@ from a2a_grpc.server.tasks import redis_client, redis_scripts
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     EventBuilder,
+    FirstStatus,
     LiveTaskLimitError,
     Scope,
     StoreFullError,
@@ -83,10 +85,6 @@ T = TypeVar("T")
 REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 """What a Redis that is down, restarting or unreachable raises (BusyLoadingError is a
 ConnectionError)."""
-
-
-async def _raising(error: BaseException) -> None:
-    raise error
 
 
 def _scope_text(scope: Scope) -> str:
@@ -198,6 +196,15 @@ class _Owned:
 
 
 @dataclass(slots=True)
+class _Creation:
+    """A task's creating WRITE, written in one batch with its first status change."""
+
+    write: _ScriptCall
+    member: str
+    event: a2a_pb2.StreamResponse
+
+
+@dataclass(slots=True)
 class _Loaded:
     task: a2a_pb2.Task
     scope: Scope
@@ -282,7 +289,7 @@ class RedisTaskStore:
     def _register(client: Any) -> dict[str, Any]:
         names = (
             "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
-            "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX",
+            "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX", "BATCH",
         )  # fmt: skip
         return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
 
@@ -414,39 +421,72 @@ class RedisTaskStore:
         )
 
     async def _batch(self, calls: list[_ScriptCall]) -> list[Any]:
-        """Several scripts in one round trip: each is atomic, the batch is not (the writes
-        that follow a task write, e.g. its index, tolerate that: see `list`). On a Cluster
-        (whose client does not coalesce, and refuses scripts in a pipeline) they go out
-        together, unpipelined."""
+        """WRITEs of one task, then the INDEX and SETTLE that go with them, in this order: their
+        replies. The parts after a WRITE that was refused do not run (their replies are 0).
+
+        On a standalone Redis the parts run as one script (BATCH): one command instead of two
+        to four, and atomic (measured, tests.load.redis_profile c=32: CPU per send on Redis
+        205 -> 174 us). A Cluster refuses a script whose keys span slots: there the WRITEs go
+        first, one after another, and the rest together after them, each atomic, the batch
+        not (the index tolerates that: see `list`)."""
+        if isinstance(self.client, RedisCluster):
+            replies: list[Any] = []
+            for name, call_keys, call_args in calls:
+                if name != "WRITE":
+                    break
+                replies.append(reply := await self.run_script(name, call_keys, call_args))
+                if reply[0] != 1:
+                    return [*replies, *(0 for _ in calls[len(replies) :])]
+            rest = calls[len(replies) :]
+            return [*replies, *await asyncio.gather(*(self.run_script(*call) for call in rest))]
+        keys: list[str] = []
+        header: list[Any] = [len(calls)]
+        args: list[Any] = []
+        for name, call_keys, call_args in calls:
+            header += (name, len(call_keys), len(call_args))
+            keys += call_keys
+            args += call_args
+        args[:0] = header
         client = self.client
         if not isinstance(client, redis_client.CoalescingRedis):
-            return list(await asyncio.gather(*(self.run_script(*call) for call in calls)))
-        scripts = self._scripts
-        replies = [
-            client.queue("EVALSHA", scripts[name].sha, len(keys), *keys, *args)
-            for name, keys, args in calls
-        ]
-        results = await self.call(asyncio.gather(*replies, return_exceptions=True))
-        for number, result in enumerate(results):
-            if isinstance(result, redis.exceptions.NoScriptError):  # Redis lost its scripts
-                results[number] = await self.run_script(*calls[number])
-            elif isinstance(result, BaseException):
-                await self.call(_raising(result))
-        return list(results)
+            return list(await self.run_script("BATCH", keys, args))
+        sha = self._scripts["BATCH"].sha
+        try:
+            replies = await self.call(client.queue("EVALSHA", sha, len(keys), *keys, *args))
+        except redis.exceptions.NoScriptError:  # Redis lost its scripts (restarted): load them
+            replies = await self.run_script("BATCH", keys, args)
+        return list(replies)
 
     # -- writes ---------------------------------------------------------------------------
 
-    async def create(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int) -> None:
+    async def create(
+        self,
+        task: a2a_pb2.Task,
+        scope: Scope,
+        *,
+        reserved_size: int,
+        first_status: FirstStatus | None = None,
+    ) -> bool:
         task_id = task.id
-        updated = self._stamp(task.status)
-        member = _member(updated, task_id)
+        member = _member(self._stamp(task.status), task_id)
         owned = _Owned(task, scope, -1, "")
         event = a2a_pb2.StreamResponse(task=task)
         extra = ["tenant", scope.tenant, "owner", scope.owner, "ctx", task.context_id]
         write = self._write_call(owned, member, event, "", self.replica_id, extra)
+        if first_status is not None:
+            # One batch for the creation and the status change: one Redis command instead of
+            # two on a standalone Redis (with BATCH: ghz c=32, 1284 -> 1481 req/s on Redis).
+            self._owned[task_id] = owned
+            state, message, event_metadata = first_status
+            creation = _Creation(write, member, event)
+            await self._change_status(
+                owned, state, message, event_metadata, runner=None, creation=creation
+            )
+            return False
         written, _ = await self._batch([write, self._index_call(scope, task, "", -1, member)])
         await self._written(owned, member, event, written)
         self._owned[task_id] = owned
+        return False
 
     async def set_status(
         self,
@@ -474,11 +514,17 @@ class RedisTaskStore:
         *,
         runner: str | None,
         force: bool = False,
+        creation: _Creation | None = None,
     ) -> None:
-        """Writes a status change of `owned` (its runner too, when given). _VersionMoved when
-        another replica wrote the task since it was read (see `_write`)."""
+        """Writes a status change of `owned` (its runner too, when given), after its
+        `creation` in the same batch when given. _VersionMoved when another replica wrote the
+        task since it was read (see `_write`)."""
         task = owned.task
         previous_state = task.status.state
+        calls: list[_ScriptCall] = []
+        if creation is not None:
+            calls.append(creation.write)
+            owned.version += 1  # what the creation's write makes it, before the next one
         apply_status(task, state, message)
         member = _member(self._stamp(task.status), task.id)
         event = status_event(task, event_metadata)
@@ -486,15 +532,18 @@ class RedisTaskStore:
         flags = "t" if terminal else "i" if state in INTERRUPTED_STATES else ""
         if runner is None:
             runner = "" if state in SETTLED_STATES else "-"
-        calls = [
+        calls += (
             self._write_call(owned, member, event, flags, runner, [], terminal, force),
             self._index_call(owned.scope, task, owned.member, previous_state, member),
-        ]
+        )
         if terminal:
             calls.append(self._settle_call(task.id, owned.scope, "terminal"))
         elif state in INTERRUPTED_STATES:
             calls.append(self._settle_call(task.id, owned.scope, "interrupted"))
         results = await self._batch(calls)
+        if creation is not None:
+            await self._written(owned, creation.member, creation.event, results[0])
+            results = results[1:]
         await self._written(owned, member, event, results[0], terminal)
         if state in SETTLED_STATES:
             self._owned.pop(task.id, None)

@@ -272,6 +272,44 @@ async def test_parked_tasks_are_found_and_canceled_once(make_store: MakeStore) -
     assert list(await store.parked_longer_than(-1)) == []
 
 
+@pytest.mark.parametrize("kind", ["redis", "cluster"])
+async def test_a_write_refused_after_a_cancel_elsewhere_leaves_no_trace(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """The index move and the room's settling that go with a task write happen only when the
+    write does: a run's COMPLETED, refused because the task was canceled on another replica,
+    leaves the task counted once, as CANCELED, and nothing listed as COMPLETED."""
+    if kind == "redis":
+        url, prefix = request.getfixturevalue("redis_server").url, "a2a"
+    else:
+        url, prefix = request.getfixturevalue("redis_cluster").url, f"refused{next(_prefixes)}"
+    one = RedisTaskStore.connect(url, prefix=prefix)
+    two = RedisTaskStore.connect(url, prefix=prefix)
+    await one.start()
+    await two.start()
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        await two.cancel("t1", ALICE)
+        with pytest.raises(TaskFinishedError):
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        # Not even a stale member that ListTasks would have to sweep (see the module docstring
+        # of redis_store.py for the index keys).
+        completed_index = one.keys.index(ALICE, f"s:{a2a_pb2.TASK_STATE_COMPLETED}")
+        assert await one.client.zcard(completed_index) == 0
+        for store in (one, two):
+            every = await store.list(ALICE, TaskQuery(page_size=10))
+            assert [task.id for task in every.tasks] == ["t1"] and every.total_size == 1
+            assert every.tasks[0].status.state == a2a_pb2.TASK_STATE_CANCELED
+            done = await store.list(
+                ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_COMPLETED)
+            )
+            assert done.total_size == 0 and not done.tasks
+    finally:
+        await one.close()
+        await two.close()
+
+
 async def test_list_pages_newest_first_with_filters(make_store: MakeStore) -> None:
     store = await make_store()
     for number in range(7):
