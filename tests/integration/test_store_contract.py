@@ -16,6 +16,7 @@ import pytest
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.tasks.base import (
+    FirstStatus,
     InvalidPageTokenError,
     LiveTaskLimitError,
     Scope,
@@ -209,6 +210,37 @@ async def test_a_send_stream_sees_creation_and_closes_when_interrupted(
         "TASK_STATE_WORKING",
         "TASK_STATE_INPUT_REQUIRED",
     ]
+
+
+async def test_a_task_created_with_its_first_status(make_store: MakeStore) -> None:
+    """`create(first_status=...)`: a stream sees the task as given, then the status update;
+    without a stream the stored task is the same; a first status that settles frees its
+    live share at once."""
+    store = await make_store(max_live_per_owner=2)
+    subscription = await store.subscribe("seen")
+    await store.reserve(ALICE, 100, "seen")
+    first = FirstStatus(a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    await store.create(new_task("seen"), ALICE, reserved_size=100, first_status=first)
+    events = await drain(subscription)
+    assert kinds(events) == ["task", "TASK_STATE_INPUT_REQUIRED"]
+    assert events[0].task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+    await store.reserve(ALICE, 100, "unseen")
+    first = FirstStatus(a2a_pb2.TASK_STATE_COMPLETED, agent_text("done"))
+    await store.create(new_task("unseen"), ALICE, reserved_size=100, first_status=first)
+    for task_id, state, text in (
+        ("seen", a2a_pb2.TASK_STATE_INPUT_REQUIRED, "which?"),
+        ("unseen", a2a_pb2.TASK_STATE_COMPLETED, "done"),
+    ):
+        stored = await store.get(task_id, ALICE)
+        assert stored is not None and stored.status.state == state
+        assert stored.status.message.parts[0].text == text
+        assert [m.parts[0].text for m in stored.history] == ["hi", text]
+    listed = await store.list(ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_COMPLETED))
+    assert [task.id for task in listed.tasks] == ["unseen"] and listed.total_size == 1
+    submitted = await store.list(ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_SUBMITTED))
+    assert submitted.total_size == 0
+    # "seen", waiting for input, holds one of the two shares; "unseen" gave its back
+    await store.reserve(ALICE, 100, "next")
 
 
 async def test_a_direct_reply_reaches_the_stream_and_closes_it(make_store: MakeStore) -> None:
