@@ -174,11 +174,14 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
     async def _card(
         self, request: a2a_pb2.GetExtendedAgentCardRequest, call: CallContext
     ) -> a2a_pb2.AgentCard:
-        """The extended card to an authenticated caller when one is configured, else the
-        public card (0.3's GetAgentCard serves both)."""
-        if self.handler.extended_card is not None and call.principal:
-            return self.handler.extended_card
-        return self.handler.card
+        """The extended card to an authenticated caller when the public card offers one
+        (capabilities.extended_agent_card, as 1.0's GetExtendedAgentCard decides) and one is
+        configured, else the public card (0.3's GetAgentCard serves both)."""
+        handler = self.handler
+        offered = handler.card.capabilities.extended_agent_card
+        if offered and handler.extended_card is not None and call.principal:
+            return handler.extended_card
+        return handler.card
 
     # -- the two wrappers -----------------------------------------------------------------
 

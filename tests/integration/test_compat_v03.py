@@ -448,6 +448,30 @@ async def test_get_agent_card_is_the_extended_card_for_an_authenticated_caller(
     assert "bearer" in card.security_schemes
 
 
+async def test_get_agent_card_keeps_the_extended_card_the_public_card_does_not_offer(
+    make_server: Factory,
+) -> None:
+    """As 1.0's GetExtendedAgentCard refuses it, 0.3's GetAgentCard does not hand out an
+    extended card the public card does not offer (capabilities.extended_agent_card off)."""
+    extended = demo_card("127.0.0.1:0")
+    extended.name = "the extended one"
+    del extended.supported_interfaces[:]
+    public = demo_card("127.0.0.1:0")
+    public.name = "the public one"
+    del public.supported_interfaces[:]
+    public.capabilities.extended_agent_card = False
+    harness = await make_server(card=public, extended_card=extended, tokens={"tok": "alice"})
+    token = (("authorization", "Bearer tok"),)
+    card = await v03_stub(harness).GetAgentCard(a2a_v03_pb2.GetAgentCardRequest(), metadata=token)
+    assert card.name == "the public one"
+    assert not card.supports_authenticated_extended_card
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await harness.stub.GetExtendedAgentCard(
+            a2a_pb2.GetExtendedAgentCardRequest(), metadata=(*token, *VERSION)
+        )
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # UnsupportedOperation
+
+
 async def test_every_0_3_call_is_authenticated(make_server: Factory) -> None:
     harness = await make_server(tokens={"tok": "alice"})
     stub = v03_stub(harness)
