@@ -115,7 +115,10 @@ class SignerCards:
             last = self._refreshed.get(url)
             if last is None or now - last >= self._refresh_interval:
                 self._refreshed[url] = now
-                fetched, keys = await self._load(url, revalidate=True)
+                # A failed revalidation refuses this message only: the card in the cache still
+                # serves the keys it holds, so a made-up key id cannot lock out the card's
+                # signers while its host is unreachable.
+                fetched, keys = await self._load(url, revalidate=True, remember_failure=False)
         if kid not in keys:
             raise SignatureError(
                 f"unknown key id {kid!r}: the signer card {url} publishes "
@@ -124,15 +127,17 @@ class SignerCards:
             )
         return fetched.card, keys
 
-    async def _load(self, url: str, *, revalidate: bool) -> tuple[FetchedCard, KeySet]:
+    async def _load(
+        self, url: str, *, revalidate: bool, remember_failure: bool = True
+    ) -> tuple[FetchedCard, KeySet]:
         try:
             fetched = await self._cache.fetch(url, revalidate=revalidate)
         except CardRejectedError as error:
             if error.status is None or error.status < 500:
                 raise SignatureError(f"the signer card cannot be used: {error}") from error
-            raise self._unavailable(url, str(error)) from error
+            raise self._unavailable(url, str(error), remember_failure) from error
         except CardFetchError as error:
-            raise self._unavailable(url, str(error)) from error
+            raise self._unavailable(url, str(error), remember_failure) from error
         except InvalidAgentResponseError as error:
             raise SignatureError(f"the signer card {url} is not usable: {error.message}") from error
         self._failed.pop(url, None)
@@ -143,7 +148,15 @@ class SignerCards:
         self._keysets[url] = (fetched, keys)
         return fetched, keys
 
-    def _unavailable(self, url: str, problem: str) -> SignerCardUnavailableError:
+    def _unavailable(self, url: str, problem: str, remember: bool) -> SignerCardUnavailableError:
+        """The error for a failed fetch of `url`; with `remember`, messages naming that card
+        are refused with it until `refresh_interval` has passed (no fetch per message)."""
+        if not remember:
+            return SignerCardUnavailableError(
+                f"cannot verify the signature: {problem} (fetching the signer's card again for "
+                "a key id it did not publish)",
+                self._refresh_interval,
+            )
         message = (
             f"cannot verify the signature: {problem} (the signer's card is fetched again "
             f"{self._refresh_interval:g} s after this failure; until then messages naming it "

@@ -115,6 +115,21 @@ async def test_a_failed_fetch_is_remembered_for_the_interval() -> None:
         assert server.requests == 2
 
 
+async def test_an_unknown_kid_while_the_card_host_is_down_locks_out_no_one() -> None:
+    """A made-up key id forces a fetch of the card; when that fetch fails, only that message
+    is refused: the cached card keeps verifying its own keys."""
+    server, clock = CardServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
+        cards = SignerCards([URL], http=http, clock=clock, refresh_interval=10)
+        await cards.keys(URL, "a-1")
+        server.down = True
+        with pytest.raises(SignerCardUnavailableError, match="key id it did not publish"):
+            await cards.keys(URL, "made-up")
+        _, keys = await cards.keys(URL, "a-1")  # still verified from the cached card
+        assert "a-1" in keys
+        assert server.requests == 2
+
+
 async def test_only_trusted_cards_are_fetched() -> None:
     server = CardServer(KeySet.of_private_keys({"a-1": KEY}))
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
