@@ -73,6 +73,12 @@ class StoreStats(NamedTuple):
     """Stored tasks per TaskState."""
 
 
+def eviction_batch(max_tasks: int) -> int:
+    """Finished tasks a full store evicts at once: up to 64, at most 1/64 of its size, so the
+    eviction's cost is paid once per batch rather than once per new task."""
+    return max(1, min(64, max_tasks // 64))
+
+
 class FirstStatus(NamedTuple):
     """The status change a task's creation is written together with (`TaskStore.create`)."""
 

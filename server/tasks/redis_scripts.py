@@ -63,9 +63,12 @@ return fields
 
 RESERVE = """
 -- KEYS: all, owner live, tenant live, this replica's tasks.  ARGV: task id, now ms, max tasks,
--- max per owner, max per tenant ("" = no bound), scope.  Returns {status, oldest finished ids
--- to evict...}.  The replica's tasks hash gets the id at once, so a reaper can give the room
--- back if the replica dies before it creates the task.
+-- max per owner, max per tenant ("" = no bound), scope, how many finished tasks one eviction
+-- takes.  Returns {'ok', evicted ids...} | {'owner' | 'tenant', live count} | {'full'}.
+-- A full room evicts its oldest finished tasks (finite scores; live ones, +inf, never) here,
+-- atomically with this reservation, so no other reservation can take the room they free; the
+-- caller deletes their keys.  The replica's tasks hash gets the id at once, so a reaper can
+-- give the room back if the replica dies before it creates the task.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
 if ARGV[4] ~= '' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
   return {'owner', redis.call('ZCARD', KEYS[2])}
@@ -73,17 +76,20 @@ end
 if ARGV[5] ~= '' and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then
   return {'tenant', redis.call('ZCARD', KEYS[3])}
 end
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
-  -- the oldest finished tasks (finite scores) may make room; live ones (+inf) may not
-  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(+inf', 'LIMIT', 0, 64)
-  table.insert(oldest, 1, 'full')
-  return oldest
+local reply = {'ok'}
+local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3]) + 1
+if excess > 0 then
+  local batch = math.max(excess, tonumber(ARGV[7]))
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(+inf', 'LIMIT', 0, batch)
+  if #oldest < excess then return {'full'} end
+  redis.call('ZREM', KEYS[1], unpack(oldest))
+  for i = 1, #oldest do reply[i + 1] = oldest[i] end
 end
 redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[6])
-return {'ok'}
+return reply
 """
 
 SETTLE = """

@@ -71,6 +71,7 @@ from a2a_grpc.server.tasks.base import (
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
+    eviction_batch,
 )
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
@@ -239,6 +240,7 @@ class RedisTaskStore:
         self.client: Any = client
         self.keys = _Keys(prefix)
         self.max_tasks = max_tasks
+        self._eviction_batch = eviction_batch(max_tasks)
         self.max_live_per_owner = max_live_per_owner
         self.max_live_per_tenant = max_live_per_tenant
         self.terminal_ttl = terminal_ttl
@@ -379,40 +381,42 @@ class RedisTaskStore:
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         keys = self.keys
-        script_keys = [
-            keys.room_all,
-            keys.live_owner(scope.owner),
-            keys.live_tenant(scope.tenant),
-            keys.replica_tasks(self.replica_id),
-        ]
-        owner_max = "" if self.max_live_per_owner is None else self.max_live_per_owner
-        tenant_max = "" if self.max_live_per_tenant is None else self.max_live_per_tenant
-        for _ in range(3):  # each round makes room for up to 64 tasks
-            now_ms = int(time.time() * 1000)
-            result = await self.run_script(
-                "RESERVE",
-                script_keys,
-                [task_id, now_ms, self.max_tasks, owner_max, tenant_max, _scope_text(scope)],
+        result = await self.run_script(
+            "RESERVE",
+            [
+                keys.room_all,
+                keys.live_owner(scope.owner),
+                keys.live_tenant(scope.tenant),
+                keys.replica_tasks(self.replica_id),
+            ],
+            [
+                task_id,
+                int(time.time() * 1000),
+                self.max_tasks,
+                "" if self.max_live_per_owner is None else self.max_live_per_owner,
+                "" if self.max_live_per_tenant is None else self.max_live_per_tenant,
+                _scope_text(scope),
+                self._eviction_batch,
+            ],
+        )
+        verdict = result[0].decode()
+        if verdict == "ok":
+            # The room of finished tasks the reservation evicted (they left the room with it):
+            # their keys go now, together.
+            evicted = [member.decode() for member in result[1:]]
+            if evicted:
+                await asyncio.gather(*(self._forget(evictee) for evictee in evicted))
+            return
+        if verdict == "owner":
+            raise LiveTaskLimitError(
+                f"this caller already has {result[1]} unfinished tasks, the most one caller "
+                "may hold: wait for some to finish, or answer or cancel those waiting for input"
             )
-            verdict = result[0].decode()
-            if verdict == "ok":
-                return
-            if verdict == "owner":
-                raise LiveTaskLimitError(
-                    f"this caller already has {result[1]} unfinished tasks, the most one caller "
-                    "may hold: wait for some to finish, or answer or cancel those waiting for "
-                    "input"
-                )
-            if verdict == "tenant":
-                raise LiveTaskLimitError(
-                    f"this tenant already has {result[1]} unfinished tasks, the most one tenant "
-                    "may hold: retry when some have finished"
-                )
-            oldest = [member.decode() for member in result[1:]]
-            if not oldest:
-                break
-            for evicted in oldest:
-                await self._delete(evicted)
+        if verdict == "tenant":
+            raise LiveTaskLimitError(
+                f"this tenant already has {result[1]} unfinished tasks, the most one tenant may "
+                "hold: retry when some have finished"
+            )
         raise StoreFullError(f"the store holds {self.max_tasks} unfinished tasks; retry later")
 
     async def release(self, scope: Scope, task_id: str) -> None:
@@ -1051,9 +1055,14 @@ class RedisTaskStore:
 
     async def _delete(self, task_id: str) -> int:
         """Deletes one finished task (whoever wins the ZREM does it); 1 when this call did."""
-        keys = self.keys
-        if not await self.call(self.client.zrem(keys.room_all, task_id)):
+        if not await self.call(self.client.zrem(self.keys.room_all, task_id)):
             return 0
+        await self._forget(task_id)
+        return 1
+
+    async def _forget(self, task_id: str) -> None:
+        """Deletes the keys and index entries of a task that left the room."""
+        keys = self.keys
         loaded = await self._load(task_id)
         await self.call(
             self.client.delete(
@@ -1072,7 +1081,6 @@ class RedisTaskStore:
             await self.run_script("UNINDEX", index_keys, [loaded.member])
         if self.on_evict is not None:
             self.on_evict(task_id)
-        return 1
 
     async def start(self) -> None:
         """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader

@@ -32,6 +32,7 @@ from a2a_grpc.server.tasks.base import (
     Scope,
     StoreFullError,
     TaskFinishedError,
+    eviction_batch,
 )
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status
 from a2a_grpc.server.tasks.index import TaskIndex, TaskQuery, trim_history
@@ -70,10 +71,9 @@ class TaskTable:
         self.max_bytes = max_bytes
         self.max_live_per_owner = max_live_per_owner
         self.max_live_per_tenant = max_live_per_tenant
-        # A full store makes room for up to 64 tasks at once (at most 1/64 of its size): the
-        # eviction runs with its data warm once per batch instead of once per new task
+        # The eviction runs with its data warm once per batch instead of once per new task
         # (measured: -4.5k instructions per SendMessage, -1.0%; 2342 -> 2386 req/s in an A/B).
-        self._eviction_batch = max(1, min(64, max_tasks // 64))
+        self._eviction_batch = eviction_batch(max_tasks)
         self.terminal_ttl = terminal_ttl
         self._stamp = StatusClock(clock_ns).stamp
         self._monotonic = monotonic

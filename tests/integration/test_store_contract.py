@@ -520,6 +520,24 @@ async def test_a_full_store_makes_room_from_finished_tasks_only(make_store: Make
     assert await store.get("t2", ALICE) is not None
 
 
+async def test_a_store_full_of_finished_tasks_takes_every_new_one_under_load(
+    make_store: MakeStore,
+) -> None:
+    """At capacity, with 32 callers making tasks at once, every reservation gets the room of a
+    finished task: none is refused (none starves while others take the room it freed)."""
+    store = await make_store(max_tasks=40)
+    numbers = iter(range(1200))
+
+    async def caller() -> None:
+        for number in numbers:
+            await created(store, f"t{number}")
+            await store.set_status(f"t{number}", a2a_pb2.TASK_STATE_COMPLETED)
+
+    await asyncio.gather(*(caller() for _ in range(32)))
+    assert (await store.stats()).tasks <= 40
+    assert await store.get("t1199", ALICE) is not None
+
+
 async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) -> None:
     store = RedisTaskStore.connect(redis_server.url, stream_length=100)
     await store.start()

@@ -9,6 +9,8 @@ as grpc would), 32 calls in flight, against a store of `--max-tasks` tasks that 
 every new task evicts one) once the first requests are through. It runs twice under
 `valgrind --tool=callgrind`, with a warm-up alone and with `--requests` more, and prints the
 difference per request, so start-up and imports cancel out. Needs valgrind; takes ~1 minute.
+`--redis` counts the same on the Redis store (a redis-server of its own, outside valgrind:
+only this process's instructions), the one repeatable measure of that path on a noisy VM.
 The figure counts our Python, protobuf and asyncio work, not grpc's; under real load it costs
 more per instruction (see tests/load/RESULTS.md).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -41,7 +44,7 @@ class _Context:
         return None
 
 
-async def _drive(total: int, max_tasks: int) -> None:
+async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     from a2a_grpc.generated import a2a_pb2
     from a2a_grpc.server.card import demo_card
     from a2a_grpc.server.config import ServerConfig
@@ -50,9 +53,14 @@ async def _drive(total: int, max_tasks: int) -> None:
     from a2a_grpc.server.metrics import RpcMetrics
     from a2a_grpc.server.servicer import A2AServicer
 
-    handler = RequestHandler.in_memory(
-        DemoAgent(), demo_card("127.0.0.1:1"), ServerConfig(max_tasks=max_tasks)
-    )
+    if store:
+        config = ServerConfig(max_tasks=max_tasks, store=store)
+        handler = RequestHandler.on_redis(DemoAgent(), demo_card("127.0.0.1:1"), config)
+        await handler.store.start()
+    else:
+        handler = RequestHandler.in_memory(
+            DemoAgent(), demo_card("127.0.0.1:1"), ServerConfig(max_tasks=max_tasks)
+        )
     # As `serve` builds it by default: metrics on (ServerConfig.metrics).
     servicer = A2AServicer(handler, metrics=RpcMetrics())
     context = _Context()
@@ -75,14 +83,20 @@ async def _drive(total: int, max_tasks: int) -> None:
             response = await servicer.SendMessage(request, context)
             response.SerializeToString()
 
-    await asyncio.gather(*(caller() for _ in range(CONCURRENCY)))
+    try:
+        await asyncio.gather(*(caller() for _ in range(CONCURRENCY)))
+    finally:
+        if store:
+            await handler.store.close()
 
 
-def _count(requests: int, max_tasks: int, scratch: Path) -> int:
+def _count(requests: int, max_tasks: int, scratch: Path, store: str = "") -> int:
     out = scratch / f"callgrind.{requests}"
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     command += [sys.executable, "-m", "tests.load.instructions", "--drive", str(requests)]
     command += ["--max-tasks", str(max_tasks)]
+    if store:
+        command += ["--store", store]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     match = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or match is None:
@@ -99,18 +113,35 @@ def main() -> None:
         action="store_true",
         help=f"compare with {REFERENCE.name}; exit 1 when more than {TOLERANCE:.0%} above it",
     )
+    parser.add_argument(
+        "--redis",
+        action="store_true",
+        help="on the Redis store: a redis-server of its own, outside valgrind (its work is not "
+        "counted, only this process's)",
+    )
     parser.add_argument("--drive", type=int, help=argparse.SUPPRESS)  # the child under callgrind
+    parser.add_argument("--store", default="", help=argparse.SUPPRESS)  # the child's Redis URL
     args = parser.parse_args()
     if args.drive is not None:
-        asyncio.run(_drive(WARMUP_REQUESTS + args.drive, args.max_tasks))
+        asyncio.run(_drive(WARMUP_REQUESTS + args.drive, args.max_tasks, args.store))
         return
+    if args.redis and args.compare:
+        parser.error("--compare holds the in-memory reference only")
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (e.g. apt-get install valgrind)")
-    with tempfile.TemporaryDirectory() as scratch:
-        base = _count(0, args.max_tasks, Path(scratch))
-        more = _count(args.requests, args.max_tasks, Path(scratch))
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
+        store = ""
+        if args.redis:
+            from tests.redis_servers import RedisServer
+
+            redis = RedisServer().start()
+            stack.callback(redis.close)
+            store = redis.url
+        base = _count(0, args.max_tasks, Path(scratch), store)
+        more = _count(args.requests, args.max_tasks, Path(scratch), store)
     per_request = (more - base) / args.requests
-    print(f"instructions per blocking SendMessage: {per_request:,.0f} (store of {args.max_tasks})")
+    where = "on Redis, this process" if args.redis else f"store of {args.max_tasks}"
+    print(f"instructions per blocking SendMessage: {per_request:,.0f} ({where})")
     if args.compare:
         sys.exit(_compare(per_request, args.max_tasks))
 
