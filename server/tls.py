@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ssl
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,9 @@ class ServerCertificates:
         files.check()
         self.files = files
         self._pending: grpc.ServerCertificateConfiguration | None = None
+        # `_fetch` runs on grpc's own threads, `replace` on the event loop: a reload that lands
+        # between `_fetch`'s read and its reset would otherwise be dropped.
+        self._pending_lock = threading.Lock()
         self._served = files.ssl_context()
         self._current = self._served
         self._served.sni_callback = self._choose
@@ -126,13 +130,16 @@ class ServerCertificates:
                 "--client-ca cannot be added or removed while the server runs; restart it"
             )
         context = files.ssl_context()
-        self._pending = _grpc_configuration(files)
+        configuration = _grpc_configuration(files)
+        with self._pending_lock:
+            self._pending = configuration
         self._current = context
         self.files = files
 
     def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
         """grpc's question at each handshake: a new configuration, or None to keep its own."""
-        pending, self._pending = self._pending, None
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
         return pending
 
     def _choose(self, connection: Any, server_name: str | None, context: ssl.SSLContext) -> None:
