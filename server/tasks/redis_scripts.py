@@ -132,6 +132,14 @@ redis.call('ZADD', KEYS[3], 0, ARGV[2])
 return 1
 """
 
+FORGET = """
+-- KEYS: task, events, push configs, push version, push cursors.  Deletes them all; returns what
+-- the task's index entries need: {tenant, owner, state, ctx, ik} (false each when it was gone).
+local fields = redis.call('HMGET', KEYS[1], 'tenant', 'owner', 'state', 'ctx', 'ik')
+redis.call('DEL', unpack(KEYS))
+return fields
+"""
+
 UNINDEX = """
 -- KEYS: all, state, context (optional).  ARGV: member.
 for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
