@@ -53,14 +53,11 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     from a2a_grpc.server.metrics import RpcMetrics
     from a2a_grpc.server.servicer import A2AServicer
 
+    build = RequestHandler.on_redis if store else RequestHandler.in_memory
+    config = ServerConfig(max_tasks=max_tasks, store=store)
+    handler = build(DemoAgent(), demo_card("127.0.0.1:1"), config)
     if store:
-        config = ServerConfig(max_tasks=max_tasks, store=store)
-        handler = RequestHandler.on_redis(DemoAgent(), demo_card("127.0.0.1:1"), config)
         await handler.store.start()
-    else:
-        handler = RequestHandler.in_memory(
-            DemoAgent(), demo_card("127.0.0.1:1"), ServerConfig(max_tasks=max_tasks)
-        )
     # As `serve` builds it by default: metrics on (ServerConfig.metrics).
     servicer = A2AServicer(handler, metrics=RpcMetrics())
     context = _Context()
