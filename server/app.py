@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -348,6 +349,19 @@ async def start_server(
         bearer_tokens,
         certificates,
     )
+
+
+def freeze_startup_objects() -> None:
+    """Puts every object alive now (modules, classes, the agent, the card, the server) out of
+    the garbage collector's sight, after one collection so that no garbage is kept with them.
+
+    For a process that serves until it exits (`a2a-grpc serve`), which keeps those objects
+    anyway: each full collection under load walked them all, ~78k objects and ~40 ms on a
+    2-core VM. With finished tasks untracked too (tasks/table.py), a full collection over a
+    store of 100,000 tasks takes ~6 ms instead of ~84 ms.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:

@@ -24,7 +24,13 @@ from a2a_grpc.server import logs
 from a2a_grpc.server.addresses import bare_host, bind_problem, is_wildcard
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import load_agent
-from a2a_grpc.server.app import PortInUseError, RunningServer, StartupError, start_server
+from a2a_grpc.server.app import (
+    PortInUseError,
+    RunningServer,
+    StartupError,
+    freeze_startup_objects,
+    start_server,
+)
 from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import agent_card, load_card
 from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
@@ -629,6 +635,7 @@ async def _serve(setup: Setup) -> int:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
         say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
+    freeze_startup_objects()
     await stop.wait()
     say("shutting down")
     await running.stop()

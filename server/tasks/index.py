@@ -1,12 +1,15 @@
 """The ListTasks indexes: per scope, every task, by context and by state, newest status
 change first, so a page costs O(log n + page size) at any store size.
 
-The store keeps the tasks; this module keeps, for each record it is told about, where the
-record sits in the indexes (`record.indexed`). Status changes reach the indexes lazily: the
-store marks a task `changed`, and changed tasks are re-indexed together before a page is read
-or when `MAX_DIRTY` wait, so a task created and finished in between is indexed once. Page
-tokens are opaque cursors (status time and id of the last task on the page). Synchronous, on
-the event loop.
+The store keeps the tasks (an `IndexSource`); this module keeps, for each task it is told
+about, where the task sits in the indexes. Status changes reach the indexes lazily: the store
+marks a task `changed`, and changed tasks are re-indexed together before a page is read or
+when `MAX_DIRTY` wait, so a task created and finished in between is indexed once. Page tokens
+are opaque cursors (status time and id of the last task on the page). Synchronous, on the event
+loop.
+
+Everything kept per task is a plain tuple of strings and ints, which the garbage collector
+stops tracking: a full store adds nothing to a collection's work.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -40,26 +43,24 @@ class TaskQuery:
     include_artifacts: bool = False
 
 
-class IndexedRecord(Protocol):
-    """What the index reads of a stored task, and the one field it writes."""
-
-    @property
-    def task(self) -> a2a_pb2.Task: ...
-
-    @property
-    def scope(self) -> Hashable: ...
-
-    @property
-    def updated_ns(self) -> int: ...
-
-    indexed: tuple[tuple[int, str], str, int] | None
-    """(key, context id, state) as the indexes hold it; None while not indexed."""
-
-
 # An index entry orders tasks by last status change; the id breaks ties.
 _Key = tuple[int, str]
+IndexFacts = tuple[tuple[str, str], int, str, int]
+"""What the indexes need of a task: (scope as a plain (tenant, owner) tuple, status time in
+ns, context id, state)."""
+
+
+class IndexSource(Protocol):
+    """The store the indexes are over: the facts of a stored task, and its content for a page."""
+
+    def index_facts(self, task_id: str) -> IndexFacts: ...
+
+    def load_into(self, task_id: str, target: a2a_pb2.Task) -> None: ...
+
+
+# Where a task sits in the indexes: (key, context id, state, scope).
+_Entry = tuple[_Key, str, int, tuple[str, str]]
 _Name = TypeVar("_Name", str, int)
-_S = TypeVar("_S", bound=Hashable)
 
 
 class _LargeIndex(SortedList):  # type: ignore[misc]
@@ -138,18 +139,21 @@ class _ScopeIndex:
 
 
 class TaskIndex:
-    """The ListTasks indexes over `records` (the store's own mapping, read live)."""
+    """The ListTasks indexes over the tasks of `source` (read when a task is re-indexed and
+    when a page is filled)."""
 
-    def __init__(self, records: Mapping[str, IndexedRecord]) -> None:
-        self._records = records
-        self._indexes: dict[Hashable, _ScopeIndex] = {}
-        self._scopes: dict[Hashable, Hashable] = {}
+    def __init__(self, source: IndexSource) -> None:
+        self._source = source
+        self._indexes: dict[tuple[str, str], _ScopeIndex] = {}
+        self._scopes: dict[tuple[str, str], tuple[str, str]] = {}
+        self._entries: dict[str, _Entry] = {}  # every indexed task
         self._dirty: dict[str, None] = {}  # tasks whose index entries are out of date
 
-    def intern(self, scope: _S) -> _S:
-        """One shared object per scope, for the records of a tenant and owner (fewer objects
-        for the garbage collector to track)."""
-        return self._scopes.setdefault(scope, scope)  # type: ignore[return-value]
+    def intern(self, scope: tuple[str, str]) -> tuple[str, str]:
+        """The one plain (tenant, owner) tuple kept for a scope, shared by its tasks. Plain: the
+        garbage collector stops tracking a tuple of strings, but not a Scope (a subclass)."""
+        plain = (scope[0], scope[1])
+        return self._scopes.setdefault(plain, plain)
 
     def changed(self, task_id: str) -> None:
         """A new task, or a status change: re-index it before the next page is read."""
@@ -157,10 +161,10 @@ class TaskIndex:
         if len(self._dirty) >= MAX_DIRTY:
             self._flush()
 
-    def forget(self, task_id: str, record: IndexedRecord) -> None:
-        """The task leaves the store (call before or after removing it from `records`)."""
+    def forget(self, task_id: str) -> None:
+        """The task leaves the store (call before or after the source lets it go)."""
         self._dirty.pop(task_id, None)
-        self._index_remove(record)
+        self._index_remove(task_id)
 
     def count_by_state(self) -> dict[int, int]:
         """Indexed tasks per state, every scope together: O(scopes x states) once caught up."""
@@ -171,7 +175,7 @@ class TaskIndex:
                 counts[state] = counts.get(state, 0) + len(entries)
         return counts
 
-    def page(self, scope: Hashable, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
+    def page(self, scope: tuple[str, str], query: TaskQuery) -> a2a_pb2.ListTasksResponse:
         """One page of the scope's tasks, most recently updated first.
 
         A page costs O(log n + page_size) for no filter, a context filter or a state filter
@@ -189,19 +193,19 @@ class TaskIndex:
         floor: _Key = (query.updated_after_ns, "")
         matching = self._count(entries, floor, predicate)
         response.total_size = matching
-        page: list[IndexedRecord] = []
+        page: list[str] = []
         for key in self._walk(entries, floor, start):
-            record = self._records[key[1]]
-            if predicate is not None and not predicate(record):
+            task_id = key[1]
+            if predicate is not None and not predicate(task_id):
                 continue
             if len(page) == query.page_size:
-                last = page[-1]
-                response.next_page_token = encode_page_token((last.updated_ns, last.task.id))
+                response.next_page_token = encode_page_token(self._entries[page[-1]][0])
                 break
-            page.append(record)
-        for record in page:
+            page.append(task_id)
+        load_into = self._source.load_into
+        for task_id in page:
             task = response.tasks.add()
-            task.CopyFrom(record.task)
+            load_into(task_id, task)
             if not query.include_artifacts:
                 del task.artifacts[:]
             trim_history(task, query.history_length)
@@ -211,13 +215,12 @@ class TaskIndex:
 
     # The indexes are updated inline (no helper generators, no throwaway SortedList per call):
     # three of these run on every status change, so they are on the hot path of every message.
-    def _index_add(self, record: IndexedRecord) -> None:
-        task = record.task
-        key = (record.updated_ns, task.id)
-        context_id, state = task.context_id, task.status.state
-        index = self._indexes.get(record.scope)
+    def _index_add(self, task_id: str) -> None:
+        scope, updated_ns, context_id, state = self._source.index_facts(task_id)
+        key = (updated_ns, task_id)
+        index = self._indexes.get(scope)
         if index is None:
-            index = self._indexes[record.scope] = _ScopeIndex()
+            index = self._indexes[scope] = _ScopeIndex()
         index.all.add(key)
         if context_id:
             self._context_add(index, context_id, key)
@@ -225,13 +228,12 @@ class TaskIndex:
         if entries is None:
             entries = index.by_state[state] = _new_index()
         entries.add(key)
-        record.indexed = (key, context_id, state)
+        self._entries[task_id] = (key, context_id, state, scope)
 
     def _flush(self) -> None:
         for task_id in self._dirty:
-            record = self._records[task_id]
-            self._index_remove(record)
-            self._index_add(record)
+            self._index_remove(task_id)
+            self._index_add(task_id)
         self._dirty.clear()
 
     @staticmethod
@@ -256,30 +258,31 @@ class TaskIndex:
         else:
             _discard(index.by_context, context_id, key)
 
-    def _index_remove(self, record: IndexedRecord) -> None:
-        if record.indexed is None:
+    def _index_remove(self, task_id: str) -> None:
+        entry = self._entries.pop(task_id, None)
+        if entry is None:
             return
-        key, context_id, state = record.indexed
-        record.indexed = None
-        index = self._indexes[record.scope]
+        key, context_id, state, scope = entry
+        index = self._indexes[scope]
         index.all.remove(key)
         if context_id:
             self._context_remove(index, context_id, key)
         _discard(index.by_state, state, key)
         if not index.all:
-            del self._indexes[record.scope]
-            self._scopes.pop(record.scope, None)
+            del self._indexes[scope]
+            self._scopes.pop(scope, None)
 
     def _choose_index(
         self, index: _ScopeIndex, query: TaskQuery
-    ) -> tuple[SortedList | _SmallIndex | None, Callable[[IndexedRecord], bool] | None]:
+    ) -> tuple[SortedList | _SmallIndex | None, Callable[[str], bool] | None]:
         if query.context_id:
             entries = index.by_context.get(query.context_id)
             if isinstance(entries, tuple):
                 entries = _SmallIndex((entries,))
             if query.state:
                 state = query.state
-                return entries, lambda record: record.task.status.state == state
+                indexed = self._entries
+                return entries, lambda task_id: indexed[task_id][2] == state
             return entries, None
         if query.state:
             return index.by_state.get(query.state), None
@@ -298,11 +301,11 @@ class TaskIndex:
         self,
         entries: SortedList | _SmallIndex,
         floor: _Key,
-        predicate: Callable[[IndexedRecord], bool] | None,
+        predicate: Callable[[str], bool] | None,
     ) -> int:
         if predicate is None:
             return int(len(entries) - entries.bisect_left(floor))
-        return sum(1 for key in entries.irange(minimum=floor) if predicate(self._records[key[1]]))
+        return sum(1 for key in entries.irange(minimum=floor) if predicate(key[1]))
 
 
 def encode_page_token(key: tuple[int, str]) -> str:

@@ -34,7 +34,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import A2A_SERVICE, MethodAwareReflection, start_server
+from a2a_grpc.server.app import (
+    A2A_SERVICE,
+    MethodAwareReflection,
+    freeze_startup_objects,
+    start_server,
+)
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
@@ -141,6 +146,7 @@ async def serve_ours(
     )
     config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agents[agent_name]())
+    freeze_startup_objects()  # as `a2a-grpc serve` does once started
     if preload_count:
         preload(running.handler.store.table, preload_count)
     if http:

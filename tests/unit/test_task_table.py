@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
@@ -314,3 +316,26 @@ def test_tasks_are_counted_by_state_across_scopes_and_evictions() -> None:
         a2a_pb2.TASK_STATE_INPUT_REQUIRED: 1,
         a2a_pb2.TASK_STATE_WORKING: 1,
     }
+
+
+def test_finished_tasks_give_the_garbage_collector_nothing_to_track() -> None:
+    """A full collection walks every tracked object: a store of finished tasks must not add
+    one per task (it added two: ~84 ms per full collection at 100,000 tasks)."""
+
+    def tracked() -> int:
+        gc.collect()
+        gc.collect()  # a tuple is untracked once the tuples it holds are: it may take two
+        return len(gc.get_objects())
+
+    store = TaskTable(max_tasks=10_000)
+    before = tracked()
+    for number in range(2000):
+        store.create(task(f"t{number}", context=f"c{number}"), SCOPE)
+        store.set_status(f"t{number}", a2a_pb2.TASK_STATE_COMPLETED)
+    assert store.list(SCOPE, TaskQuery(page_size=1)).total_size == 2000  # indexes caught up
+    # The indexes' sublists (one per 128 tasks), not one object per task. (A context of two or
+    # more tasks keeps a list too: one per context.)
+    assert tracked() - before < 100
+    got = store.get("t7", SCOPE)
+    assert got is not None and got.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert got.context_id == "c7"
