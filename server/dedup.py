@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
@@ -49,30 +49,23 @@ _ALREADY = asyncio.Event()
 _ALREADY.set()
 
 
-class _Settled(NamedTuple):
-    """What a message id led to once its run settled (the run itself is let go): one per
-    message for the whole window, so small. (A NamedTuple is still tracked by the garbage
-    collector; a full collection over 100k of them took 18 ms, 21 ms for a slotted dataclass.)
-    """
+_Settled = tuple[int, float, str, str, str, bytes]
+"""What a message id led to once its run settled (the run itself is let go), kept for the whole
+window: (fingerprint, accepted at, task id, tenant, owner, the direct reply serialized or b"").
+A plain tuple of numbers, strings and bytes, which the garbage collector stops tracking (a
+NamedTuple stays tracked: a full collection over 100k of them took 18 ms)."""
 
-    fingerprint: int
-    accepted_at: float
-    task_id: str
-    tenant: str
-    owner: str
-    reply_message: a2a_pb2.Message | None
 
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.tenant, self.owner)
+class _SettledOutcome:
+    """The `Outcome` a repeat of a settled message id gets."""
 
-    @property
-    def started(self) -> asyncio.Event:
-        return _ALREADY
+    __slots__ = ("reply_message", "scope", "task_id")
+    started = settled = _ALREADY
 
-    @property
-    def settled(self) -> asyncio.Event:
-        return _ALREADY
+    def __init__(self, entry: _Settled) -> None:
+        self.task_id = entry[2]
+        self.scope = Scope(entry[3], entry[4])
+        self.reply_message = a2a_pb2.Message.FromString(entry[5]) if entry[5] else None
 
 
 @dataclass(slots=True)
@@ -143,7 +136,8 @@ class DedupWindow:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if entry.fingerprint != fingerprint(message):
+        first = entry.fingerprint if isinstance(entry, _Delivery) else entry[0]
+        if first != fingerprint(message):
             raise InvalidParamsError(
                 f"message_id {key[2]!r} was already used for a different "
                 "message: mint a new message_id for new content",
@@ -151,7 +145,7 @@ class DedupWindow:
                     FieldViolation("message.message_id", "already used for different content")
                 ],
             )
-        return entry.run if isinstance(entry, _Delivery) else entry
+        return entry.run if isinstance(entry, _Delivery) else _SettledOutcome(entry)
 
     async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
         return None
@@ -169,13 +163,14 @@ class DedupWindow:
         """`run` settled: keep its outcome, let the run go."""
         entry = self._entries.get(key)
         if isinstance(entry, _Delivery) and entry.run is run:
-            self._entries[key] = _Settled(
+            reply = run.reply_message
+            self._entries[key] = (
                 entry.fingerprint,
                 entry.accepted_at,
                 run.task_id,
                 run.scope.tenant,
                 run.scope.owner,
-                run.reply_message,
+                b"" if reply is None else reply.SerializeToString(),
             )
 
     def expire(self, now: float | None = None) -> None:
@@ -183,7 +178,11 @@ class DedupWindow:
         horizon = (self._clock() if now is None else now) - self.window
         entries = self._entries
         most = self.capacity
-        while entries and (
-            len(entries) > most or next(iter(entries.values())).accepted_at <= horizon
-        ):
+        while entries and (len(entries) > most or _accepted_at(entries) <= horizon):
             entries.popitem(last=False)  # the oldest
+
+
+def _accepted_at(entries: OrderedDict[Key, _Delivery | _Settled]) -> float:
+    """When the oldest entry was accepted."""
+    oldest = next(iter(entries.values()))
+    return oldest.accepted_at if isinstance(oldest, _Delivery) else oldest[1]

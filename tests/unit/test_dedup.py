@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any, cast
 
 import pytest
@@ -53,6 +54,36 @@ def test_a_repeat_finds_the_run_then_its_settled_outcome() -> None:
     settled: Any = window.repeat_of(KEY, message("hi"))
     assert settled is not first and settled.task_id == "task-1"
     assert settled.scope == Scope("t", "alice") and settled.settled.is_set()
+    assert settled.reply_message is None
+
+
+def test_a_settled_direct_reply_is_given_to_repeats() -> None:
+    window = DedupWindow(window=60, capacity=10)
+    first = FakeRun("task-1")
+    first.reply_message = a2a_pb2.Message(message_id="r1", role=a2a_pb2.ROLE_AGENT)
+    window.remember(KEY, message("hi"), cast(TaskRun, first))
+    window.settle(KEY, cast(TaskRun, first))
+    settled: Any = window.repeat_of(KEY, message("hi"))
+    assert settled.reply_message == first.reply_message and settled.started.is_set()
+
+
+def test_settled_ids_give_the_garbage_collector_nothing_to_track() -> None:
+    """A full collection walks every tracked object; the window holds an hour of message ids."""
+
+    def tracked() -> int:
+        gc.collect()
+        gc.collect()  # a tuple is untracked once the tuples it holds are: it may take two
+        return len(gc.get_objects())
+
+    window = DedupWindow(window=60, capacity=10_000)
+    runs = [run(f"task-{index}") for index in range(2000)]
+    before = tracked()
+    for index, first in enumerate(runs):
+        key = ("t", "alice", f"m{index}")
+        window.remember(key, message("hi", f"m{index}"), first)
+        window.settle(key, first)
+    assert len(window) == 2000
+    assert tracked() - before < 20
 
 
 def test_the_same_id_with_other_content_is_invalid_params() -> None:
