@@ -13,8 +13,9 @@ pair) are carried over by their bytes, and the fields only the 1.0 side has are 
 from __future__ import annotations
 
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_grpc.core.errors import (
@@ -441,6 +442,52 @@ def agent_card(card: a2a_pb2.AgentCard) -> v03.AgentCard:
     for name, scheme in card.security_schemes.items():
         out.security_schemes[name].CopyFrom(_rewire(scheme, v03.SecurityScheme))
     return out
+
+
+_SCHEME_TYPES = {
+    "apiKeySecurityScheme": "apiKey",
+    "httpAuthSecurityScheme": "http",
+    "oauth2SecurityScheme": "oauth2",
+    "openIdConnectSecurityScheme": "openIdConnect",
+    "mtlsSecurityScheme": "mutualTLS",
+}
+"""0.3 ProtoJSON's security scheme field -> the `type` A2A 0.3's JSON schema gives the scheme."""
+
+
+def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
+    """`agent_card` as A2A 0.3's JSON schema has it (`AgentCard` in its a2a.json), what 0.3
+    clients read over HTTP; UnsupportedOperationError as `agent_card`.
+
+    It is the 0.3 card's ProtoJSON but for security, which 0.3's JSON shapes otherwise: a
+    scheme is one object with a `type` (and an API key's `location` is `in`), a requirement
+    maps scheme names straight to scopes. The lists 0.3 requires are present even when empty.
+    """
+    out = json_format.MessageToDict(agent_card(card))
+    for name, scheme in out.get("securitySchemes", {}).items():
+        for field, kind in _SCHEME_TYPES.items():
+            if field in scheme:
+                fields = scheme[field]
+                if "location" in fields:
+                    fields["in"] = fields.pop("location")
+                out["securitySchemes"][name] = {"type": kind, **fields}
+    out["security"] = _requirements_json(out.get("security", []))
+    out.setdefault("capabilities", {})
+    for required in ("defaultInputModes", "defaultOutputModes", "skills"):
+        out.setdefault(required, [])
+    for skill in out["skills"]:
+        skill.setdefault("tags", [])
+        if "security" in skill:
+            skill["security"] = _requirements_json(skill["security"])
+    return out
+
+
+def _requirements_json(requirements: list[dict[str, Any]]) -> list[dict[str, list[str]]]:
+    """0.3 ProtoJSON's `[{"schemes": {name: {"list": scopes}}}]` as 0.3's JSON schema has it:
+    `[{name: scopes}]`."""
+    return [
+        {name: scopes.get("list", []) for name, scopes in requirement.get("schemes", {}).items()}
+        for requirement in requirements
+    ]
 
 
 def _rewire(given: ProtoMessage, target: type[Wire]) -> Wire:

@@ -320,7 +320,7 @@ async def start_server(
         server,
     )
     if card_server is not None:
-        card_server.set_card(final_card)
+        card_server.set_card(final_card, v03=config.compat_03)
         await card_server.start(
             HttpBindings(
                 servicer,

@@ -3,19 +3,23 @@ the agent's class declares (the demo agent's included)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import re
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION
+from a2a_grpc.core.errors import UnsupportedOperationError
 from a2a_grpc.core.jws import KeySet
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION
-from a2a_grpc.core.v03 import is_v03
+from a2a_grpc.core.v03 import agent_card_json, is_v03
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import Skill
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -270,6 +274,36 @@ def complete_extended_card(
     return card
 
 
-def to_json(card: a2a_pb2.AgentCard) -> str:
-    """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json."""
-    return json_format.MessageToJson(card, indent=2, sort_keys=True)
+def to_json(card: a2a_pb2.AgentCard, *, v03: bool = False) -> str:
+    """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json.
+
+    With `v03` (A2A 0.3 callers served) and a 0.3 interface on the card, the document also
+    carries what a 0.3 client reads (`url`, `preferredTransport`, `protocolVersion`,
+    `additionalInterfaces`, `security` and typed security schemes, see
+    `core.v03.agent_card_json`) under every name the 1.0 card does not use, so that one
+    document serves both: a 1.0 client ignores unknown fields, a 0.3 client ignores 1.0's. The
+    official SDK serves its card the same way. The signatures sign the 1.0 card, as a 1.0
+    client parses it; a 0.3 client that checked them against its own reading would fail.
+    """
+    if not v03:
+        return json_format.MessageToJson(card, indent=2, sort_keys=True)
+    document = json_format.MessageToDict(card)
+    # No 0.3 interface on the card (UnsupportedOperationError): nothing a 0.3 client could call.
+    with contextlib.suppress(UnsupportedOperationError):
+        _merge(document, agent_card_json(card))
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Adds `extra`'s fields that `into` lacks, into nested objects and, position by
+    position, into the objects of lists both have (the skills); keeps every field of `into`."""
+    for name, value in extra.items():
+        present = into.get(name)
+        if present is None:
+            into[name] = value
+        elif isinstance(present, dict) and isinstance(value, dict):
+            _merge(present, value)
+        elif isinstance(present, list) and isinstance(value, list):
+            for mine, theirs in zip(present, value, strict=False):
+                if isinstance(mine, dict) and isinstance(theirs, dict):
+                    _merge(mine, theirs)

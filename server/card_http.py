@@ -67,8 +67,9 @@ class CardServer:
         scheme = "http" if self.ssl_context is None else "https"
         return f"{scheme}://{host}:{self.port}"
 
-    def set_card(self, card: a2a_pb2.AgentCard) -> None:
-        self._body = to_json(card).encode()
+    def set_card(self, card: a2a_pb2.AgentCard, *, v03: bool = False) -> None:
+        """Serves `card` from now on; with `v03`, with A2A 0.3's fields too (see `to_json`)."""
+        self._body = to_json(card, v03=v03).encode()
         self._etag = '"' + hashlib.sha256(self._body).hexdigest()[:32] + '"'
         self._last_modified = formatdate(time.time(), usegmt=True)
 

@@ -154,7 +154,10 @@ async def test_the_served_card_is_signed_and_verified_by_the_resolver(
         with pytest.raises(AgentCardError, match="signature"):
             await resolver.get(url)
     async with httpx.AsyncClient() as http:
-        assert (await http.get(url)).json()["signatures"][0]["protected"]
+        document = (await http.get(url)).json()
+    assert document["signatures"][0]["protected"]
+    # The document carries A2A 0.3's fields too; the signatures sign the 1.0 card within it.
+    assert document["url"] and document["protocolVersion"] == "0.3"
 
 
 async def test_client_surfaces_the_refusal(strict: tuple[Harness, Recorder]) -> None:

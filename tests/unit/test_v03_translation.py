@@ -343,3 +343,41 @@ def test_errors_name_the_0_3_fields() -> None:
     ]
     plain = TaskNotFoundError("task x not found")
     assert v03.in_v03_terms(plain) is plain
+
+
+def test_the_card_in_0_3_json_types_its_security_as_0_3_does() -> None:
+    card = a2a_pb2.AgentCard(name="n", description="d", version="1")
+    card.supported_interfaces.add(url="h:1", protocol_binding="GRPC", protocol_version="1.0")
+    card.supported_interfaces.add(url="h:1", protocol_binding="GRPC", protocol_version="0.3")
+    card.security_schemes["key"].api_key_security_scheme.location = "header"
+    card.security_schemes["key"].api_key_security_scheme.name = "X-Key"
+    card.security_schemes["mtls"].mtls_security_scheme.description = "client certificates"
+    oauth = card.security_schemes["oauth"].oauth2_security_scheme
+    oauth.flows.client_credentials.token_url = "https://h/token"
+    oauth.flows.client_credentials.scopes["read"] = "read tasks"
+    card.security_requirements.add().schemes["oauth"].list.append("read")
+    skill = card.skills.add(id="s", name="S", description="a skill")
+    skill.security_requirements.add().schemes.get_or_create("key")  # present, no scopes
+    document = v03.agent_card_json(card)
+    assert document["url"] == "h:1" and document["preferredTransport"] == "GRPC"
+    assert document["protocolVersion"] == "0.3"
+    assert document["securitySchemes"] == {
+        "key": {"type": "apiKey", "in": "header", "name": "X-Key"},
+        "mtls": {"type": "mutualTLS", "description": "client certificates"},
+        "oauth": {
+            "type": "oauth2",
+            "flows": {
+                "clientCredentials": {
+                    "tokenUrl": "https://h/token",
+                    "scopes": {"read": "read tasks"},
+                }
+            },
+        },
+    }
+    assert document["security"] == [{"oauth": ["read"]}]
+    assert document["skills"] == [
+        {"id": "s", "name": "S", "description": "a skill", "tags": [], "security": [{"key": []}]}
+    ]
+    # What 0.3 requires is there even when empty.
+    assert document["capabilities"] == {}
+    assert document["defaultInputModes"] == [] and document["defaultOutputModes"] == []

@@ -74,6 +74,13 @@ def strict_http_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def no_compat_http_url() -> Iterator[str]:
+    """Like `http_url`, for a server that does not serve A2A 0.3 callers."""
+    for _, http_port in _launch_ports("--no-compat-03"):
+        yield f"http://127.0.0.1:{http_port}"
+
+
+@pytest.fixture(scope="module")
 def strict_port() -> Iterator[int]:
     yield from _launch("--strict")
 
@@ -116,12 +123,17 @@ def card_for(
 async def make_client(
     port: int, *, streaming: bool, extended: bool = False, version: str = "1.0"
 ) -> Client:
+    card = card_for(port, streaming=streaming, extended=extended, version=version)
+    return await make_client_for_card(card, streaming=streaming)
+
+
+async def make_client_for_card(card: sdk.AgentCard, *, streaming: bool) -> Client:
+    """The SDK's client for `card`, over gRPC (its 0.3 client for a 0.3 interface)."""
     config = ClientConfig(
         streaming=streaming,
         supported_protocol_bindings=["GRPC"],
         grpc_channel_factory=grpc.aio.insecure_channel,
     )
-    card = card_for(port, streaming=streaming, extended=extended, version=version)
     return ClientFactory(config).create(card)
 
 

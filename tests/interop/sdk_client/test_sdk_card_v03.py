@@ -1,0 +1,90 @@
+"""Our card over HTTP, read as A2A 0.3 and as 1.0 by the official SDK's own parsers.
+
+One document at /.well-known/agent-card.json serves both: the SDK's 0.3 model
+(`a2a.compat.v0_3.types.AgentCard`, what 0.3 clients validate a card with) must accept it and
+find our 0.3 gRPC interface in its `url`, and the SDK's 1.0 card resolver must read the same
+1.0 card it would without the 0.3 fields. A card read the 0.3 way then leads the SDK's 0.3
+gRPC client to a working call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3 import types as v03
+from a2a.compat.v0_3.conversions import to_core_agent_card
+from a2a.types import a2a_pb2 as sdk
+from google.protobuf import json_format
+
+from tests.interop.sdk_client.conftest import make_client_for_card
+
+pytestmark = pytest.mark.timeout(60)
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+def fetch(base_url: str) -> dict[str, Any]:
+    response = httpx.get(base_url + CARD_PATH, timeout=10)
+    response.raise_for_status()
+    document: dict[str, Any] = response.json()
+    return document
+
+
+def test_a_0_3_client_reads_the_card_and_finds_the_0_3_interface(secure_http_url: str) -> None:
+    document = fetch(secure_http_url)
+    card = v03.AgentCard.model_validate(document)
+    core = parse_agent_card(dict(document))
+    (interface,) = [i for i in core.supported_interfaces if i.protocol_version == "0.3"]
+    assert card.url == interface.url and card.preferred_transport == "GRPC"
+    assert card.protocol_version == "0.3"
+    assert [(i.url, i.transport) for i in card.additional_interfaces or []] == [
+        (interface.url, "GRPC")
+    ]
+    assert card.supports_authenticated_extended_card is True
+    assert card.capabilities.streaming is True
+    assert [skill.id for skill in card.skills] == [skill.id for skill in core.skills]
+    # The bearer scheme as 0.3's JSON types it, and the requirement as 0.3 writes it.
+    schemes = card.security_schemes or {}
+    assert schemes and all(isinstance(s.root, v03.HTTPAuthSecurityScheme) for s in schemes.values())
+    assert [s.root.scheme.lower() for s in schemes.values()] == ["bearer"]  # type: ignore[union-attr]
+    assert card.security == [{name: [] for name in schemes}]
+
+
+def test_a_1_0_client_reads_the_same_card_as_without_the_0_3_fields(
+    secure_http_url: str,
+) -> None:
+    document = fetch(secure_http_url)
+    resolved = parse_agent_card(dict(document))
+    plain = json_format.ParseDict(document, sdk.AgentCard(), ignore_unknown_fields=True)
+    assert resolved == plain
+    assert {i.protocol_version for i in resolved.supported_interfaces} >= {"1.0", "0.3"}
+    assert resolved.security_schemes and resolved.security_requirements
+
+
+async def test_the_card_read_as_0_3_leads_to_a_working_0_3_call(http_url: str) -> None:
+    card = to_core_agent_card(v03.AgentCard.model_validate(fetch(http_url)))
+    # `url` first, then `additionalInterfaces`, which lists it again (0.3 asks for that).
+    assert {(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces} == {
+        (card.supported_interfaces[0].url, "GRPC", "0.3")
+    }
+    client = await make_client_for_card(card, streaming=False)
+    try:
+        message = sdk.Message(message_id=str(uuid.uuid4()), role=sdk.ROLE_USER)
+        message.parts.add(text="hello")
+        events = [e async for e in client.send_message(sdk.SendMessageRequest(message=message))]
+        (event,) = events
+        assert event.task.status.state == sdk.TASK_STATE_COMPLETED
+        assert event.task.artifacts[0].parts[0].text == "hello"
+    finally:
+        await client.close()
+
+
+def test_without_0_3_callers_the_card_is_1_0_only(no_compat_http_url: str) -> None:
+    document = fetch(no_compat_http_url)
+    assert not {"url", "preferredTransport", "additionalInterfaces", "security"} & set(document)
+    card = parse_agent_card(dict(document))
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
