@@ -243,6 +243,12 @@ def publish_signing_keys(
     entry.params.update({JWKS_PARAM: keys.to_jwks()})
 
 
+def card_publishes_signing_keys(card: a2a_pb2.AgentCard) -> bool:
+    """Whether `card` publishes message-signing keys (see `publish_signing_keys`)."""
+    entry = _extension_entry(card)
+    return entry is not None and JWKS_PARAM in entry.params.fields
+
+
 def card_signing_keys(card: a2a_pb2.AgentCard) -> KeySet:
     """The message-signing keys `card` publishes (see `publish_signing_keys`).
 

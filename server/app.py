@@ -15,7 +15,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
-from a2a_grpc.core.signing import sign_card
+from a2a_grpc.core.signing import card_publishes_signing_keys, publish_signing_keys, sign_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.addresses import (
     PublicAddresses,
@@ -120,6 +120,8 @@ class RunningServer:
     """The server's metrics registry (None with `config.metrics` off)."""
     bearer_tokens: BearerTokens | None = None
     certificates: ServerCertificates | None = None
+    card_signer: tuple[PrivateKey, str] | None = None
+    """The key and kid the cards are signed with (`--card-signing-key`), for a reload."""
 
     def reload_tokens(self, tokens: Mapping[str, str]) -> None:
         """Makes `tokens` (token -> principal) the valid bearer tokens for new calls, over every
@@ -135,6 +137,31 @@ class RunningServer:
         if self.certificates is None:
             raise ValueError("the server started without TLS; restart it to add TLS")
         self.certificates.replace(files)
+
+    def reload_signing_keys(self, keys: KeySet) -> None:
+        """Publishes `keys` as the keys this agent signs its own messages with (`params.jwks`
+        of the signed-messages extension entry) on the public and the extended card, signed
+        again when the server signs its cards, served from now on (gRPC and HTTP); ValueError
+        (nothing changes) when the server started without published keys."""
+        handler = self.handler
+        if not card_publishes_signing_keys(handler.card):
+            raise ValueError(
+                "the server started without --publish-signing-keys; restart it to add them"
+            )
+        card = self._with_signing_keys(handler.card, keys)
+        extended = handler.extended_card
+        if extended is not None and card_publishes_signing_keys(extended):
+            extended = self._with_signing_keys(extended, keys)
+        handler.card, handler.extended_card = card, extended
+        if self.card_server is not None:
+            self.card_server.set_card(card, v03=handler.config.compat_03)
+
+    def _with_signing_keys(self, card: a2a_pb2.AgentCard, keys: KeySet) -> a2a_pb2.AgentCard:
+        updated = a2a_pb2.AgentCard()
+        updated.CopyFrom(card)
+        del updated.signatures[:]  # they signed the card with the old keys on it
+        publish_signing_keys(updated, keys, verifies=False)  # the entry exists: only its keys
+        return updated if self.card_signer is None else sign_card(updated, *self.card_signer)
 
     @property
     def address(self) -> str:
@@ -348,6 +375,7 @@ async def start_server(
         metrics,
         bearer_tokens,
         certificates,
+        card_signer,
     )
 
 

@@ -179,7 +179,8 @@ def parser() -> argparse.ArgumentParser:
         "--publish-signing-keys",
         metavar="JWKS",
         help="public keys (JWKS file, e.g. from `a2a-grpc keys new`) this agent's own messages "
-        "are signed with: put on the served card for the agents it calls (default: none)",
+        "are signed with: put on the served card for the agents it calls; SIGHUP reads the "
+        "file again (default: none)",
     )
     add(
         "--require-signed-messages",
@@ -643,13 +644,31 @@ async def _serve(setup: Setup) -> int:
 
 
 def reload(setup: Setup, running: RunningServer) -> None:
-    """SIGHUP: reads the bearer tokens (`--auth-tokens` and `$A2A_GRPC_TOKENS`) and the TLS
-    files again and serves new calls and handshakes with them. Each is reloaded on its own; one
-    that cannot be used is kept as it was, and one log line says why."""
+    """SIGHUP: reads the bearer tokens (`--auth-tokens` and `$A2A_GRPC_TOKENS`), the TLS files
+    and the published signing keys (`--publish-signing-keys`) again and serves new calls,
+    handshakes and card requests with them. Each is reloaded on its own; one that cannot be
+    used is kept as it was, and one log line says why."""
     args = setup.args
-    if args is None or not (setup.tokens or setup.tls):
-        log.warning("SIGHUP: nothing to reload (the server uses no bearer tokens and no TLS)")
+    if args is None or not (setup.tokens or setup.tls or setup.signing_keys):
+        log.warning(
+            "SIGHUP: nothing to reload (the server uses no bearer tokens and no TLS, and "
+            "publishes no signing keys)"
+        )
         return
+    if setup.signing_keys:
+        try:
+            keys = _jwks(args.publish_signing_keys, "--publish-signing-keys")
+            if keys is None:  # the options did not change, so this cannot happen
+                raise ValueError("no --publish-signing-keys file is named")
+            running.reload_signing_keys(keys)
+        except ValueError as exc:
+            log.warning("SIGHUP: kept the previously published signing keys: %s", exc)
+        else:
+            log.info(
+                "SIGHUP: published the signing keys in %s (%d)",
+                args.publish_signing_keys,
+                len(keys),
+            )
     if setup.tokens:
         try:
             tokens = load_tokens(args.auth_tokens)

@@ -13,9 +13,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from google.protobuf import json_format
 
-from a2a_grpc.generated import a2a_pb2_grpc
+from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.signing import card_signing_keys, verify_card
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import TOKENS_ENV
 from tests.integration.certs import Authority
 from tests.integration.conftest import send_request
@@ -189,3 +195,52 @@ async def test_sighup_without_tokens_or_tls_says_so_and_serves_on(serve: Start) 
     assert "nothing to reload" in line
     async with grpc.aio.insecure_channel(f"127.0.0.1:{served.port}") as channel:
         assert await send(channel) == grpc.StatusCode.OK
+
+
+async def test_sighup_publishes_new_signing_keys_on_the_card_signed_again(
+    serve: Start, tmp_path: Path
+) -> None:
+    old, new = ed25519.Ed25519PrivateKey.generate(), ed25519.Ed25519PrivateKey.generate()
+    jwks = tmp_path / "a.jwks.json"
+    jwks.write_text(json.dumps(KeySet.of_private_keys({"a-1": old}).to_jwks()))
+    card_key = ed25519.Ed25519PrivateKey.generate()
+    pem = tmp_path / "card.pem"
+    pem.write_bytes(
+        card_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    served = await serve(
+        "--http-port",
+        "0",
+        "--publish-signing-keys",
+        str(jwks),
+        "--card-signing-key",
+        str(pem),
+        "--card-signing-kid",
+        "card-1",
+    )
+    assert served.process.stdout is not None
+    second = (await asyncio.wait_for(served.process.stdout.readline(), BOUND)).decode()
+    url = second.split("agent card at ", 1)[1].split(";", 1)[0].strip()
+    card_keys = KeySet.of_private_keys({"card-1": card_key})
+
+    async def published() -> set[str]:
+        async with httpx.AsyncClient() as http:
+            document = (await http.get(url, timeout=BOUND)).json()
+        card = json_format.ParseDict(document, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+        assert verify_card(card, card_keys) == "card-1"  # signed again with the new keys on it
+        return set(card_signing_keys(card))
+
+    assert await published() == {"a-1"}
+    jwks.write_text(json.dumps(KeySet.of_private_keys({"a-1": old, "a-2": new}).to_jwks()))
+    line = await served.hangup_and_read("SIGHUP")
+    assert "published the signing keys" in line and "(2)" in line
+    assert await published() == {"a-1", "a-2"}
+
+    jwks.write_text("{not json")
+    line = await served.hangup_and_read("SIGHUP")
+    assert "kept the previously published signing keys" in line
+    assert await published() == {"a-1", "a-2"}

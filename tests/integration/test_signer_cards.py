@@ -464,3 +464,25 @@ def test_the_readme_walk_through_with_the_cli(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (tmp_path / "b-audit.jsonl").read_text().splitlines()]
     (outcome,) = [r for r in rows if r["kind"] == "outcome"]
     assert outcome["signer"]["kid"] == "a-1" and outcome["signer"]["card_url"] == a.card
+
+
+async def test_reloaded_signing_keys_reach_both_cards(make_server: Factory) -> None:
+    card = demo_card("127.0.0.1:0")
+    card.capabilities.extended_agent_card = True
+    extended = demo_card("127.0.0.1:0")
+    harness = await make_server(
+        card=card,
+        extended_card=extended,
+        tokens={"t": "alice"},
+        signing_keys=KeySet.of_private_keys({"a-1": A1}),
+    )
+    harness.running.reload_signing_keys(KeySet.of_private_keys({"a-1": A1, "a-2": A2}))
+    got = await harness.stub.GetExtendedAgentCard(
+        a2a_pb2.GetExtendedAgentCardRequest(),
+        metadata=(("authorization", "Bearer t"), ("a2a-version", "1.0")),
+    )
+    assert set(card_signing_keys(got)) == {"a-1", "a-2"}
+    assert set(card_signing_keys(harness.running.handler.card)) == {"a-1", "a-2"}
+    plain = await make_server()
+    with pytest.raises(ValueError, match="without --publish-signing-keys"):
+        plain.running.reload_signing_keys(KeySet.of_private_keys({"a-1": A1}))
