@@ -470,7 +470,8 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
                 if "location" in fields:
                     fields["in"] = fields.pop("location")
                 out["securitySchemes"][name] = {"type": kind, **fields}
-    out["security"] = _requirements_json(out.get("security", []))
+    if "security" in out:
+        out["security"] = _requirements_json(out["security"])
     out.setdefault("capabilities", {})
     for required in ("defaultInputModes", "defaultOutputModes", "skills"):
         out.setdefault(required, [])
