@@ -47,7 +47,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -100,6 +100,21 @@ def _member(updated_ns: int, task_id: str) -> str:
     return f"{updated_ns:020d}|{task_id}"
 
 
+SCOPE_NAMES_CACHED = 4096
+"""Scopes whose key names `_Keys.scope` keeps built (all forgotten at once past that)."""
+
+
+class _ScopeNames(NamedTuple):
+    """What the store names after one scope (tenant, owner), built once."""
+
+    index_prefix: str
+    """The scope's ListTasks index keys up to their suffix ("all", "s:<state>", "c:<ctx>")."""
+    live_owner: str
+    live_tenant: str
+    text: str
+    """The scope as the room's scripts take it: JSON [tenant, owner]."""
+
+
 class _Keys:
     """Key and channel names (see the module docstring)."""
 
@@ -110,6 +125,23 @@ class _Keys:
         self.parked = f"{room}:parked"
         self.replicas = f"{room}:replicas"
         self._room = room
+        # Every write names its scope's keys 3-5 times, each a hex encoding of the tenant and
+        # the owner (tests.load.instructions --redis: 1,485,680 -> see the commit).
+        self._scopes: dict[Scope, _ScopeNames] = {}
+
+    def scope(self, scope: Scope) -> _ScopeNames:
+        names = self._scopes.get(scope)
+        if names is None:
+            if len(self._scopes) >= SCOPE_NAMES_CACHED:
+                self._scopes.clear()
+            tenant, owner = scope
+            names = self._scopes[scope] = _ScopeNames(
+                index_prefix=f"{self.prefix}:{{t:{_hex(tenant)}}}:o:{_hex(owner)}:",
+                live_owner=f"{self._room}:o:{_hex(owner)}",
+                live_tenant=f"{self._room}:t:{_hex(tenant)}",
+                text=_scope_text(scope),
+            )
+        return names
 
     def task(self, task_id: str) -> str:
         return f"{self.prefix}:{{{task_id}}}:task"
@@ -145,23 +177,18 @@ class _Keys:
     def cancel_channel(self, replica: str) -> str:
         return f"{self.prefix}:cancel:{replica}"
 
-    def live_owner(self, owner: str) -> str:
-        return f"{self._room}:o:{_hex(owner)}"
-
-    def live_tenant(self, tenant: str) -> str:
-        return f"{self._room}:t:{_hex(tenant)}"
-
     def replica_tasks(self, replica: str) -> str:
         return f"{self._room}:r:{replica}"
 
     def index(self, scope: Scope, suffix: str) -> str:
-        return f"{self.prefix}:{{t:{_hex(scope.tenant)}}}:o:{_hex(scope.owner)}:{suffix}"
+        return self.scope(scope).index_prefix + suffix
 
     def indexes(self, scope: Scope, state: int, context_id: str) -> list[str]:
         """A task's ListTasks index keys: all of the scope's, its state's, its context's."""
-        names = [self.index(scope, "all"), self.index(scope, f"s:{state}")]
+        index = self.scope(scope).index_prefix
+        names = [index + "all", f"{index}s:{state}"]
         if context_id:
-            names.append(self.index(scope, f"c:{_hex(context_id)}"))
+            names.append(f"{index}c:{_hex(context_id)}")
         return names
 
     def claim(self, digest: str) -> str:
@@ -204,6 +231,8 @@ class _Owned:
     scope: Scope
     version: int
     member: str  # its ListTasks index member as written
+    written_to: tuple[list[str], str] | None = None
+    """The task's keys (`_Keys.of_task`) and event channel, named at its first write."""
 
 
 @dataclass(slots=True)
@@ -391,12 +420,13 @@ class RedisTaskStore:
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         keys = self.keys
+        names = keys.scope(scope)
         result = await self.run_script(
             "RESERVE",
             [
                 keys.room_all,
-                keys.live_owner(scope.owner),
-                keys.live_tenant(scope.tenant),
+                names.live_owner,
+                names.live_tenant,
                 keys.replica_tasks(self.replica_id),
             ],
             [
@@ -405,7 +435,7 @@ class RedisTaskStore:
                 self.max_tasks,
                 "" if self.max_live_per_owner is None else self.max_live_per_owner,
                 "" if self.max_live_per_tenant is None else self.max_live_per_tenant,
-                _scope_text(scope),
+                names.text,
                 self._eviction_batch,
             ],
         )
@@ -437,16 +467,17 @@ class RedisTaskStore:
 
     def _settle_call(self, task_id: str, scope: Scope, how: str) -> _ScriptCall:
         keys = self.keys
+        names = keys.scope(scope)
         return (
             "SETTLE",
             [
                 keys.room_all,
-                keys.live_owner(scope.owner),
-                keys.live_tenant(scope.tenant),
+                names.live_owner,
+                names.live_tenant,
                 keys.parked,
                 keys.replica_tasks(self.replica_id),
             ],
-            [task_id, how, int(time.time() * 1000), self._expiry_ms(), _scope_text(scope)],
+            [task_id, how, int(time.time() * 1000), self._expiry_ms(), names.text],
         )
 
     async def _batch(self, calls: list[_ScriptCall]) -> list[Any]:
@@ -602,12 +633,15 @@ class RedisTaskStore:
         """The WRITE of `owned.task` if its version is still `owned.version` (`force`: also
         over a cancel in progress), with `event` appended and published."""
         task = owned.task
-        keys = self.keys
-        task_id = task.id
+        written_to = owned.written_to
+        if written_to is None:  # named once per run: a send writes its task 3-4 times
+            task_id = task.id
+            written_to = owned.written_to = (self.keys.of_task(task_id), self.keys.channel(task_id))
+        task_keys, channel = written_to
         ttl = int(self.terminal_ttl * 2000) + 60_000 if terminal else 0  # backstop, see sweep
         return (
             "WRITE",
-            keys.of_task(task_id),
+            task_keys,
             [
                 owned.version,
                 task.SerializeToString(),
@@ -619,7 +653,7 @@ class RedisTaskStore:
                 self.stream_length,
                 ttl,
                 runner,
-                keys.channel(task_id),
+                channel,
                 "1" if force else "0",
                 *extra,
             ],
