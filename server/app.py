@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,27 +81,35 @@ class DrainGate(grpc.GenericRpcHandler):
 
     def __init__(self) -> None:
         self.closed = False
-        self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-            f"/{service.full_name}/{method.name}": (
-                grpc.unary_stream_rpc_method_handler(_refuse)
-                if method.server_streaming
-                else grpc.unary_unary_rpc_method_handler(_refuse)
-            )
-            for service in (
-                a2a_pb2.DESCRIPTOR.services_by_name["A2AService"],
-                V03_SERVICE_DESCRIPTOR,
-            )
-            for method in service.methods
-        }
+        self.metrics: RpcMetrics | None = None
+        """Where the refusals are counted (set once the server's metrics exist)."""
+        self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+        for service, transport in (
+            (a2a_pb2.DESCRIPTOR.services_by_name["A2AService"], "grpc"),
+            (V03_SERVICE_DESCRIPTOR, "grpc-0.3"),
+        ):
+            for method in service.methods:
+                refuse = self._refuser(method.name, transport)
+                self._refusals[f"/{service.full_name}/{method.name}"] = (
+                    grpc.unary_stream_rpc_method_handler(refuse)
+                    if method.server_streaming
+                    else grpc.unary_unary_rpc_method_handler(refuse)
+                )
 
     def service(self, handler_call_details: Any) -> Any:
         if not self.closed:
             return None
         return self._refusals.get(handler_call_details.method)
 
+    def _refuser(self, rpc: str, transport: str) -> Callable[[bytes, Any], Awaitable[None]]:
+        async def refuse(request: bytes, context: Any) -> None:
+            if self.metrics is not None:
+                self.metrics.observe(rpc, "UNAVAILABLE", transport, 0.0)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, "the server is shutting down; try again"
+            )
 
-async def _refuse(request: bytes, context: Any) -> None:
-    await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; try again")
+        return refuse
 
 
 @dataclass
@@ -336,6 +344,7 @@ async def start_server(
     gate = DrainGate()
     server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
     rpc_metrics = RpcMetrics() if config.metrics else None
+    gate.metrics = rpc_metrics
     servicer = A2AServicer(handler, strict_version=config.strict_version, metrics=rpc_metrics)
     metrics = None if rpc_metrics is None else ServerMetrics(servicer, rpc_metrics)
     add_to_server(servicer, server)

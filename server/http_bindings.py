@@ -61,6 +61,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import log_context
 from a2a_grpc.server.auth import Authenticator, caller_of, set_caller
 from a2a_grpc.server.handler import CallContext
+from a2a_grpc.server.metrics import INVALID_REQUEST_RPC
 from a2a_grpc.server.servicer import A2AServicer
 
 log = logging.getLogger(__name__)
@@ -394,24 +395,35 @@ class HttpBindings:
 
     # -- JSON-RPC 2.0 ---------------------------------------------------------------------
 
+    def _refused(
+        self,
+        request_id: str | int | None,
+        error: StatusError,
+        started: float,
+        *,
+        code: int | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """The answer to a request refused before it names an A2A method (unreadable body,
+        not JSON-RPC, unknown method), counted in the metrics as method `INVALID_REQUEST_RPC`
+        (one label for all of them, whatever the request says)."""
+        self.servicer.finished(INVALID_REQUEST_RPC, error.code.name, "jsonrpc", started)
+        return _jsonrpc_response(_jsonrpc_error(request_id, error, code=code), status=status)
+
     async def jsonrpc(self, http_request: web.Request) -> web.StreamResponse:
+        started = perf_counter()
         try:
             body = await self._body(http_request)
         except HttpProblem as problem:
-            return _jsonrpc_response(
-                _jsonrpc_error(None, problem.error), status=problem.http_status
-            )
+            return self._refused(None, problem.error, started, status=problem.http_status)
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            return _jsonrpc_response(
-                _jsonrpc_error(None, InvalidRequestError(f"parse error: {exc}"), code=-32700)
-            )
+            error: StatusError = InvalidRequestError(f"parse error: {exc}")
+            return self._refused(None, error, started, code=-32700)
         if isinstance(payload, list):
-            error: StatusError = InvalidRequestError(
-                "batch requests are not part of A2A: send one object"
-            )
-            return _jsonrpc_response(_jsonrpc_error(None, error))
+            error = InvalidRequestError("batch requests are not part of A2A: send one object")
+            return self._refused(None, error, started)
         request_id = payload.get("id") if isinstance(payload, dict) else None
         if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
             request_id = None
@@ -421,17 +433,17 @@ class HttpBindings:
                 'invalid JSON-RPC request: expected {"jsonrpc": "2.0", "method": ..., '
                 '"params": {...}, "id": ...}'
             )
-            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+            return self._refused(request_id, error, started)
         method = payload.get("method")
         if not isinstance(method, str):
             error = InvalidRequestError("invalid JSON-RPC request: method must be a string")
-            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+            return self._refused(request_id, error, started)
         rpc = self.rpcs.get(method)
         if rpc is None:
             error = MethodNotFoundError(
                 f"method {method!r} not found: A2A 1.0 methods are {', '.join(self.rpcs)}"
             )
-            return _jsonrpc_response(_jsonrpc_error(request_id, error))
+            return self._refused(request_id, error, started)
         params_value = payload.get("params", {})
         notification = "id" not in payload
         service_params = ServiceParams.read(http_request)

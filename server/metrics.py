@@ -4,7 +4,9 @@ Each server has its own `CollectorRegistry` (never the process-wide default), so
 in one process never mix their figures. Two kinds of figures:
 
 - per call: `RpcMetrics.observe`, called by the servicer's call gate once per finished call or
-  stream of every transport, with its RPC, status code, transport and duration;
+  stream of every transport, with its RPC, status code, transport and duration (also for
+  gRPC calls refused while the server drains, and JSON-RPC requests refused before they name
+  an A2A method);
 - state: read when /metrics is scraped (`ServerMetrics.collect`), never kept up to date on the
   way: calls and streams open, tasks by state, the store's size, webhook deliveries and the
   audit trail's records.
@@ -39,6 +41,9 @@ METRICS_PATH = "/metrics"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (seconds) of the duration histogram's buckets; +Inf follows."""
+INVALID_REQUEST_RPC = "(invalid request)"
+"""The `method` label of calls refused before they named an A2A method (an unreadable JSON-RPC
+body or envelope, an unknown method): one label for all, so hostile input cannot add series."""
 
 
 class _Series:

@@ -10,10 +10,11 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
-from a2a_grpc.server.metrics import METRICS_PATH
+from a2a_grpc.server.metrics import INVALID_REQUEST_RPC, METRICS_PATH
 from tests.integration.conftest import Factory, Harness, Held, send_request
 from tests.integration.test_compat_v03 import V03, v03_send, v03_stub
 from tests.integration.test_server_push import dispatcher
@@ -220,3 +221,51 @@ async def test_a2a_0_3_calls_are_counted_under_the_rpc_that_serves_them(
         value(samples, "a2a_rpc_requests_total", method="SendMessage", code="OK", transport="grpc")
         is None
     )
+
+
+async def test_json_rpc_requests_refused_before_naming_a_method_are_counted_under_one_label(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    bodies = [
+        "{not json",
+        json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "SendMessage"}]),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "NoSuchMethod-1"}),
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "NoSuchMethod-2"}),
+    ]
+    for body in bodies:
+        async with http.post(base_of(harness) + "/", data=body, headers=headers) as r:
+            assert "error" in await r.json()
+
+    samples = await scrape(http, harness)
+    invalid = {"method": INVALID_REQUEST_RPC, "transport": "jsonrpc"}
+    assert value(samples, "a2a_rpc_requests_total", **invalid, code="INVALID_ARGUMENT") == 2
+    assert value(samples, "a2a_rpc_requests_total", **invalid, code="NOT_FOUND") == 2
+    methods = {dict(labels).get("method") for _, labels in samples}
+    assert not {"NoSuchMethod-1", "NoSuchMethod-2"} & methods  # no series per made-up name
+
+
+async def test_grpc_calls_refused_while_draining_are_counted(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    agent = Held()
+    harness = await make_server(agent=agent, card_port=0)
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    call = asyncio.ensure_future(harness.stub.SendMessage(send_request("hold")))
+    await agent.entered.wait()
+    stopping = asyncio.ensure_future(harness.running.stop(grace=30))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    watch.cancel()
+    for _ in range(2):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id="any"))
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    samples = await scrape(http, harness)  # the HTTP port serves until the drain ends
+    refused = {"method": "GetTask", "code": "UNAVAILABLE", "transport": "grpc"}
+    assert value(samples, "a2a_rpc_requests_total", **refused) == 2
+    agent.go.set()
+    await call
+    await asyncio.wait_for(stopping, 10)
