@@ -234,6 +234,8 @@ class TaskTable:
         """
         record = self._records.get(task_id) or self._not_live(task_id)
         task = record.task
+        if task.status.state in TERMINAL_STATES:  # made terminal without `status_changed`
+            raise TaskFinishedError(task_id, task.status.state)
         mutate(task)
         if status_changed:
             record.updated_ns = self._stamp(task.status)
