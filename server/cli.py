@@ -655,38 +655,38 @@ def reload(setup: Setup, running: RunningServer) -> None:
             "publishes no signing keys)"
         )
         return
-    if setup.signing_keys:
-        try:
-            keys = _jwks(args.publish_signing_keys, "--publish-signing-keys")
-            if keys is None:  # the options did not change, so this cannot happen
-                raise ValueError("no --publish-signing-keys file is named")
-            running.reload_signing_keys(keys)
-        except ValueError as exc:
-            log.warning("SIGHUP: kept the previously published signing keys: %s", exc)
-        else:
-            log.info(
-                "SIGHUP: published the signing keys in %s (%d)",
-                args.publish_signing_keys,
-                len(keys),
-            )
-    if setup.tokens:
-        try:
-            tokens = load_tokens(args.auth_tokens)
-            running.reload_tokens(tokens)
-        except ValueError as exc:
-            log.warning("SIGHUP: kept the previous bearer tokens: %s", exc)
-        else:
-            log.info("SIGHUP: reloaded the bearer tokens (%d)", len(tokens))
-    if setup.tls:
-        try:
-            files = _tls(args)
-            if files is None:  # the options did not change, so this cannot happen
-                raise ValueError("no TLS files are named")
-            running.reload_tls(files)
-        except ValueError as exc:
-            log.warning("SIGHUP: kept the previous TLS certificate: %s", exc)
-        else:
-            log.info("SIGHUP: reloaded the TLS certificate from %s", args.tls_cert)
+
+    def signing_keys() -> str:
+        keys = _jwks(args.publish_signing_keys, "--publish-signing-keys")
+        if keys is None:  # the options did not change, so this cannot happen
+            raise ValueError("no --publish-signing-keys file is named")
+        running.reload_signing_keys(keys)
+        return f"published the signing keys in {args.publish_signing_keys} ({len(keys)})"
+
+    def tokens() -> str:
+        loaded = load_tokens(args.auth_tokens)
+        running.reload_tokens(loaded)
+        return f"reloaded the bearer tokens ({len(loaded)})"
+
+    def tls() -> str:
+        files = _tls(args)
+        if files is None:  # the options did not change, so this cannot happen
+            raise ValueError("no TLS files are named")
+        running.reload_tls(files)
+        return f"reloaded the TLS certificate from {args.tls_cert}"
+
+    for used, kept, part in (
+        (setup.signing_keys, "previously published signing keys", signing_keys),
+        (setup.tokens, "previous bearer tokens", tokens),
+        (setup.tls, "previous TLS certificate", tls),
+    ):
+        if used:
+            try:
+                done = part()
+            except ValueError as exc:
+                log.warning("SIGHUP: kept the %s: %s", kept, exc)
+            else:
+                log.info("SIGHUP: %s", done)
 
 
 def _say(text: str, program: str = "a2a-grpc") -> None:
