@@ -102,6 +102,10 @@ def _member(updated_ns: int, task_id: str) -> str:
 
 SCOPE_NAMES_CACHED = 4096
 """Scopes whose key names `_Keys.scope` keeps built (all forgotten at once past that)."""
+SCOPE_NAMES_MAX_CHARS = 512
+"""Tenant and owner together longer than this: the names are built for the call and not kept.
+A tenant is the caller's to choose, up to a request's size; the cache holds about six times
+its length, so without this bound it could pin gigabytes (at most ~12 MB with it)."""
 
 
 class _ScopeNames(NamedTuple):
@@ -132,15 +136,17 @@ class _Keys:
     def scope(self, scope: Scope) -> _ScopeNames:
         names = self._scopes.get(scope)
         if names is None:
-            if len(self._scopes) >= SCOPE_NAMES_CACHED:
-                self._scopes.clear()
             tenant, owner = scope
-            names = self._scopes[scope] = _ScopeNames(
+            names = _ScopeNames(
                 index_prefix=f"{self.prefix}:{{t:{_hex(tenant)}}}:o:{_hex(owner)}:",
                 live_owner=f"{self._room}:o:{_hex(owner)}",
                 live_tenant=f"{self._room}:t:{_hex(tenant)}",
                 text=_scope_text(scope),
             )
+            if len(tenant) + len(owner) <= SCOPE_NAMES_MAX_CHARS:
+                if len(self._scopes) >= SCOPE_NAMES_CACHED:
+                    self._scopes.clear()
+                self._scopes[scope] = names
         return names
 
     def task(self, task_id: str) -> str:
