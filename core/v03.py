@@ -460,15 +460,27 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
 
     It is the 0.3 card's ProtoJSON but for security, which 0.3's JSON shapes otherwise: a
     scheme is one object with a `type` (and an API key's `location` is `in`), a requirement
-    maps scheme names straight to scopes. The lists 0.3 requires are present even when empty.
+    maps scheme names straight to scopes. What 0.3 requires is present even when empty (lists,
+    a flow's `scopes`, a skill's name and description, a provider's url).
+
+    An OAuth2 scheme's `flows` are the 1.0 card's, device-code flow and `pkceRequired`
+    included: a 0.3 reader ignores those, and a 1.0 reader that meets a scheme with a `type`
+    (the official SDK's resolver) rebuilds the scheme from these fields, so with 0.3's flows
+    alone it would lose them, and the card's signatures would no longer verify.
     """
     out = json_format.MessageToDict(agent_card(card))
+    schemes_1_0 = json_format.MessageToDict(card).get("securitySchemes", {})
     for name, scheme in out.get("securitySchemes", {}).items():
         for field, kind in _SCHEME_TYPES.items():
             if field in scheme:
                 fields = scheme[field]
                 if "location" in fields:
                     fields["in"] = fields.pop("location")
+                if kind == "oauth2":
+                    flows = schemes_1_0[name]["oauth2SecurityScheme"].get("flows", {})
+                    for flow in flows.values():
+                        flow.setdefault("scopes", {})
+                    fields["flows"] = flows
                 out["securitySchemes"][name] = {"type": kind, **fields}
     if "security" in out:
         out["security"] = _requirements_json(out["security"])
@@ -476,9 +488,14 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
     for required in ("defaultInputModes", "defaultOutputModes", "skills"):
         out.setdefault(required, [])
     for skill in out["skills"]:
+        for text in ("name", "description"):
+            skill.setdefault(text, "")
         skill.setdefault("tags", [])
         if "security" in skill:
             skill["security"] = _requirements_json(skill["security"])
+    if "provider" in out:
+        for text in ("organization", "url"):
+            out["provider"].setdefault(text, "")
     return out
 
 

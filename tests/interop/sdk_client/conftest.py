@@ -74,6 +74,13 @@ def strict_http_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def oauth2_http_url() -> Iterator[str]:
+    """Like `http_url`, for a card with an OAuth2 scheme that has 1.0-only parts."""
+    for _, http_port in _launch_ports("--oauth2"):
+        yield f"http://127.0.0.1:{http_port}"
+
+
+@pytest.fixture(scope="module")
 def no_compat_http_url() -> Iterator[str]:
     """Like `http_url`, for a server that does not serve A2A 0.3 callers."""
     for _, http_port in _launch_ports("--no-compat-03"):

@@ -1,6 +1,7 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict | --secure | --unconfigured | --no-compat-03]. Prints
+Usage: python our_server.py [--strict | --secure | --unconfigured | --no-compat-03 | --oauth2].
+Prints
 `PORT <n> HTTP <m>` (the gRPC port, and the HTTP port of the card and the JSON-RPC and HTTP+JSON
 bindings) once serving and stops on SIGTERM.
 - `--strict`: a card that accepts only text/plain, requires the extension urn:x-required and
@@ -10,6 +11,8 @@ bindings) once serving and stops on SIGTERM.
   optional, the budget extension, the audit trail, tracing context).
 - `--unconfigured`: offers an extended card without having one (bearer token `sdk-token`).
 - `--no-compat-03`: does not serve A2A 0.3 callers (`serve --no-compat-03`).
+- `--oauth2`: a card that declares OAuth2 schemes with 1.0-only parts (a device-code flow,
+  `pkceRequired`) and a flow without scopes (declared only: the server does not check OAuth2).
 """
 
 from __future__ import annotations
@@ -52,6 +55,20 @@ async def main(mode: str) -> None:
         tokens = {"sdk-token": "sdk-user"}
         keys = KeySet.of_private_keys({"k1": ed25519.Ed25519PrivateKey.generate()})
         audit = str(Path(tempfile.mkdtemp()) / "audit.jsonl")
+    elif mode == "--oauth2":
+        card = demo_card("127.0.0.1:0")
+        schemes = card.security_schemes
+        code = schemes["oauth"].oauth2_security_scheme.flows.authorization_code
+        code.authorization_url = "https://idp.example/authorize"
+        code.token_url = "https://idp.example/token"
+        code.pkce_required = True
+        code.scopes["tasks"] = "read and write tasks"
+        device = schemes["device"].oauth2_security_scheme.flows.device_code
+        device.device_authorization_url = "https://idp.example/device"
+        device.token_url = "https://idp.example/token"
+        service = schemes["service"].oauth2_security_scheme.flows.client_credentials
+        service.token_url = "https://idp.example/token"  # and no scopes
+        card.security_requirements.add().schemes["oauth"].list.append("tasks")
     config = ServerConfig(
         port=0,
         shutdown_grace=0.5,

@@ -88,3 +88,23 @@ def test_without_0_3_callers_the_card_is_1_0_only(no_compat_http_url: str) -> No
     assert not {"url", "preferredTransport", "additionalInterfaces", "security"} & set(document)
     card = parse_agent_card(dict(document))
     assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
+
+
+def test_oauth2_schemes_with_1_0_only_parts_read_right_both_ways(oauth2_http_url: str) -> None:
+    document = fetch(oauth2_http_url)
+    card = v03.AgentCard.model_validate(document)  # 0.3 wants `scopes` on every flow
+    schemes = {name: scheme.root for name, scheme in (card.security_schemes or {}).items()}
+    assert all(isinstance(scheme, v03.OAuth2SecurityScheme) for scheme in schemes.values())
+    code = schemes["oauth"].flows.authorization_code  # type: ignore[union-attr]
+    assert code is not None and code.scopes == {"tasks": "read and write tasks"}
+    service = schemes["service"].flows.client_credentials  # type: ignore[union-attr]
+    assert service is not None and service.scopes == {}
+    # The SDK's resolver rebuilds a scheme that has a `type` from its 0.3 fields: it must still
+    # read the device-code flow and pkceRequired, that is exactly the 1.0 card (which is also
+    # what the card's signatures, when it has some, are checked against).
+    resolved = parse_agent_card(dict(document))
+    plain = json_format.ParseDict(document, sdk.AgentCard(), ignore_unknown_fields=True)
+    assert resolved == plain
+    flows = {name: s.oauth2_security_scheme.flows for name, s in resolved.security_schemes.items()}
+    assert flows["oauth"].authorization_code.pkce_required
+    assert flows["device"].device_code.device_authorization_url == "https://idp.example/device"
