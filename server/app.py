@@ -15,7 +15,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
-from a2a_grpc.core.signing import card_publishes_signing_keys, publish_signing_keys, sign_card
+from a2a_grpc.core.signing import (
+    card_publishes_signing_keys,
+    card_signing_keys,
+    publish_signing_keys,
+    sign_card,
+)
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.addresses import (
     PublicAddresses,
@@ -36,6 +41,7 @@ from a2a_grpc.server.auth import (
 )
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.card_http import CardServer
+from a2a_grpc.server.compat_v03 import RPC_NAMES as V03_RPC_NAMES
 from a2a_grpc.server.compat_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.compat_v03 import V03Servicer
 from a2a_grpc.server.config import ServerConfig, redacted_url
@@ -84,12 +90,13 @@ class DrainGate(grpc.GenericRpcHandler):
         self.metrics: RpcMetrics | None = None
         """Where the refusals are counted (set once the server's metrics exist)."""
         self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-        for service, transport in (
-            (a2a_pb2.DESCRIPTOR.services_by_name["A2AService"], "grpc"),
-            (V03_SERVICE_DESCRIPTOR, "grpc-0.3"),
+        for service, transport, names in (
+            (a2a_pb2.DESCRIPTOR.services_by_name["A2AService"], "grpc", None),
+            (V03_SERVICE_DESCRIPTOR, "grpc-0.3", V03_RPC_NAMES),
         ):
             for method in service.methods:
-                refuse = self._refuser(method.name, transport)
+                rpc = method.name if names is None else names[method.name]
+                refuse = self._refuser(rpc, transport)
                 self._refusals[f"/{service.full_name}/{method.name}"] = (
                     grpc.unary_stream_rpc_method_handler(refuse)
                     if method.server_streaming
@@ -156,6 +163,8 @@ class RunningServer:
             raise ValueError(
                 "the server started without --publish-signing-keys; restart it to add them"
             )
+        if card_signing_keys(handler.card).to_jwks() == keys.to_jwks():
+            return  # unchanged: the cards (and their signatures and ETag) stay as they are
         card = self._with_signing_keys(handler.card, keys)
         extended = handler.extended_card
         if extended is not None and card_publishes_signing_keys(extended):

@@ -649,7 +649,8 @@ def reload(setup: Setup, running: RunningServer) -> None:
     handshakes and card requests with them. Each is reloaded on its own; one that cannot be
     used is kept as it was, and one log line says why."""
     args = setup.args
-    if args is None or not (setup.tokens or setup.tls or setup.signing_keys):
+    publishes_keys = setup.signing_keys is not None  # an empty key set counts too
+    if args is None or not (setup.tokens or setup.tls or publishes_keys):
         log.warning(
             "SIGHUP: nothing to reload (the server uses no bearer tokens and no TLS, and "
             "publishes no signing keys)"
@@ -676,7 +677,7 @@ def reload(setup: Setup, running: RunningServer) -> None:
         return f"reloaded the TLS certificate from {args.tls_cert}"
 
     for used, kept, part in (
-        (setup.signing_keys, "previously published signing keys", signing_keys),
+        (publishes_keys, "previously published signing keys", signing_keys),
         (setup.tokens, "previous bearer tokens", tokens),
         (setup.tls, "previous TLS certificate", tls),
     ):

@@ -48,6 +48,22 @@ V10 = TypeVar("V10")
 Result = TypeVar("Result")
 
 
+RPC_NAMES = {
+    "SendMessage": "SendMessage",
+    "SendStreamingMessage": "SendStreamingMessage",
+    "GetTask": "GetTask",
+    "CancelTask": "CancelTask",
+    "TaskSubscription": "SubscribeToTask",
+    "CreateTaskPushNotificationConfig": "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig": "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig": "DeleteTaskPushNotificationConfig",
+    "GetAgentCard": "GetExtendedAgentCard",
+}
+"""Each 0.3 method -> the 1.0 RPC it is served as, and named as in metrics, audit and traces
+(also when the server refuses it while draining)."""
+
+
 class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
     """a2a.v1.A2AService over the handler behind `gate`, the lf.a2a.v1 servicer."""
 
@@ -59,7 +75,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
 
     async def SendMessage(self, request: a2a_v03_pb2.SendMessageRequest, context: Context) -> Any:
         return await self._unary(
-            "SendMessage",
+            RPC_NAMES["SendMessage"],
             request,
             context,
             translate.send_request,
@@ -71,7 +87,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.SendMessageRequest, context: Context
     ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
         stream = self._stream(
-            "SendStreamingMessage",
+            RPC_NAMES["SendStreamingMessage"],
             request,
             context,
             translate.send_request,
@@ -82,7 +98,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
 
     async def GetTask(self, request: a2a_v03_pb2.GetTaskRequest, context: Context) -> Any:
         return await self._unary(
-            "GetTask",
+            RPC_NAMES["GetTask"],
             request,
             context,
             translate.get_task_request,
@@ -92,7 +108,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
 
     async def CancelTask(self, request: a2a_v03_pb2.CancelTaskRequest, context: Context) -> Any:
         return await self._unary(
-            "CancelTask",
+            RPC_NAMES["CancelTask"],
             request,
             context,
             translate.cancel_request,
@@ -104,7 +120,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.TaskSubscriptionRequest, context: Context
     ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
         stream = self._stream(
-            "SubscribeToTask",
+            RPC_NAMES["TaskSubscription"],
             request,
             context,
             translate.subscribe_request,
@@ -117,7 +133,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.CreateTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
-            "CreateTaskPushNotificationConfig",
+            RPC_NAMES["CreateTaskPushNotificationConfig"],
             request,
             context,
             translate.create_config_request,
@@ -129,7 +145,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.GetTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
-            "GetTaskPushNotificationConfig",
+            RPC_NAMES["GetTaskPushNotificationConfig"],
             request,
             context,
             translate.get_config_request,
@@ -141,7 +157,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.ListTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
-            "ListTaskPushNotificationConfigs",
+            RPC_NAMES["ListTaskPushNotificationConfig"],
             request,
             context,
             translate.list_configs_request,
@@ -153,7 +169,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         self, request: a2a_v03_pb2.DeleteTaskPushNotificationConfigRequest, context: Context
     ) -> Any:
         return await self._unary(
-            "DeleteTaskPushNotificationConfig",
+            RPC_NAMES["DeleteTaskPushNotificationConfig"],
             request,
             context,
             translate.delete_config_request,
@@ -163,7 +179,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
 
     async def GetAgentCard(self, request: a2a_v03_pb2.GetAgentCardRequest, context: Context) -> Any:
         return await self._unary(
-            "GetExtendedAgentCard",
+            RPC_NAMES["GetAgentCard"],
             request,
             context,
             _card_request,

@@ -263,9 +263,15 @@ async def test_grpc_calls_refused_while_draining_are_counted(
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id="any"))
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # A2A 0.3's name for the same RPC
+        await v03_stub(harness).GetAgentCard(a2a_v03_pb2.GetAgentCardRequest(), metadata=V03)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     samples = await scrape(http, harness)  # the HTTP port serves until the drain ends
     refused = {"method": "GetTask", "code": "UNAVAILABLE", "transport": "grpc"}
     assert value(samples, "a2a_rpc_requests_total", **refused) == 2
+    # Counted under the 1.0 RPC it is served as, the label its served calls have.
+    v03 = {"method": "GetExtendedAgentCard", "code": "UNAVAILABLE", "transport": "grpc-0.3"}
+    assert value(samples, "a2a_rpc_requests_total", **v03) == 1
     agent.go.set()
     await call
     await asyncio.wait_for(stopping, 10)

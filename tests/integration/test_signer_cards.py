@@ -483,6 +483,9 @@ async def test_reloaded_signing_keys_reach_both_cards(make_server: Factory) -> N
     )
     assert set(card_signing_keys(got)) == {"a-1", "a-2"}
     assert set(card_signing_keys(harness.running.handler.card)) == {"a-1", "a-2"}
+    before = harness.running.handler.card
+    harness.running.reload_signing_keys(KeySet.of_private_keys({"a-1": A1, "a-2": A2}))
+    assert harness.running.handler.card is before  # the same keys: nothing is re-signed
     plain = await make_server()
     with pytest.raises(ValueError, match="without --publish-signing-keys"):
         plain.running.reload_signing_keys(KeySet.of_private_keys({"a-1": A1}))
