@@ -25,6 +25,12 @@ def _launch(*args: str) -> Iterator[int]:
         yield grpc_port
 
 
+def _launch_http(*args: str) -> Iterator[str]:
+    """Our server in a child process: the base URL of its HTTP port."""
+    for _, http_port in _launch_ports(*args):
+        yield f"http://127.0.0.1:{http_port}"
+
+
 def _launch_ports(*args: str) -> Iterator[tuple[int, int]]:
     """Our server in a child process: its (gRPC port, HTTP port)."""
     with subprocess.Popen(
@@ -55,36 +61,31 @@ def port() -> Iterator[int]:
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     """The base URL of our server's HTTP port (card, JSON-RPC and HTTP+JSON)."""
-    for _, http_port in _launch_ports():
-        yield f"http://127.0.0.1:{http_port}"
+    yield from _launch_http()
 
 
 @pytest.fixture(scope="module")
 def secure_http_url() -> Iterator[str]:
     """Like `http_url`, for a server that requires the bearer token `sdk-token`."""
-    for _, http_port in _launch_ports("--secure"):
-        yield f"http://127.0.0.1:{http_port}"
+    yield from _launch_http("--secure")
 
 
 @pytest.fixture(scope="module")
 def strict_http_url() -> Iterator[str]:
     """Like `http_url`, for the `--strict` server (required extension, text/plain only)."""
-    for _, http_port in _launch_ports("--strict"):
-        yield f"http://127.0.0.1:{http_port}"
+    yield from _launch_http("--strict")
 
 
 @pytest.fixture(scope="module")
 def oauth2_http_url() -> Iterator[str]:
     """Like `http_url`, for a card with an OAuth2 scheme that has 1.0-only parts."""
-    for _, http_port in _launch_ports("--oauth2"):
-        yield f"http://127.0.0.1:{http_port}"
+    yield from _launch_http("--oauth2")
 
 
 @pytest.fixture(scope="module")
 def no_compat_http_url() -> Iterator[str]:
     """Like `http_url`, for a server that does not serve A2A 0.3 callers."""
-    for _, http_port in _launch_ports("--no-compat-03"):
-        yield f"http://127.0.0.1:{http_port}"
+    yield from _launch_http("--no-compat-03")
 
 
 @pytest.fixture(scope="module")
