@@ -133,16 +133,26 @@ return 1
 """
 
 FORGET = """
--- KEYS: task, events, push configs, push version, push cursors.  Deletes them all; returns what
--- the task's index entries need: {tenant, owner, state, ctx, ik} (false each when it was gone).
-local fields = redis.call('HMGET', KEYS[1], 'tenant', 'owner', 'state', 'ctx', 'ik')
-redis.call('DEL', unpack(KEYS))
-return fields
+-- KEYS: the five keys of each task (task, events, push configs, push version, push cursors),
+-- task after task.  Deletes them all; returns, per task, what its index entries need:
+-- {tenant, owner, state, ctx, ik} (false each when it was gone).
+local found = {}
+for first = 1, #KEYS, 5 do
+  found[#found + 1] = redis.call('HMGET', KEYS[first], 'tenant', 'owner', 'state', 'ctx', 'ik')
+  redis.call('DEL', unpack(KEYS, first, first + 4))
+end
+return found
 """
 
 UNINDEX = """
--- KEYS: all, state, context (optional).  ARGV: member.
-for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
+-- KEYS: the index keys of each task (all, state, context when it has one), task after task.
+-- ARGV: per task, how many of KEYS are its, then its member.
+local key_at = 1
+for i = 1, #ARGV, 2 do
+  local last = key_at + tonumber(ARGV[i]) - 1
+  for k = key_at, last do redis.call('ZREM', KEYS[k], ARGV[i + 1]) end
+  key_at = last + 1
+end
 return 1
 """
 

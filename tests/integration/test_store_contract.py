@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
     TaskStore,
+    eviction_batch,
 )
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
 from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
@@ -541,6 +543,55 @@ async def test_a_store_full_of_finished_tasks_takes_every_new_one_under_load(
     # and the total counts what the index holds).
     page = await store.list(ALICE, TaskQuery(page_size=1))
     assert page.total_size == stored
+
+
+async def test_every_task_of_an_eviction_batch_leaves_the_store_and_its_indexes(
+    make_store: MakeStore,
+) -> None:
+    """A full store evicts its oldest finished tasks several at a time (`eviction_batch`), here
+    from two scopes and three contexts: each evicted task leaves every ListTasks index (all,
+    its state's, its context's) and, on Redis, leaves no key behind."""
+    store = await make_store(max_tasks=256)
+    assert eviction_batch(256) == 4
+    scopes = {f"t{number}": ALICE if number % 2 else BOB for number in range(256)}
+    contexts = {f"t{number}": f"c{number % 3}" for number in range(256)}
+    for task_id, scope in scopes.items():
+        await created(store, task_id, scope, context_id=contexts[task_id])
+        await store.set_status(task_id, a2a_pb2.TASK_STATE_COMPLETED)
+    await created(store, "new", ALICE)  # the room it takes evicts one batch
+    present = {task_id for task_id, scope in scopes.items() if await store.get(task_id, scope)}
+    assert len(present) == 256 - 4
+    if isinstance(store, RedisTaskStore):  # nothing of an evicted task is left in Redis
+        keys, client = store.keys, store.client
+        evicted = set(scopes) - present
+        for task_id in evicted:
+            for key in keys.of_task(task_id):
+                assert not await client.exists(key)
+            assert await client.zscore(keys.room_all, task_id) is None
+        for scope in (ALICE, BOB):  # read before a ListTasks page could sweep stale entries
+            for number in range(3):
+                index_keys = keys.indexes(scope, a2a_pb2.TASK_STATE_COMPLETED, f"c{number}")
+                for key in index_keys:
+                    members = await client.zrange(key, 0, -1)
+                    assert not {member.decode().split("|")[-1] for member in members} & evicted
+    for scope in (ALICE, BOB):
+        queries = [TaskQuery(page_size=50, state=a2a_pb2.TASK_STATE_COMPLETED)]
+        queries += [TaskQuery(page_size=50, context_id=f"c{number}") for number in range(3)]
+        for query in queries:
+            listed: set[str] = set()
+            page = await store.list(scope, query)
+            listed |= {task.id for task in page.tasks}
+            while page.next_page_token:
+                next_query = dataclasses.replace(query, page_token=page.next_page_token)
+                page = await store.list(scope, next_query)
+                listed |= {task.id for task in page.tasks}
+            expected = {
+                task_id
+                for task_id in present
+                if scopes[task_id] == scope and query.context_id in ("", contexts[task_id])
+            }
+            assert listed == expected, query
+            assert page.total_size == len(expected), query
 
 
 async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) -> None:
