@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis.exceptions
@@ -78,3 +79,41 @@ async def test_closing_sends_what_is_queued_and_leaves_no_connection_open(
     assert await queued == b"v"
     connections = redis_server.cli("CLIENT", "LIST").splitlines()
     assert len(connections) == 1, connections  # only the redis-cli asking
+
+
+async def test_commands_behind_a_large_batch_wait_for_the_busy_callers(
+    client: CoalescingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load (a batch of LINGER_FROM commands or more came back with commands queued
+    behind it) the next batch waits `linger_after` that batch's size; a lone caller's commands
+    go at once. Every command still gets its own reply."""
+    loop = asyncio.get_running_loop()
+    waits: list[float] = []
+    call_later = loop.call_later
+
+    def recording_call_later(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        if getattr(callback, "__func__", None) is CoalescingRedis._flush:
+            waits.append(delay)
+        return call_later(delay, callback, *args)
+
+    monkeypatch.setattr(loop, "call_later", recording_call_later)
+    callers = redis_client.LINGER_FROM + 2
+
+    async def caller(number: int) -> list[int]:
+        return [await client.incr(f"a2a:test:c{number}") for _ in range(3)]
+
+    counts = await asyncio.gather(*(caller(number) for number in range(callers)))
+    assert counts == [[1, 2, 3]] * callers
+    # The second and third rounds queued behind a batch of `callers` commands.
+    assert waits == [redis_client.linger_after(callers)] * 2
+    waits.clear()
+    assert [await client.incr("a2a:test:lone") for _ in range(3)] == [1, 2, 3]
+    assert waits == []
+
+
+def test_the_wait_grows_with_the_batch_up_to_a_bound() -> None:
+    assert redis_client.linger_after(1) == 0.0
+    assert redis_client.linger_after(redis_client.LINGER_FROM - 1) == 0.0
+    first = redis_client.linger_after(redis_client.LINGER_FROM)
+    assert 0.0 < first < redis_client.linger_after(redis_client.LINGER_FROM * 2)
+    assert redis_client.linger_after(10_000) == redis_client.LINGER_MAX
