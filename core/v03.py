@@ -469,7 +469,6 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
     alone it would lose them, and the card's signatures would no longer verify.
     """
     out = json_format.MessageToDict(agent_card(card))
-    schemes_1_0 = json_format.MessageToDict(card).get("securitySchemes", {})
     for name, scheme in out.get("securitySchemes", {}).items():
         for field, kind in _SCHEME_TYPES.items():
             if field in scheme:
@@ -477,7 +476,8 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
                 if "location" in fields:
                     fields["in"] = fields.pop("location")
                 if kind == "oauth2":
-                    flows = schemes_1_0[name]["oauth2SecurityScheme"].get("flows", {})
+                    oauth2 = card.security_schemes[name].oauth2_security_scheme
+                    flows = json_format.MessageToDict(oauth2.flows)
                     for flow in flows.values():
                         flow.setdefault("scopes", {})
                     fields["flows"] = flows

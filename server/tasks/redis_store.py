@@ -1119,14 +1119,13 @@ class RedisTaskStore:
         keys = self.keys
         task_keys = [key for task_id in task_ids for key in keys.of_task(task_id)]
         found = await self.run_script("FORGET", task_keys, [])
+        delivering = [task_id for task_id in task_ids if task_id in self._delivering]
+        if delivering:  # (this replica's delivery set holds only those)
+            self._delivering.difference_update(delivering)
+            await self.call(self.client.srem(keys.replica_deliveries(self.replica_id), *delivering))
         index_keys: list[str] = []
         members: list[Any] = []
-        for task_id, (tenant, owner, state, context_id, member) in zip(
-            task_ids, found, strict=True
-        ):
-            if task_id in self._delivering:  # (this replica's delivery set holds only those)
-                self._delivering.discard(task_id)
-                await self.call(self.client.srem(keys.replica_deliveries(self.replica_id), task_id))
+        for tenant, owner, state, context_id, member in found:
             if member and tenant is not None and owner is not None:
                 scope = Scope(tenant.decode(), owner.decode())
                 names = keys.indexes(scope, int(state or 0), (context_id or b"").decode())
