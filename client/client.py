@@ -7,29 +7,27 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
-import grpc
 from google.protobuf import empty_pb2
 
 from a2a_grpc.client.audit import DIRECT_REPLY, ClientAuditLog, outcome_of
-from a2a_grpc.client.card import grpc_interface
+from a2a_grpc.client.card import GRPC_BINDING, grpc_interface
 from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
-from a2a_grpc.client.errors import from_rpc_error
-from a2a_grpc.client.events import decode_send_message_response
 from a2a_grpc.client.follow import Mode, StreamCall, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
+from a2a_grpc.client.transports.base import Transport
+from a2a_grpc.client.transports.grpc import GrpcTransport
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
-from a2a_grpc.core.service import method_path
 from a2a_grpc.core.tracing import outgoing_headers
-from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.generated import a2a_pb2
 
 MetadataEntries = Sequence[tuple[str, str | bytes]]
 
@@ -67,8 +65,9 @@ class A2AClient:
 
     def __init__(
         self,
-        channel: Any,
+        channel: Any = None,
         *,
+        transport: Transport | None = None,
         tenant: str = "",
         extensions: Sequence[str] = (),
         credentials: Credentials | None = None,
@@ -88,8 +87,14 @@ class A2AClient:
             audit if audit is None or isinstance(audit, ClientAuditLog) else ClientAuditLog(audit)
         )
         self.target = target
-        self._channel = channel
-        self._owns_channel = owns_channel
+        if transport is None:
+            if channel is None:
+                raise TypeError("A2AClient needs a channel or a transport")
+            interface = a2a_pb2.AgentInterface(
+                url=target, protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION
+            )
+            transport = GrpcTransport(channel, owns_channel=owns_channel, interface=interface)
+        self._transport = transport
         self.tenant = tenant
         self._signer = signer
         if signer is not None and SIGNED_MESSAGE_EXTENSION not in extensions:
@@ -101,24 +106,6 @@ class A2AClient:
         self._retry = retry
         self._resume = resume
         self._backoff = backoff
-        self._stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
-        # SendMessage and the streams are read as raw bytes: only there can a response with two
-        # payload members still be seen (see events.py).
-        self._send_raw = channel.unary_unary(
-            method_path("SendMessage"),
-            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
-            response_deserializer=None,
-        )
-        self._send_stream_raw = channel.unary_stream(
-            method_path("SendStreamingMessage"),
-            request_serializer=a2a_pb2.SendMessageRequest.SerializeToString,
-            response_deserializer=None,
-        )
-        self._subscribe_raw = channel.unary_stream(
-            method_path("SubscribeToTask"),
-            request_serializer=a2a_pb2.SubscribeToTaskRequest.SerializeToString,
-            response_deserializer=None,
-        )
 
     @classmethod
     def connect(
@@ -162,8 +149,7 @@ class A2AClient:
     async def close(self) -> None:
         """Closes the channel if this client created it (pending calls are cancelled), and the
         audit trail if it opened it (its records are written first)."""
-        if self._owns_channel:
-            await self._channel.close()
+        await self._transport.close()
         if self._owns_audit and self._audit is not None:
             await self._audit.aclose()
 
@@ -197,23 +183,21 @@ class A2AClient:
         entries = await self._call_metadata(metadata)
         attempts = 0
 
-        async def attempt(remaining: float | None) -> bytes:
+        async def attempt(remaining: float | None) -> Any:
             nonlocal attempts
             attempts += 1
-            try:
-                raw: bytes = await self._send_raw(send, timeout=remaining, metadata=entries)
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error) from error
-            return raw
+            return await self._transport.call(
+                "SendMessage", send, timeout=remaining, metadata=entries
+            )
 
         try:
-            raw = await call_with_retry(
+            response = await call_with_retry(
                 attempt,
                 retry or self._retry,
                 deadline_s=self._effective_timeout(timeout),
                 backoff=self._backoff,
             )
-            result = _send_result(send, raw)
+            result = _send_result(send, response)
         except BaseException as error:
             if self._audit is not None:
                 self._record("SendMessage", send, None, error, attempts=attempts)
@@ -241,7 +225,9 @@ class A2AClient:
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
-        call = self._send_stream_raw(send, timeout=deadline.remaining(), metadata=entries)
+        call = self._transport.stream(
+            "SendStreamingMessage", send, timeout=deadline.remaining(), metadata=entries
+        )
         view = TaskView(expected_task_id=send.message.task_id)
         mode = Mode.CONTINUATION if send.message.task_id else Mode.SEND
         resumes = _Resumes()
@@ -259,9 +245,7 @@ class A2AClient:
         """GetTask (a task id may be passed for the request)."""
         if isinstance(request, str):
             request = a2a_pb2.GetTaskRequest(id=request)
-        task: a2a_pb2.Task = await self._unary(
-            "GetTask", self._stub.GetTask, request, timeout, metadata
-        )
+        task: a2a_pb2.Task = await self._unary("GetTask", request, timeout, metadata)
         return task
 
     async def list_tasks(
@@ -274,7 +258,7 @@ class A2AClient:
         """ListTasks (one page; follow `next_page_token` for more)."""
         request = request if request is not None else a2a_pb2.ListTasksRequest()
         response: a2a_pb2.ListTasksResponse = await self._unary(
-            "ListTasks", self._stub.ListTasks, request, timeout, metadata
+            "ListTasks", request, timeout, metadata
         )
         return response
 
@@ -288,9 +272,7 @@ class A2AClient:
         """CancelTask: the task after the attempt (not retried: see channel.py)."""
         if isinstance(request, str):
             request = a2a_pb2.CancelTaskRequest(id=request)
-        task: a2a_pb2.Task = await self._unary(
-            "CancelTask", self._stub.CancelTask, request, timeout, metadata
-        )
+        task: a2a_pb2.Task = await self._unary("CancelTask", request, timeout, metadata)
         return task
 
     async def subscribe_to_task(
@@ -310,7 +292,9 @@ class A2AClient:
         )
         entries = await self._call_metadata(metadata)
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
-        call = self._subscribe_raw(subscribe, timeout=deadline.remaining(), metadata=entries)
+        call = self._transport.stream(
+            "SubscribeToTask", subscribe, timeout=deadline.remaining(), metadata=entries
+        )
         view = TaskView(expected_task_id=subscribe.id)
         resumes = _Resumes()
         stream = self._follow(call, view, Mode.SUBSCRIBE, entries, deadline, resume, resumes)
@@ -327,7 +311,6 @@ class A2AClient:
         """CreateTaskPushNotificationConfig: the stored config with its server-assigned id."""
         config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
             "CreateTaskPushNotificationConfig",
-            self._stub.CreateTaskPushNotificationConfig,
             request,
             timeout,
             metadata,
@@ -344,7 +327,6 @@ class A2AClient:
         """GetTaskPushNotificationConfig."""
         config: a2a_pb2.TaskPushNotificationConfig = await self._unary(
             "GetTaskPushNotificationConfig",
-            self._stub.GetTaskPushNotificationConfig,
             request,
             timeout,
             metadata,
@@ -361,7 +343,6 @@ class A2AClient:
         """ListTaskPushNotificationConfigs."""
         response: a2a_pb2.ListTaskPushNotificationConfigsResponse = await self._unary(
             "ListTaskPushNotificationConfigs",
-            self._stub.ListTaskPushNotificationConfigs,
             request,
             timeout,
             metadata,
@@ -378,7 +359,7 @@ class A2AClient:
         """GetExtendedAgentCard (the agent requires credentials for it)."""
         request = request if request is not None else a2a_pb2.GetExtendedAgentCardRequest()
         card: a2a_pb2.AgentCard = await self._unary(
-            "GetExtendedAgentCard", self._stub.GetExtendedAgentCard, request, timeout, metadata
+            "GetExtendedAgentCard", request, timeout, metadata
         )
         return card
 
@@ -392,7 +373,6 @@ class A2AClient:
         """DeleteTaskPushNotificationConfig (idempotent on the server, spec §3.1.10)."""
         _: empty_pb2.Empty = await self._unary(
             "DeleteTaskPushNotificationConfig",
-            self._stub.DeleteTaskPushNotificationConfig,
             request,
             timeout,
             metadata,
@@ -403,7 +383,6 @@ class A2AClient:
     async def _unary(
         self,
         rpc: str,
-        method: Callable[..., Any],
         request: Any,
         timeout: float | None,
         metadata: MetadataEntries,
@@ -411,15 +390,10 @@ class A2AClient:
         request = self._with_tenant(request)
         entries = await self._call_metadata(metadata)
         try:
-            result = await method(
-                request, timeout=self._effective_timeout(timeout), metadata=entries
+            result = await self._transport.call(
+                rpc, request, timeout=self._effective_timeout(timeout), metadata=entries
             )
-        except grpc.aio.AioRpcError as rpc_error:
-            error = from_rpc_error(rpc_error)
-            if self._audit is not None:
-                self._record(rpc, request, None, error)
-            raise error from rpc_error
-        except BaseException as error:  # cancelled by the caller
+        except BaseException as error:  # the agent's error, could-not-talk, or cancelled
             if self._audit is not None:
                 self._record(rpc, request, None, error)
             raise
@@ -497,17 +471,16 @@ class A2AClient:
         def resubscribe(task_id: str) -> StreamCall:
             resumes.count += 1
             request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
-            return self._subscribe_raw(request, timeout=deadline.remaining(), metadata=entries)
+            return self._transport.stream(
+                "SubscribeToTask", request, timeout=deadline.remaining(), metadata=entries
+            )
 
         async def fetch_task(task_id: str) -> a2a_pb2.Task:
             request = self._with_tenant(a2a_pb2.GetTaskRequest(id=task_id))
-            try:
-                task: a2a_pb2.Task = await self._stub.GetTask(
-                    request, timeout=deadline.remaining(), metadata=entries
-                )
-            except grpc.aio.AioRpcError as error:
-                raise from_rpc_error(error) from error
-            return task
+            task = await self._transport.call(
+                "GetTask", request, timeout=deadline.remaining(), metadata=entries
+            )
+            return cast(a2a_pb2.Task, task)
 
         if isinstance(resume, RetryPolicy):
             policy: RetryPolicy | None = resume
@@ -588,9 +561,10 @@ def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:
     return [(key.lower(), value) for key, value in entries]
 
 
-def _send_result(send: a2a_pb2.SendMessageRequest, raw: bytes) -> a2a_pb2.Task | a2a_pb2.Message:
+def _send_result(
+    send: a2a_pb2.SendMessageRequest, response: a2a_pb2.SendMessageResponse
+) -> a2a_pb2.Task | a2a_pb2.Message:
     """SendMessage's answer; InvalidAgentResponseError when it breaks the protocol."""
-    response = decode_send_message_response(raw)
     if response.HasField("message"):
         return response.message
     task = response.task

@@ -10,28 +10,24 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
-
-import grpc
 
 from a2a_grpc.client.errors import (
     A2ATransportError,
     DeadlineExceededError,
     StreamResumeError,
-    from_rpc_error,
 )
-from a2a_grpc.client.events import decode_stream_response
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Backoff, Clock, RetryPolicy
 from a2a_grpc.client.state_names import state_name
+from a2a_grpc.client.transports.base import EventStream
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.generated import a2a_pb2
 
 StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
 """An event and the view after it."""
 
-StreamCall = Any
-"""A `grpc.aio` unary-stream call whose responses are raw bytes."""
+StreamCall = EventStream
+"""An open stream of a transport (`client/transports/base.py`)."""
 
 Resubscribe = Callable[[str], StreamCall]
 """Opens SubscribeToTask for a task id, with the stream's tenant, metadata and deadline."""
@@ -129,8 +125,7 @@ async def follow(
         error: A2ATransportError | None = None
         try:
             try:
-                async for raw in call:
-                    event = decode_stream_response(raw)
+                async for event in call:
                     if events == 0:
                         _check_first_event(event, mode)
                     view = fold(view, event)
@@ -139,18 +134,17 @@ async def follow(
                     if stop_when_done and view.done:
                         break
             finally:
-                call.cancel()
-        except grpc.aio.AioRpcError as rpc_error:
-            mapped = from_rpc_error(rpc_error)
-            if not isinstance(mapped, A2ATransportError):
-                if mode is Mode.RESUME and isinstance(mapped, UnsupportedOperationError):
-                    final = a2a_pb2.StreamResponse(task=await fetch_task(view.task_id))
-                    view = fold(view, final)
-                    yield final, view
-                    if view.done:
-                        return
-                raise mapped from rpc_error
+                await call.aclose()
+        except A2ATransportError as mapped:
             error = mapped
+        except UnsupportedOperationError:
+            if mode is not Mode.RESUME:
+                raise
+            final = a2a_pb2.StreamResponse(task=await fetch_task(view.task_id))
+            view = fold(view, final)
+            yield final, view
+            if not view.done:
+                raise
         if view.done:
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.

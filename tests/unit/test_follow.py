@@ -9,7 +9,12 @@ import grpc
 import pytest
 
 from a2a_grpc.client.client import DEFAULT_RESUME
-from a2a_grpc.client.errors import DeadlineExceededError, StreamResumeError, UnavailableError
+from a2a_grpc.client.errors import (
+    DeadlineExceededError,
+    StreamResumeError,
+    UnavailableError,
+    from_rpc_error,
+)
 from a2a_grpc.client.follow import Mode, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy
@@ -64,7 +69,8 @@ DROP = rpc_error(grpc.StatusCode.UNAVAILABLE, "connection reset")
 
 
 class FakeCall:
-    """A unary-stream call: the events as bytes, then `error` if given; records `cancel`."""
+    """A transport's event stream: the events, then `error` if given (a gRPC error mapped as
+    the gRPC transport maps it); records `aclose`."""
 
     def __init__(self, *events: a2a_pb2.StreamResponse, error: Exception | None = None) -> None:
         self.events = events
@@ -72,19 +78,20 @@ class FakeCall:
         self.read = 0
         self.cancelled = False
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
         return self._responses()
 
-    async def _responses(self) -> AsyncIterator[bytes]:
+    async def _responses(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
         for event in self.events:
             self.read += 1
-            yield event.SerializeToString()
+            yield event
+        if isinstance(self.error, grpc.aio.AioRpcError):
+            raise from_rpc_error(self.error) from self.error
         if self.error is not None:
             raise self.error
 
-    def cancel(self) -> bool:
+    async def aclose(self) -> None:
         self.cancelled = True
-        return True
 
 
 class Agent:
