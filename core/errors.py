@@ -236,3 +236,9 @@ ERROR_BY_KEY: Mapping[tuple[str, str], type[StatusError]] = {
     (cls.domain, cls.reason): cls for cls in (*ERROR_CLASSES, *SERVICE_ERROR_CLASSES)
 }
 """(ErrorInfo domain, reason) → error class."""
+
+ERROR_BY_JSONRPC_CODE: Mapping[int, type[A2AError]] = {
+    cls.jsonrpc_code: cls for cls in ERROR_CLASSES
+}
+"""JSON-RPC error code → A2A error class, for a JSON-RPC error that carries no ErrorInfo (each
+A2A error has its own code; the service errors share -32000 and are not in it)."""

@@ -99,11 +99,33 @@ def decode(
         return None
     if status.code != code.value[0] or status.message != message:
         return None
+    return _from_details(message, status.details)
+
+
+def decode_json(message: str, details: Sequence[Any]) -> StatusError | None:
+    """The error an HTTP binding's error carries (the JSON-RPC `error.data` array or the
+    AIP-193 `error.details` array: ProtoJSON objects with their `@type`), or None when it holds
+    no ErrorInfo we know. Details of an unknown type, or malformed, are skipped."""
+    packed: list[any_pb2.Any] = []
+    for detail in details:
+        if not isinstance(detail, dict):
+            continue
+        value = any_pb2.Any()
+        try:
+            json_format.ParseDict(detail, value, ignore_unknown_fields=True)
+        except (json_format.ParseError, TypeError, ValueError, RecursionError):
+            continue  # a detail we cannot read is the peer's business
+        packed.append(value)
+    return _from_details(message, packed)
+
+
+def _from_details(message: str, details: Sequence[any_pb2.Any]) -> StatusError | None:
+    """The error `details` (ErrorInfo, RetryInfo, BadRequest) describe, with `message`."""
     error_class: type[StatusError] | None = None
     metadata: dict[str, str] = {}
     violations: list[FieldViolation] = []
     retry_delay: float | None = None
-    for detail in status.details:
+    for detail in details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
