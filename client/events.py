@@ -3,12 +3,13 @@
 A protobuf parser keeps only the last member of a oneof, so a response carrying two payload
 members (say `task` and `message`) looks valid once parsed. These decoders read the raw bytes'
 top-level field numbers first, which is the only place the second member is still visible;
-ProtoJSON parsing rejects two members by itself. Zero members is checked on the parsed message.
+for the HTTP bindings' JSON the same check is on the object's keys (`payload_from_json`), before
+ProtoJSON parsing. Zero members is checked on the parsed message.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -41,6 +42,39 @@ def stream_response_from_json(text: str | bytes) -> a2a_pb2.StreamResponse:
         raise InvalidAgentResponseError(f"malformed StreamResponse JSON: {error}") from error
     require_one_payload(event)
     return event
+
+
+def payload_from_json(cls: type[_PayloadMessage], value: object) -> _PayloadMessage:
+    """A StreamResponse or SendMessageResponse from its ProtoJSON object (as an HTTP binding
+    returns it), with exactly one payload member, or InvalidAgentResponseError. Unknown members
+    are ignored (spec §5.7)."""
+    name = cls.DESCRIPTOR.name
+    if not isinstance(value, dict):
+        raise InvalidAgentResponseError(f"{name} is not a JSON object")
+    members = [
+        field.name
+        for field in cls.DESCRIPTOR.oneofs_by_name["payload"].fields
+        if field.json_name in value or field.name in value
+    ]
+    if len(members) > 1:
+        raise InvalidAgentResponseError(f"{name} has {len(members)} payloads: {', '.join(members)}")
+    return message_from_json(cls, value)
+
+
+_Parsed = TypeVar("_Parsed", bound=Message)
+
+
+def message_from_json(cls: type[_Parsed], value: Any) -> _Parsed:
+    """`cls` parsed from a ProtoJSON value, unknown members ignored; InvalidAgentResponseError
+    when it is not one (and, for a payload message, when no payload member is set)."""
+    message = cls()
+    try:
+        json_format.ParseDict(value, message, ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError, RecursionError) as error:
+        raise InvalidAgentResponseError(f"malformed {cls.DESCRIPTOR.name} JSON: {error}") from error
+    if "payload" in cls.DESCRIPTOR.oneofs_by_name:
+        require_one_payload(message)
+    return message
 
 
 def require_one_payload(message: Message) -> str:

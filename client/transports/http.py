@@ -1,0 +1,235 @@
+"""What the two HTTP transports (JSON-RPC, HTTP+JSON) share: the httpx client, TLS from
+`TlsConfig`, headers, deadlines, Server-Sent Events (httpx-sse), and could-not-talk mapping.
+
+One `httpx.AsyncClient` pools connections for all calls of a transport (and may be shared by
+several: pass it in, and its owner closes it). HTTP/2 is offered (ALPN, over TLS) when the `h2`
+package is installed (`pip install httpx[http2]`); HTTP/1.1 otherwise.
+"""
+
+# A call's `timeout` is enforced here with asyncio.timeout around the HTTP exchange.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import importlib.util
+import json
+import os
+import ssl
+import tempfile
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import httpx
+import httpx_sse
+
+from a2a_grpc.client.channel import TlsConfig
+from a2a_grpc.client.errors import (
+    A2AClientError,
+    A2ATransportError,
+    DeadlineExceededError,
+    RpcFailedError,
+    UnavailableError,
+)
+from a2a_grpc.client.transports.base import Metadata
+from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.generated import a2a_pb2
+
+EVENT_STREAM = "text/event-stream"
+CONNECT_TIMEOUT_S = 20.0
+"""Seconds a new connection may take when the call itself is unbounded."""
+HTTP2 = importlib.util.find_spec("h2") is not None
+"""Whether HTTP/2 is offered (the `h2` package is installed)."""
+
+_GRPC_CODE_OF_HTTP: dict[int, grpc.StatusCode] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    405: grpc.StatusCode.UNIMPLEMENTED,
+    409: grpc.StatusCode.ABORTED,
+    413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    415: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    499: grpc.StatusCode.CANCELLED,
+    500: grpc.StatusCode.INTERNAL,
+    501: grpc.StatusCode.UNIMPLEMENTED,
+}
+"""The usual HTTP → gRPC code mapping (google.rpc), for an HTTP error without an A2A body."""
+_GATEWAY_ERRORS: dict[int, type[A2ATransportError]] = {
+    502: UnavailableError,
+    503: UnavailableError,
+    504: DeadlineExceededError,
+}
+"""A proxy's or load balancer's answers when the agent could not be reached."""
+
+
+def ssl_context(tls: TlsConfig) -> ssl.SSLContext:
+    """An SSL context verifying the server with `tls.root_certificates` (the system trust store
+    when None), presenting the client certificate when one is set; ValueError for a certificate
+    without its key."""
+    if (tls.client_certificate is None) != (tls.client_key is None):
+        raise ValueError("a client certificate needs its key, and a key its certificate")
+    roots = tls.root_certificates
+    context = ssl.create_default_context(cadata=roots.decode() if roots is not None else None)
+    if tls.client_certificate is not None and tls.client_key is not None:
+        # The ssl module loads a certificate chain from files only: a private directory, gone
+        # once loaded.
+        with tempfile.TemporaryDirectory() as directory:
+            cert = os.path.join(directory, "cert.pem")
+            key = os.path.join(directory, "key.pem")
+            for path, data in ((cert, tls.client_certificate), (key, tls.client_key)):
+                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as file:
+                    file.write(data)
+            context.load_cert_chain(cert, key)
+    return context
+
+
+def create_http_client(tls: TlsConfig | None = None) -> httpx.AsyncClient:
+    """A pooled `httpx.AsyncClient` for A2A calls and card fetches: TLS per `tls` (https URLs
+    without it are verified against the system trust store), no redirects followed, and no read
+    timeout of its own (each call's timeout is its deadline; streams may be quiet for long)."""
+    verify: ssl.SSLContext | bool = ssl_context(tls) if tls is not None else True
+    return httpx.AsyncClient(
+        verify=verify,
+        http2=HTTP2,
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
+        follow_redirects=False,
+    )
+
+
+def headers_of(metadata: Metadata, *extra: tuple[str, str]) -> list[tuple[str, str]]:
+    """A call's metadata as HTTP headers (the same names; HTTP header names are
+    case-insensitive), with `extra` (Content-Type, Accept). A binary value is sent base64
+    encoded, as gRPC sends a `-bin` entry."""
+    return [
+        *extra,
+        *(
+            (key, value if isinstance(value, str) else base64.b64encode(value).decode())
+            for key, value in metadata
+        ),
+    ]
+
+
+def request_extensions(tls: TlsConfig | None) -> dict[str, Any]:
+    """httpx request extensions: the TLS name to check the certificate against, if overridden."""
+    if tls is not None and tls.server_name_override:
+        return {"sni_hostname": tls.server_name_override}
+    return {}
+
+
+def could_not_talk(error: httpx.HTTPError) -> A2ATransportError:
+    """The transport error an httpx failure stands for (`error` as its cause)."""
+    mapped: A2ATransportError
+    if isinstance(error, httpx.TimeoutException):
+        mapped = DeadlineExceededError(f"timed out: {error or type(error).__name__}")
+    else:
+        mapped = UnavailableError(f"{type(error).__name__}: {error}" if str(error) else repr(error))
+    mapped.__cause__ = error
+    return mapped
+
+
+def http_failure(status: int, text: str) -> A2AClientError:
+    """The error for an HTTP error status whose body carries no A2A error: a gateway's 502,
+    503, 504 is could-not-talk; anything else an RpcFailedError with the gRPC code it maps to."""
+    transport = _GATEWAY_ERRORS.get(status)
+    details = f"HTTP {status}" + (f": {text[:200]}" if text else "")
+    if transport is not None:
+        return transport(details)
+    return RpcFailedError(_GRPC_CODE_OF_HTTP.get(status, grpc.StatusCode.UNKNOWN), details)
+
+
+def grpc_code_named(name: object, status: int) -> grpc.StatusCode:
+    """The gRPC code an AIP-193 `status` names, else the one the HTTP status maps to."""
+    if isinstance(name, str) and name in grpc.StatusCode.__members__:
+        return grpc.StatusCode[name]
+    return _GRPC_CODE_OF_HTTP.get(status, grpc.StatusCode.UNKNOWN)
+
+
+def json_body(data: bytes) -> Any:
+    """The JSON value of a response body; InvalidAgentResponseError when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
+        raise InvalidAgentResponseError(f"the response is not JSON: {error}") from error
+
+
+async def within(timeout: float | None, call: Awaitable[Any]) -> Any:
+    """`await call`, bounded by `timeout`; DeadlineExceededError when it runs out, httpx
+    failures as could-not-talk."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await call
+    except TimeoutError as error:
+        raise DeadlineExceededError(f"the deadline ({timeout:g} s) expired") from error
+    except httpx.HTTPError as error:
+        raise could_not_talk(error) from error
+
+
+Decode = Callable[[httpx_sse.ServerSentEvent], a2a_pb2.StreamResponse]
+"""One SSE event → its StreamResponse, or raises the error the event carries."""
+Refused = Callable[[int, bytes], Exception]
+"""A response that is not an event stream (status, body) → the error it stands for."""
+
+
+class SseStream:
+    """One streaming call over Server-Sent Events, opened when first iterated.
+
+    The whole stream (connect, headers, every event) is bounded by the call's timeout, fixed
+    when the call is made. A response that is not `text/event-stream` is an error answer
+    (`refused` reads it); `decode` turns each event into a StreamResponse.
+    """
+
+    def __init__(
+        self,
+        open_response: Callable[[], contextlib.AbstractAsyncContextManager[httpx.Response]],
+        *,
+        timeout: float | None,
+        decode: Decode,
+        refused: Refused,
+    ) -> None:
+        self._open = open_response
+        self._deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        self._timeout = timeout
+        self._decode = decode
+        self._refused = refused
+        self._events = self._read()
+
+    def __aiter__(self) -> AsyncGenerator[a2a_pb2.StreamResponse, None]:
+        return self._events
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def _step(self, call: Awaitable[Any]) -> Any:
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                return await call
+        except TimeoutError as error:
+            raise DeadlineExceededError(
+                f"the stream's deadline ({self._timeout:g} s) expired"
+            ) from error
+        except httpx.HTTPError as error:
+            raise could_not_talk(error) from error
+
+    async def _read(self) -> AsyncGenerator[a2a_pb2.StreamResponse, None]:
+        async with contextlib.AsyncExitStack() as stack:
+            response: httpx.Response = await self._step(stack.enter_async_context(self._open()))
+            media_type = response.headers.get("content-type", "").partition(";")[0].strip()
+            if media_type != EVENT_STREAM:
+                body: bytes = await self._step(response.aread())
+                raise self._refused(response.status_code, body)
+            events = httpx_sse.EventSource(response).aiter_sse()
+            while True:
+                try:
+                    event = await self._step(anext(events))
+                except StopAsyncIteration:
+                    return
+                except httpx_sse.SSEError as error:
+                    raise InvalidAgentResponseError(f"bad event stream: {error}") from error
+                if not event.data:
+                    continue  # a comment or keep-alive
+                yield self._decode(event)

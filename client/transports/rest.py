@@ -1,0 +1,159 @@
+"""The HTTP+JSON transport: A2A 1.0's HTTP+JSON binding (spec §11) over httpx.
+
+Routes are the proto's `google.api.http` annotations (`a2a_grpc.core.http_routes`, the same
+rules the server serves), under the interface's url: a request with a tenant takes the
+`/{tenant}` binding. A body rule (`body: "*"`) sends the request as ProtoJSON; the others carry
+the path's fields in the path and the rest as query parameters (camelCase, repeated fields
+repeated). Responses are the response message in ProtoJSON; streams are Server-Sent Events of
+bare StreamResponse objects. Errors are AIP-193 (`{"error": {"code", "status", "message",
+"details"}}`), decoded from the ErrorInfo in `details` with the shared codec.
+"""
+
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import httpx
+import httpx_sse
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from a2a_grpc.client.channel import TlsConfig
+from a2a_grpc.client.errors import RpcFailedError
+from a2a_grpc.client.events import message_from_json, payload_from_json
+from a2a_grpc.client.transports.base import RESPONSES, Metadata
+from a2a_grpc.client.transports.http import (
+    EVENT_STREAM,
+    SseStream,
+    create_http_client,
+    grpc_code_named,
+    headers_of,
+    http_failure,
+    json_body,
+    request_extensions,
+    within,
+)
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.http_routes import request_path, request_rule
+from a2a_grpc.generated import a2a_pb2
+
+HTTP_JSON_BINDING = "HTTP+JSON"
+_A2A_JSON = "application/a2a+json"
+
+
+class RestTransport:
+    """A2A over HTTP+JSON under `interface.url`, on `http` (a pooled httpx client; one is made
+    from `tls` and closed with the transport when none is passed in)."""
+
+    def __init__(
+        self,
+        interface: a2a_pb2.AgentInterface,
+        *,
+        http: httpx.AsyncClient | None = None,
+        tls: TlsConfig | None = None,
+    ) -> None:
+        self.interface = interface
+        self._base = interface.url.rstrip("/")
+        self._owns_http = http is None
+        self._http = http if http is not None else create_http_client(tls)
+        self._extensions = request_extensions(tls)
+
+    def _request(
+        self, rpc: str, request: Message, metadata: Metadata, accept: str
+    ) -> dict[str, Any]:
+        """httpx.request's arguments for `rpc`."""
+        rule = request_rule(rpc, request)
+        arguments: dict[str, Any] = {
+            "method": rule.verb,
+            "url": self._base + request_path(rule, request),
+            "extensions": self._extensions,
+        }
+        value = json_format.MessageToDict(request)
+        if rule.body == "*":
+            arguments["json"] = value
+            arguments["headers"] = headers_of(
+                metadata, ("content-type", "application/json"), ("accept", accept)
+            )
+            return arguments
+        in_path = {request.DESCRIPTOR.fields_by_name[name].json_name for name in rule.fields}
+        arguments["params"] = [
+            (key, _query_value(item))
+            for key, field_value in value.items()
+            if key not in in_path
+            for item in (field_value if isinstance(field_value, list) else [field_value])
+        ]
+        arguments["headers"] = headers_of(metadata, ("accept", accept))
+        return arguments
+
+    async def call(
+        self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
+    ) -> Message:
+        arguments = self._request(rpc, request, metadata, "application/json, " + _A2A_JSON)
+        response: httpx.Response = await within(timeout, self._http.request(**arguments))
+        if not response.is_success:
+            raise _failure(response.status_code, response.content)
+        if rpc == "SendMessage":
+            return payload_from_json(a2a_pb2.SendMessageResponse, json_body(response.content))
+        if not response.content.strip():
+            return RESPONSES[rpc]()  # DeleteTaskPushNotificationConfig's Empty, say
+        return message_from_json(RESPONSES[rpc], json_body(response.content))
+
+    def stream(
+        self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
+    ) -> SseStream:
+        arguments = self._request(rpc, request, metadata, EVENT_STREAM)
+
+        def open_response() -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+            return self._http.stream(**arguments)
+
+        def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse:
+            value = json_body(event.data.encode())
+            if event.event == "error":
+                raise _failure(None, event.data.encode())
+            return payload_from_json(a2a_pb2.StreamResponse, value)
+
+        def refused(http_status: int, body: bytes) -> Exception:
+            if 200 <= http_status < 300:
+                return InvalidAgentResponseError(f"{rpc} answered without an event stream")
+            return _failure(http_status, body)
+
+        return SseStream(open_response, timeout=timeout, decode=decode, refused=refused)
+
+    async def close(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _failure(http_status: int | None, body: bytes) -> Exception:
+    """The exception an AIP-193 error body (or, without one, the HTTP status) stands for;
+    `http_status` None for an error event inside a stream."""
+    text = body.decode(errors="replace")
+    try:
+        value = json_body(body)
+    except InvalidAgentResponseError:
+        value = None
+    error = value.get("error") if isinstance(value, dict) else None
+    if not isinstance(error, dict):
+        if http_status is None:
+            return InvalidAgentResponseError("the stream's error event is not an AIP-193 error")
+        return http_failure(http_status, text)
+    message = str(error.get("message") or "")
+    details = error.get("details")
+    decoded = status.decode_json(message, details if isinstance(details, list) else [])
+    if decoded is not None:
+        return decoded
+    if http_status in (502, 503, 504):  # a gateway's own error, not the agent's
+        return http_failure(http_status, message)
+    code = error.get("code")
+    http_code = code if isinstance(code, int) else (http_status or 500)
+    return RpcFailedError(grpc_code_named(error.get("status"), http_code), message)
