@@ -1,8 +1,13 @@
-"""The A2A gRPC client: typed calls, safe retries, a stream reducer, resumption, a card resolver,
-and the sender's own audit trail."""
+"""The A2A client: typed calls over gRPC, JSON-RPC or HTTP+JSON (picked from the agent's card),
+safe retries, a stream reducer, resumption, a card resolver, and the sender's own audit trail."""
 
 from a2a_grpc.client.audit import ClientAuditLog
-from a2a_grpc.client.card import CardResolver, grpc_interface
+from a2a_grpc.client.card import (
+    DEFAULT_TRANSPORTS,
+    CardResolver,
+    grpc_interface,
+    select_interface,
+)
 from a2a_grpc.client.channel import (
     ChannelOptions,
     ChannelTarget,
@@ -25,8 +30,15 @@ from a2a_grpc.client.errors import (
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Backoff, RetryPolicy
 from a2a_grpc.client.signing import MessageSigner
+from a2a_grpc.client.transports.base import EventStream, Transport
+from a2a_grpc.client.transports.grpc import GrpcTransport
+from a2a_grpc.client.transports.http import create_http_client
+from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
+from a2a_grpc.client.transports.opening import open_transport
+from a2a_grpc.client.transports.rest import RestTransport
 
 __all__ = [
+    "DEFAULT_TRANSPORTS",
     "A2AClient",
     "A2AClientError",
     "A2ATransportError",
@@ -41,15 +53,23 @@ __all__ = [
     "ClientAuditLog",
     "Credentials",
     "DeadlineExceededError",
+    "EventStream",
+    "GrpcTransport",
+    "JsonRpcTransport",
     "MessageSigner",
+    "RestTransport",
     "RetryPolicy",
     "RpcFailedError",
     "StreamResumeError",
     "TaskView",
     "TlsConfig",
+    "Transport",
     "UnavailableError",
     "channel_target",
     "create_channel",
+    "create_http_client",
     "fold",
     "grpc_interface",
+    "open_transport",
+    "select_interface",
 ]

@@ -1,12 +1,13 @@
-"""The agent-card resolver: HTTP(S) fetch of `/.well-known/agent-card.json`, caching, GRPC pick.
+"""The agent-card resolver: HTTP(S) fetch of `/.well-known/agent-card.json`, caching, and the
+pick of the interface a client uses (`select_interface`).
 
 The fetching and caching are `a2a_grpc.core.cards` (shared with the server); this module turns
-their errors into the client's and picks the GRPC interface.
+their errors into the client's and picks the interface.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -31,17 +32,99 @@ from a2a_grpc.generated import a2a_pb2
 
 __all__ = [
     "DEFAULT_CARD_TIMEOUT_S",
+    "DEFAULT_TRANSPORTS",
     "GRPC_BINDING",
+    "HTTP_JSON_BINDING",
+    "JSONRPC_BINDING",
     "WELL_KNOWN_PATH",
     "CardResolver",
+    "binding_name",
     "card_url",
     "grpc_interface",
     "max_age",
     "parse_card",
+    "select_interface",
     "verify_card_signature",
 ]
 
 GRPC_BINDING = "GRPC"
+JSONRPC_BINDING = "JSONRPC"
+HTTP_JSON_BINDING = "HTTP+JSON"
+"""The bindings' names, as a card's `protocolBinding` states them."""
+
+TRANSPORT_NAMES: Mapping[str, str] = {
+    "grpc": GRPC_BINDING,
+    "jsonrpc": JSONRPC_BINDING,
+    "http+json": HTTP_JSON_BINDING,
+}
+"""The names a caller gives a transport (`transports=`, `--transport`) → the binding's name."""
+
+DEFAULT_TRANSPORTS: tuple[str, ...] = ("grpc", "jsonrpc", "http+json")
+"""Every binding this client speaks, in its own order of preference."""
+
+SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION,)
+"""The protocol versions this client speaks, preferred first."""
+
+
+def binding_name(transport: str) -> str:
+    """The card's name for a transport given as `grpc`, `jsonrpc` or `http+json` (or as the
+    card spells it: `GRPC`, `JSONRPC`, `HTTP+JSON`); ValueError for any other."""
+    name = TRANSPORT_NAMES.get(transport.lower())
+    if name is None:
+        raise ValueError(
+            f"unknown transport {transport!r}: expected one of {', '.join(TRANSPORT_NAMES)}"
+        )
+    return name
+
+
+def select_interface(
+    card: a2a_pb2.AgentCard,
+    transports: Sequence[str] = DEFAULT_TRANSPORTS,
+    *,
+    client_preference: bool = False,
+) -> a2a_pb2.AgentInterface:
+    """The interface of `card` a client speaking `transports` uses.
+
+    The rule (spec §8.3.2: the client uses the first entry of `supported_interfaces` it
+    supports, earlier entries being the agent's preference):
+
+    1. An interface is acceptable when its binding is one of `transports` (compared without
+       case) and its protocol version (Major.Minor, patch ignored) is one this client speaks;
+       an interface of another binding (a custom URI) or version is skipped.
+    2. The newest version wins: an acceptable A2A 1.0 interface is taken over any 0.3 one,
+       wherever they stand on the card.
+    3. Among the acceptable interfaces of that version, the card's order decides (the agent's
+       preference, as the spec says). With `client_preference`, the order of `transports`
+       decides instead, and the card's order only between interfaces of one binding (the
+       official SDK's `use_client_preference`). The default `transports`, gRPC, JSON-RPC,
+       HTTP+JSON, is this client's preference.
+
+    Raises AgentCardError, naming every interface the card offers, when none is acceptable;
+    ValueError for an unknown name in `transports`.
+    """
+    accepted = [binding_name(transport) for transport in transports]
+    offered = list(card.supported_interfaces)
+    for version in SUPPORTED_VERSIONS:
+        candidates = [
+            interface
+            for interface in offered
+            if interface.protocol_binding.upper() in accepted
+            and major_minor(interface.protocol_version) == version
+        ]
+        if not candidates:
+            continue
+        if client_preference:
+            candidates.sort(key=lambda i: accepted.index(i.protocol_binding.upper()))
+        return candidates[0]
+    listed = "; ".join(
+        f"{i.protocol_binding or '?'} {i.protocol_version or '(no version)'} at {i.url}"
+        for i in offered
+    )
+    raise AgentCardError(
+        f"agent {card.name!r} offers no interface this client can use "
+        f"({', '.join(accepted)} for A2A {', '.join(SUPPORTED_VERSIONS)}); "
+        f"the card offers: {listed or 'no interface at all'}"
+    )
 
 
 def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -12,10 +13,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
+import httpx
 from google.protobuf import empty_pb2
 
 from a2a_grpc.client.audit import DIRECT_REPLY, ClientAuditLog, outcome_of
-from a2a_grpc.client.card import GRPC_BINDING, grpc_interface
+from a2a_grpc.client.card import (
+    DEFAULT_CARD_TIMEOUT_S,
+    DEFAULT_TRANSPORTS,
+    GRPC_BINDING,
+    CardResolver,
+    select_interface,
+)
 from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
 from a2a_grpc.client.follow import Mode, StreamCall, StreamDeadline, StreamItem, follow
@@ -24,6 +32,8 @@ from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
 from a2a_grpc.client.transports.base import Transport
 from a2a_grpc.client.transports.grpc import GrpcTransport
+from a2a_grpc.client.transports.http import create_http_client
+from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
 from a2a_grpc.core.tracing import outgoing_headers
@@ -40,10 +50,15 @@ _DEFAULT_CHANNEL_OPTIONS = ChannelOptions()
 
 
 class A2AClient:
-    """An A2A client over one `grpc.aio` channel.
+    """An A2A client over one transport: gRPC, JSON-RPC or HTTP+JSON (`client/transports`).
+
+    The typed methods, the protobuf objects they take and return, the errors, retry, stream
+    resumption, credentials, signing and the audit trail are the same on every transport.
 
     Every call sends `a2a-version: 1.0`, the client's `a2a-extensions` (comma-joined), the
-    credentials' entries and the client's and call's extra metadata (keys lowercased). The
+    credentials' entries and the client's and call's extra metadata (keys lowercased; gRPC
+    metadata, or HTTP headers on the HTTP bindings: `A2A-Version`, `A2A-Extensions`,
+    `Authorization`, `traceparent`). The
     client's tenant (normally the chosen card interface's) is copied into every request whose
     tenant is empty; requests passed in are never mutated.
 
@@ -53,9 +68,12 @@ class A2AClient:
     `A2ATransportError` subclasses when we could not talk; `RpcFailedError` for any other failed
     status; `InvalidAgentResponseError` when the agent breaks the protocol's contract.
 
-    Use as `async with A2AClient.connect("host:50051") as client: ...` (or several servers:
-    `connect("10.0.0.1:50051,10.0.0.2:50051")`, balanced call by call, see `connect`); a client
-    built on a channel you pass in leaves that channel open when it closes.
+    Use as `async with A2AClient.connect("host:50051") as client: ...` (gRPC; or several
+    servers: `connect("10.0.0.1:50051,10.0.0.2:50051")`, balanced call by call, see `connect`),
+    `async with A2AClient.connect("https://agent.example") as client` (the agent's card picks
+    the transport, see `connect`), or `A2AClient.for_card(card)` with a card you fetched. A
+    client built on a channel or transport you pass in leaves it open when it closes.
+    `interface` is the interface the client talks to.
 
     `audit` keeps the sender's own audit trail (`client/audit.py`): one record per call, with
     the message's id and hash, `target` (set by `connect`) and the outcome. A path is opened
@@ -80,6 +98,8 @@ class A2AClient:
         signer: MessageSigner | None = None,
         audit: str | os.PathLike[str] | ClientAuditLog | None = None,
         target: str = "",
+        owns_transport: bool = False,
+        card_target: CardTarget | None = None,
     ) -> None:
         # Opened first: a path that cannot be appended to leaves nothing half made.
         self._owns_audit = audit is not None and not isinstance(audit, ClientAuditLog)
@@ -87,14 +107,18 @@ class A2AClient:
             audit if audit is None or isinstance(audit, ClientAuditLog) else ClientAuditLog(audit)
         )
         self.target = target
-        if transport is None:
+        self._card_target = card_target
+        owned = owns_transport or transport is None
+        if transport is None and card_target is None:
             if channel is None:
                 raise TypeError("A2AClient needs a channel or a transport")
             interface = a2a_pb2.AgentInterface(
                 url=target, protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION
             )
             transport = GrpcTransport(channel, owns_channel=owns_channel, interface=interface)
-        self._transport = transport
+        self._transport: Transport | None = transport
+        self._owns_transport = owned
+        self._resolving: asyncio.Lock | None = None
         self.tenant = tenant
         self._signer = signer
         if signer is not None and SIGNED_MESSAGE_EXTENSION not in extensions:
@@ -114,17 +138,33 @@ class A2AClient:
         *,
         tls: TlsConfig | None = None,
         channel_options: ChannelOptions = _DEFAULT_CHANNEL_OPTIONS,
+        transports: Sequence[str] = DEFAULT_TRANSPORTS,
+        client_preference: bool = False,
+        card_timeout_s: float = DEFAULT_CARD_TIMEOUT_S,
         **kwargs: Any,
     ) -> A2AClient:
-        """A client on a new channel to `target`, closed with the client.
+        """A client to `target`, with a transport of its own, closed with the client.
 
-        `target` is `host:port`; several servers as a comma-separated list of IP addresses
-        (`10.0.0.1:50051,10.0.0.2:50051`); or `dns:///name:port` for a name whose records list
-        several servers. A list or a `dns:` name is balanced call by call with `round_robin`
-        unless `channel_options.lb_policy` says otherwise; one address uses `pick_first`.
-        ValueError for a target `create_channel` refuses (a list with a host name or two IP
-        families; TLS to a list without `TlsConfig.server_name_override`).
+        A gRPC `target` is `host:port`; several servers as a comma-separated list of IP
+        addresses (`10.0.0.1:50051,10.0.0.2:50051`); or `dns:///name:port` for a name whose
+        records list several servers. A list or a `dns:` name is balanced call by call with
+        `round_robin` unless `channel_options.lb_policy` says otherwise; one address uses
+        `pick_first`. ValueError for a target `create_channel` refuses (a list with a host name
+        or two IP families; TLS to a list without `TlsConfig.server_name_override`).
+
+        An `http://` or `https://` `target` is an agent card's URL (or the origin serving
+        `/.well-known/agent-card.json`). `connect` is synchronous, so the card is read later:
+        on `async with` (or `await client.resolve()`, or else the first call), with `tls` for
+        the fetch too, and the interface is picked as `for_card` picks it (`transports`,
+        `client_preference`); the card's errors (AgentCardError, could-not-talk) surface
+        there. `A2AClient.from_card_url` does the same in one await.
         """
+        if target.startswith(("http://", "https://")):
+            kwargs.setdefault("target", target)
+            lazy = CardTarget(
+                target, tls, channel_options, tuple(transports), client_preference, card_timeout_s
+            )
+            return cls(card_target=lazy, **kwargs)
         channel = create_channel(target, tls=tls, options=channel_options)
         kwargs.setdefault("target", target)
         return cls(channel, owns_channel=True, **kwargs)
@@ -134,26 +174,84 @@ class A2AClient:
         cls,
         card: a2a_pb2.AgentCard,
         *,
+        transports: Sequence[str] = DEFAULT_TRANSPORTS,
+        client_preference: bool = False,
         tls: TlsConfig | None = None,
         channel_options: ChannelOptions = _DEFAULT_CHANNEL_OPTIONS,
+        http: httpx.AsyncClient | None = None,
         **kwargs: Any,
     ) -> A2AClient:
-        """A client for the card's first A2A 1.0 GRPC interface, with that interface's tenant.
+        """A client for the card's interface this client speaks, with that interface's tenant.
 
-        Raises AgentCardError when the card has no usable GRPC interface.
+        `transports` are the bindings the client may use (`grpc`, `jsonrpc`, `http+json`); the
+        interface is picked by `select_interface` (client/card.py): an A2A 1.0 interface over a
+        0.3 one, then the card's order (the agent's preference, spec §8.3.2), or with
+        `client_preference` the order of `transports`. `tls` applies to any binding (gRPC
+        channel credentials, or the HTTPS context); `http` is an httpx client to share for an
+        HTTP binding (left open by the client). `client.interface` is the one picked.
+
+        Raises AgentCardError, listing what the card offers, when no interface is acceptable.
         """
-        interface = grpc_interface(card)
+        interface = select_interface(card, transports, client_preference=client_preference)
+        transport = open_transport(interface, tls=tls, channel_options=channel_options, http=http)
         kwargs.setdefault("tenant", interface.tenant)
-        return cls.connect(interface.url, tls=tls, channel_options=channel_options, **kwargs)
+        kwargs.setdefault("target", interface.url)
+        return cls(transport=transport, owns_transport=True, **kwargs)
+
+    @classmethod
+    async def from_card_url(
+        cls,
+        url: str,
+        *,
+        resolver: CardResolver | None = None,
+        tls: TlsConfig | None = None,
+        card_timeout_s: float = DEFAULT_CARD_TIMEOUT_S,
+        **kwargs: Any,
+    ) -> A2AClient:
+        """`for_card` with the card at `url` (an origin or the card's URL), fetched with
+        `resolver` (else a one-off resolver whose HTTPS uses `tls`). Card errors as in
+        `CardResolver.get`; ValueError for a `url` that is no http(s) URL."""
+        if resolver is not None:
+            card = await resolver.get(url)
+        else:
+            async with (
+                create_http_client(tls) as http,
+                CardResolver(http, timeout_s=card_timeout_s) as own,
+            ):
+                card = await own.get(url)
+        kwargs.setdefault("target", url)
+        return cls.for_card(card, tls=tls, **kwargs)
+
+    @property
+    def interface(self) -> a2a_pb2.AgentInterface:
+        """The interface this client talks to: its url, binding, protocol version and tenant.
+
+        For a client made by `connect(URL)`, known once the card is read (RuntimeError before:
+        use `async with` or `await client.resolve()` first)."""
+        if self._transport is None:
+            raise RuntimeError("the agent card has not been read yet: await client.resolve()")
+        return self._transport.interface
+
+    async def resolve(self) -> a2a_pb2.AgentInterface:
+        """Reads the agent card and opens the transport, if `connect(URL)` left that for later;
+        the interface picked."""
+        return (await self._ready()).interface
 
     async def close(self) -> None:
-        """Closes the channel if this client created it (pending calls are cancelled), and the
-        audit trail if it opened it (its records are written first)."""
-        await self._transport.close()
+        """Closes the transport if this client created it (pending calls are cancelled), and
+        the audit trail if it opened it (its records are written first)."""
+        if self._transport is not None and self._owns_transport:
+            await self._transport.close()
         if self._owns_audit and self._audit is not None:
             await self._audit.aclose()
 
     async def __aenter__(self) -> A2AClient:
+        if self._transport is None:
+            try:
+                await self._ready()
+            except BaseException:
+                await self.close()
+                raise
         return self
 
     async def __aexit__(
@@ -163,6 +261,31 @@ class A2AClient:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
+
+    async def _ready(self) -> Transport:
+        """The transport, opened from the agent card first if `connect(URL)` deferred it."""
+        if self._transport is not None:
+            return self._transport
+        if self._resolving is None:
+            self._resolving = asyncio.Lock()
+        async with self._resolving:
+            if self._transport is None:
+                lazy = self._card_target
+                assert lazy is not None
+                async with (
+                    create_http_client(lazy.tls) as http,
+                    CardResolver(http, timeout_s=lazy.card_timeout_s) as resolver,
+                ):
+                    card = await resolver.get(lazy.url)
+                interface = select_interface(
+                    card, lazy.transports, client_preference=lazy.client_preference
+                )
+                self._transport = open_transport(
+                    interface, tls=lazy.tls, channel_options=lazy.channel_options
+                )
+                if not self.tenant:
+                    self.tenant = interface.tenant
+        return self._transport
 
     # --- the RPCs, in the proto's declaration order --------------------------------------------
 
@@ -179,6 +302,7 @@ class A2AClient:
         Retried on could-not-talk errors with the same message_id (one is minted if empty) under
         `retry` (the client's by default); `timeout` is the one deadline for all attempts.
         """
+        transport = await self._ready()
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
         attempts = 0
@@ -186,9 +310,7 @@ class A2AClient:
         async def attempt(remaining: float | None) -> Any:
             nonlocal attempts
             attempts += 1
-            return await self._transport.call(
-                "SendMessage", send, timeout=remaining, metadata=entries
-            )
+            return await transport.call("SendMessage", send, timeout=remaining, metadata=entries)
 
         try:
             response = await call_with_retry(
@@ -222,16 +344,17 @@ class A2AClient:
         SubscribeToTask (never re-sent) under `resume` (True: the client's policy; None/False:
         off); StreamResumeError when that fails. `timeout` bounds the whole stream.
         """
+        transport = await self._ready()
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
-        call = self._transport.stream(
+        call = transport.stream(
             "SendStreamingMessage", send, timeout=deadline.remaining(), metadata=entries
         )
         view = TaskView(expected_task_id=send.message.task_id)
         mode = Mode.CONTINUATION if send.message.task_id else Mode.SEND
         resumes = _Resumes()
-        stream = self._follow(call, view, mode, entries, deadline, resume, resumes)
+        stream = self._follow(transport, call, view, mode, entries, deadline, resume, resumes)
         async for item in self._audited_stream("SendStreamingMessage", send, view, stream, resumes):
             yield item
 
@@ -287,17 +410,20 @@ class A2AClient:
 
         Resumption and `timeout` work as in `send_streaming_message`.
         """
+        transport = await self._ready()
         subscribe = self._with_tenant(
             a2a_pb2.SubscribeToTaskRequest(id=request) if isinstance(request, str) else request
         )
         entries = await self._call_metadata(metadata)
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
-        call = self._transport.stream(
+        call = transport.stream(
             "SubscribeToTask", subscribe, timeout=deadline.remaining(), metadata=entries
         )
         view = TaskView(expected_task_id=subscribe.id)
         resumes = _Resumes()
-        stream = self._follow(call, view, Mode.SUBSCRIBE, entries, deadline, resume, resumes)
+        stream = self._follow(
+            transport, call, view, Mode.SUBSCRIBE, entries, deadline, resume, resumes
+        )
         async for item in self._audited_stream("SubscribeToTask", subscribe, view, stream, resumes):
             yield item
 
@@ -387,10 +513,11 @@ class A2AClient:
         timeout: float | None,
         metadata: MetadataEntries,
     ) -> Any:
+        transport = await self._ready()
         request = self._with_tenant(request)
         entries = await self._call_metadata(metadata)
         try:
-            result = await self._transport.call(
+            result = await transport.call(
                 rpc, request, timeout=self._effective_timeout(timeout), metadata=entries
             )
         except BaseException as error:  # the agent's error, could-not-talk, or cancelled
@@ -457,6 +584,7 @@ class A2AClient:
 
     def _follow(
         self,
+        transport: Transport,
         call: StreamCall,
         view: TaskView,
         mode: Mode,
@@ -471,13 +599,13 @@ class A2AClient:
         def resubscribe(task_id: str) -> StreamCall:
             resumes.count += 1
             request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
-            return self._transport.stream(
+            return transport.stream(
                 "SubscribeToTask", request, timeout=deadline.remaining(), metadata=entries
             )
 
         async def fetch_task(task_id: str) -> a2a_pb2.Task:
             request = self._with_tenant(a2a_pb2.GetTaskRequest(id=task_id))
-            task = await self._transport.call(
+            task = await transport.call(
                 "GetTask", request, timeout=deadline.remaining(), metadata=entries
             )
             return cast(a2a_pb2.Task, task)
@@ -548,6 +676,18 @@ class A2AClient:
 
     def _effective_timeout(self, timeout: float | None) -> float | None:
         return timeout if timeout is not None else self._timeout
+
+
+@dataclass(frozen=True)
+class CardTarget:
+    """What `A2AClient.connect(URL)` needs to read the card and open a transport later."""
+
+    url: str
+    tls: TlsConfig | None
+    channel_options: ChannelOptions
+    transports: tuple[str, ...]
+    client_preference: bool
+    card_timeout_s: float
 
 
 @dataclass

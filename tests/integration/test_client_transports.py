@@ -1,0 +1,245 @@
+"""One scenario suite, run over each transport (gRPC, JSON-RPC, HTTP+JSON) against our server.
+
+Each client is made the way a caller makes one: the card is fetched from the server's HTTP port
+and `A2AClient.for_card(card, transports=(T,))` picks the interface of binding T. The same
+typed calls must behave the same on every binding: results, events, errors, retry, resumption,
+and the service parameters that reach the agent. Drops are real: a TCP proxy between client
+and server resets the connections (tests/integration/tcp_proxy.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from a2a_grpc.client import A2AClient, CardResolver
+from a2a_grpc.client.card import select_interface
+from a2a_grpc.client.messages import user_message
+from a2a_grpc.core.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.demo_agent import DemoAgent
+from tests.integration.conftest import Factory, Harness
+from tests.integration.tcp_proxy import TcpProxy
+
+TRANSPORTS = ("grpc", "jsonrpc", "http+json")
+BINDINGS = {"grpc": "GRPC", "jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
+COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
+WORKING = a2a_pb2.TASK_STATE_WORKING
+BUDGET = "urn:a2a-grpc:budget:v1"
+
+
+class Recorder(DemoAgent):
+    """The demo agent, noting what each request brought; `hold` waits for `go` after WORKING
+    (`entered` is set then), so a test can act while the task runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: list[RequestContext] = []
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+        self.held_runs = 0
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        self.contexts.append(context)
+        if context.text().startswith("hold"):
+            self.held_runs += 1
+            await events.working()
+            self.entered.set()
+            await self.go.wait()
+            await events.complete()
+            return
+        await super().execute(context, events)
+
+
+Open = Callable[..., Awaitable[A2AClient]]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+async def agent() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def harness(make_server: Factory, agent: Recorder) -> Harness:
+    return await make_server(agent, card_port=0)
+
+
+@pytest.fixture
+async def card(harness: Harness) -> a2a_pb2.AgentCard:
+    assert harness.running.card_url is not None
+    async with CardResolver() as resolver:
+        return await resolver.get(harness.running.card_url)
+
+
+@pytest.fixture
+async def proxies() -> AsyncIterator[list[TcpProxy]]:
+    made: list[TcpProxy] = []
+    yield made
+    for proxy in made:
+        await proxy.close()
+
+
+@pytest.fixture
+async def open_client(
+    card: a2a_pb2.AgentCard, transport: str, proxies: list[TcpProxy]
+) -> AsyncIterator[Open]:
+    """Opens a client for the card's interface of `transport`; `via_proxy` puts a TCP proxy
+    between it and the server (the card's url for that interface rewritten to the proxy)."""
+    clients: list[A2AClient] = []
+
+    async def open_(*, via_proxy: bool = False, **kwargs: Any) -> A2AClient:
+        used = a2a_pb2.AgentCard()
+        used.CopyFrom(card)
+        if via_proxy:
+            interface = select_interface(used, (transport,))
+            host_port = interface.url.split("://")[-1].split("/")[0]
+            proxy = await TcpProxy(int(host_port.rpartition(":")[2])).start()
+            proxies.append(proxy)
+            interface.url = interface.url.replace(host_port, proxy.address)
+        client = A2AClient.for_card(used, transports=(transport,), **kwargs)
+        clients.append(client)
+        return client
+
+    yield open_
+    for client in clients:
+        await client.close()
+
+
+async def test_the_interface_of_the_asked_binding_is_used(
+    open_client: Open, transport: str
+) -> None:
+    client = await open_client()
+    assert client.interface.protocol_binding == BINDINGS[transport]
+    assert client.interface.protocol_version == "1.0"
+
+
+async def test_blocking_send(open_client: Open) -> None:
+    client = await open_client()
+    task = await client.send_message(user_message("hello"))
+    assert isinstance(task, a2a_pb2.Task)
+    assert task.status.state == COMPLETED
+    assert [part.text for part in task.artifacts[0].parts] == ["hello"]
+
+
+async def test_direct_reply(open_client: Open) -> None:
+    client = await open_client()
+    reply = await client.send_message(user_message("reply hi"))
+    assert isinstance(reply, a2a_pb2.Message) and reply.role == a2a_pb2.ROLE_AGENT
+
+
+async def test_streaming_send_yields_the_events(open_client: Open) -> None:
+    client = await open_client()
+    items = [item async for item in client.send_streaming_message(user_message("chunks 3"))]
+    kinds = [event.WhichOneof("payload") for event, _ in items]
+    assert kinds[0] == "task"
+    assert kinds.count("artifact_update") == 3
+    assert kinds[-1] == "status_update"
+    view = items[-1][1]
+    assert view.done and view.state == COMPLETED
+    assert len(view.task.artifacts[0].parts) == 3
+
+
+async def test_get_list_and_cancel(open_client: Open) -> None:
+    client = await open_client()
+    request = a2a_pb2.SendMessageRequest(message=user_message("slow 30"))
+    request.configuration.return_immediately = True
+    sent = await client.send_message(request)
+    assert isinstance(sent, a2a_pb2.Task)
+    got = await client.get_task(sent.id)
+    assert got.id == sent.id
+    listed = await client.list_tasks()
+    assert sent.id in [task.id for task in listed.tasks]
+    canceled = await client.cancel_task(sent.id)
+    assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+    with pytest.raises(TaskNotCancelableError):
+        await client.cancel_task(sent.id)
+
+
+async def test_an_a2a_error_is_its_class(open_client: Open) -> None:
+    client = await open_client()
+    with pytest.raises(TaskNotFoundError) as raised:
+        await client.get_task("no-such-task")
+    assert raised.value.reason == "TASK_NOT_FOUND"
+
+
+async def test_extensions_and_tenant_reach_the_agent(open_client: Open, agent: Recorder) -> None:
+    client = await open_client(tenant="acme", extensions=[BUDGET])
+    task = await client.send_message(user_message("hello"))
+    assert isinstance(task, a2a_pb2.Task)
+    (context,) = agent.contexts
+    assert context.tenant == "acme"
+    assert BUDGET in context.requested_extensions
+    # The tenant scopes the task: it is found under it.
+    assert (await client.get_task(task.id)).id == task.id
+
+
+async def test_a_blocking_send_cut_off_is_retried_with_the_same_message_id(
+    open_client: Open, agent: Recorder, proxies: list[TcpProxy]
+) -> None:
+    client = await open_client(via_proxy=True)
+    sending = asyncio.ensure_future(client.send_message(user_message("hold")))
+    await asyncio.wait_for(agent.entered.wait(), 10)
+    (proxy,) = proxies
+    proxy.cut()  # the first attempt loses its connection while the task runs
+    agent.go.set()
+    task = await asyncio.wait_for(sending, 30)
+    assert isinstance(task, a2a_pb2.Task) and task.status.state == COMPLETED
+    # The retry named the same message: the server answered with the same task, not a new run.
+    assert agent.held_runs == 1
+    assert proxy.connections >= 2
+
+
+async def test_a_dropped_stream_resumes_with_subscribe(
+    open_client: Open, agent: Recorder, proxies: list[TcpProxy]
+) -> None:
+    client = await open_client(via_proxy=True)
+    (proxy,) = proxies
+    snapshots = 0
+    cut = False
+    states: list[int] = []
+    async for event, view in client.send_streaming_message(user_message("hold")):
+        states.append(view.state)
+        if event.HasField("task"):
+            snapshots += 1
+            if snapshots == 2:  # the resumed stream's opening snapshot: let the task finish
+                agent.go.set()
+        if not cut:
+            await asyncio.wait_for(agent.entered.wait(), 10)
+            proxy.cut()  # the send stream is reset while the task is WORKING
+            cut = True
+    assert snapshots == 2  # the send's Task, then SubscribeToTask's
+    assert states[-1] == COMPLETED
+    assert agent.held_runs == 1
+
+
+async def test_connect_to_a_card_url_reads_the_card_on_entry(
+    harness: Harness, transport: str
+) -> None:
+    assert harness.running.card_url is not None
+    client = A2AClient.connect(harness.running.card_url, transports=[transport])
+    with pytest.raises(RuntimeError, match="resolve"):
+        client.interface  # noqa: B018  (not read yet)
+    async with client:
+        assert client.interface.protocol_binding == BINDINGS[transport]
+        task = await client.send_message(user_message("hello"))
+        assert isinstance(task, a2a_pb2.Task) and task.status.state == COMPLETED
+
+
+async def test_from_card_url(harness: Harness, transport: str) -> None:
+    assert harness.running.card_url is not None
+    origin = harness.running.card_url.removesuffix("/.well-known/agent-card.json")
+    async with await A2AClient.from_card_url(origin, transports=[transport]) as client:
+        assert client.interface.protocol_binding == BINDINGS[transport]
+        assert client.target == origin
+        reply = await client.send_message(user_message("reply hi"))
+        assert isinstance(reply, a2a_pb2.Message)
