@@ -21,6 +21,7 @@ from a2a_grpc.client.retry import Backoff, Clock, RetryPolicy
 from a2a_grpc.client.state_names import state_name
 from a2a_grpc.client.transports.base import EventStream
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
 
 StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
@@ -109,7 +110,10 @@ async def follow(
     A send stream (SEND or CONTINUATION) stops reading once the view is done (terminal,
     interrupted, or a direct answer), also after it was resumed on SubscribeToTask, which the
     server keeps open through interrupted states; a subscription reads until the server ends
-    it. Whenever reading stops, the call is cancelled.
+    it. An interrupted state ends a send stream only when it was reached after the message was
+    taken: a continuation's opening snapshot of the task as it was (still INPUT_REQUIRED, say)
+    does not end it; the stream is read on, and ends there only if the server closes it then.
+    Whenever reading stops, the call is cancelled.
 
     A resumed stream refused with UnsupportedOperationError means the task finished while we were
     away: its final state is fetched with `fetch_task` and yielded as a Task event.
@@ -123,6 +127,10 @@ async def follow(
     while True:
         events = 0
         error: A2ATransportError | None = None
+        # A continuation may open with the task as it was, still interrupted (the official JS
+        # SDK's server does): that state was not reached after the message was taken, so it
+        # does not end the stream.
+        as_it_was = False
         try:
             try:
                 async for event in call:
@@ -130,8 +138,14 @@ async def follow(
                         _check_first_event(event, mode)
                     view = fold(view, event)
                     events += 1
+                    as_it_was = (
+                        mode is Mode.CONTINUATION
+                        and events == 1
+                        and event.HasField("task")
+                        and view.state in INTERRUPTED_STATES
+                    )
                     yield event, view
-                    if stop_when_done and view.done:
+                    if stop_when_done and view.done and not as_it_was:
                         break
             finally:
                 await call.aclose()
@@ -145,7 +159,7 @@ async def follow(
             yield final, view
             if not view.done:
                 raise
-        if view.done:
+        if view.done and not (as_it_was and error is not None):
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.
         progressed = mode is not Mode.RESUME or events > 1

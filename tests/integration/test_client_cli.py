@@ -432,3 +432,57 @@ async def test_help_lists_serve_audit_and_keys_and_version_prints(
     assert "keys new --kid KID" in commands
     code, out, _ = await run_process("--version")
     assert code == 0 and out.startswith("a2a-grpc ") and out.strip() != "a2a-grpc unknown"
+
+
+INPUT_REQUIRED = a2a_pb2.TASK_STATE_INPUT_REQUIRED
+
+
+def continuation_as_the_js_sdk_opens_it() -> Any:
+    """A continuation stream as the official JS SDK's server sends it: the task as it was
+    (still INPUT_REQUIRED, the question in its status) first, then what the answer brought.
+    The scripted gRPC peer sends exactly these events on the real socket."""
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
+        asked = task(state=INPUT_REQUIRED)
+        asked.status.message.CopyFrom(
+            a2a_pb2.Message(
+                message_id="q", role=a2a_pb2.ROLE_AGENT, parts=[a2a_pb2.Part(text="colour?")]
+            )
+        )
+        yield a2a_pb2.StreamResponse(task=asked)
+        yield status_event(a2a_pb2.TASK_STATE_WORKING)
+        yield chunk_event("green it is", last_chunk=True)
+        yield status_event(COMPLETED)
+
+    return handler
+
+
+async def test_a_continuation_opening_with_the_interrupted_task_is_read_to_its_end(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the opening snapshot of the task as it was (INPUT_REQUIRED) was read as the
+    stream's end, so `send --stream --task-id` stopped after one event with exit 4."""
+    peer.agent.handlers["SendStreamingMessage"] = continuation_as_the_js_sdk_opens_it()
+    argv = ("send", "--stream", "--task-id", "t1", "--context-id", "c1", peer.target, "green")
+    assert await run(*argv) == 0
+    out = capsys.readouterr().out
+    assert "green it is" in out and "COMPLETED" in out.upper()
+    (call,) = peer.agent.calls_to("SendStreamingMessage")
+    assert call.request.message.task_id == "t1"
+
+
+async def test_a_continuation_that_ends_interrupted_again_still_stops_there(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
+        yield a2a_pb2.StreamResponse(task=task(state=INPUT_REQUIRED))
+        yield status_event(a2a_pb2.TASK_STATE_WORKING)
+        yield status_event(INPUT_REQUIRED, text="and the size?")
+        await (
+            asyncio.Event().wait()
+        )  # the JS SDK closes here; a stream that stays open is read no further
+
+    peer.agent.handlers["SendStreamingMessage"] = handler
+    argv = ("send", "--stream", "--task-id", "t1", "--context-id", "c1", peer.target, "green")
+    assert await run(*argv) == cli.EXIT_TASK_WAITING
+    assert "and the size?" in capsys.readouterr().out

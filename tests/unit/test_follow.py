@@ -236,3 +236,30 @@ async def test_a_refused_first_stream_is_the_agents_answer() -> None:
     call = FakeCall(error=refused(UnsupportedOperationError("t1 is completed")))
     with pytest.raises(UnsupportedOperationError):
         await run(call, Agent(final=snapshot(COMPLETED).task), mode=Mode.SUBSCRIBE)
+
+
+async def test_a_continuation_opening_with_the_task_as_it_was_is_read_on() -> None:
+    call = FakeCall(snapshot(INPUT_REQUIRED), update(WORKING), update(COMPLETED))
+    items = await run(call, Agent(), mode=Mode.CONTINUATION)
+    assert [view.state for _, view in items] == [INPUT_REQUIRED, WORKING, COMPLETED]
+
+
+async def test_a_continuation_closed_after_its_opening_snapshot_ends_there() -> None:
+    agent = Agent()
+    items = await run(FakeCall(snapshot(INPUT_REQUIRED)), agent, mode=Mode.CONTINUATION)
+    assert [view.state for _, view in items] == [INPUT_REQUIRED]
+    assert agent.resubscribed == 0
+
+
+async def test_a_continuation_dropped_after_its_opening_snapshot_is_resumed() -> None:
+    agent = Agent(FakeCall(snapshot(WORKING), update(COMPLETED)))
+    call = FakeCall(snapshot(INPUT_REQUIRED), error=DROP)
+    items = await run(call, agent, mode=Mode.CONTINUATION)
+    assert agent.resubscribed == 1 and items[-1][1].state == COMPLETED
+
+
+async def test_a_new_tasks_stream_ends_at_its_first_interrupted_state() -> None:
+    call = FakeCall(snapshot(INPUT_REQUIRED), update(WORKING))
+    items = await run(call, Agent(), mode=Mode.SEND)
+    assert [view.state for _, view in items] == [INPUT_REQUIRED]
+    assert call.cancelled
