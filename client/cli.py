@@ -20,14 +20,19 @@ import shlex
 import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
 
 from a2a_grpc.client.audit import ClientAuditLog
-from a2a_grpc.client.card import DEFAULT_CARD_TIMEOUT_S, CardResolver, grpc_interface
+from a2a_grpc.client.card import (
+    DEFAULT_CARD_TIMEOUT_S,
+    DEFAULT_TRANSPORTS,
+    TRANSPORT_NAMES,
+    CardResolver,
+    select_interface,
+)
 from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import BearerToken
@@ -54,6 +59,7 @@ from a2a_grpc.client.render import (
 from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.state_names import parse_state_name, state_name
+from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core import audit_chain, exit_codes
 from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
@@ -86,15 +92,6 @@ _HOST_PORT = re.compile(
 
 class UsageError(Exception):
     """Bad command-line input; reported in one line with exit code 2."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where to connect: a gRPC target (`host:port`, a list of IP `address:port`s, or
-    `dns:///name:port`) and the tenant to copy into requests."""
-
-    address: str
-    tenant: str
 
 
 def main(argv: list[str]) -> int:
@@ -216,12 +213,18 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 
 async def _card(args: argparse.Namespace) -> int:
-    if _is_url(args.target):
-        card = await _fetch_card(args.target, args.timeout)
-    else:
+    if not _is_url(args.target):
         async with _Connection(args) as client:
             card = await client.get_extended_agent_card(timeout=args.timeout)
-    _emit(args, card, render_card(card))
+        _emit(args, card, render_card(card))
+        return EXIT_OK
+    card = await _fetch_card(args.target, args.timeout, _tls(args))
+    try:
+        chosen = select_interface(card, _transports(args))
+        used = f"  uses: {chosen.protocol_binding} {chosen.protocol_version} {chosen.url}"
+    except AgentCardError as error:
+        used = f"  uses: nothing: {error}"
+    _emit(args, card, render_card(card) + "\n" + used)
     return EXIT_OK
 
 
@@ -276,27 +279,37 @@ class _Connection:
         return self._client
 
     async def _open(self, args: argparse.Namespace) -> A2AClient:
-        target = await _resolve_target(args.target, args.timeout)
+        """A client to TARGET: a card URL picks its interface (`--transport` narrows the pick
+        to one binding), anything else is a gRPC target."""
         tls = _tls(args)
-        several = len(channel_target(target.address).addresses) > 1
+        common: dict[str, Any] = {
+            "extensions": args.extension,
+            "credentials": BearerToken(args.token) if args.token else None,
+            "retry": SEND_RETRY,
+            "audit": self._audit,
+            "signer": _signer(args),
+        }
+        if args.tenant is not None:
+            common["tenant"] = args.tenant
+        options = ChannelOptions(lb_policy=args.lb_policy)
+        if _is_url(args.target):
+            card = await _fetch_card(args.target, args.timeout, tls)
+            return A2AClient.for_card(
+                card, transports=_transports(args), tls=tls, channel_options=options, **common
+            )
+        _check_grpc_target(args.target)
+        if args.transport not in (None, "grpc"):
+            raise UsageError(
+                f"--transport {args.transport} needs the URL of an agent card as TARGET "
+                f"(host:port is a gRPC target)"
+            )
+        several = len(channel_target(args.target).addresses) > 1
         if several and tls is not None and tls.server_name_override is None:
             raise UsageError(
                 "TLS to several addresses needs --server-name NAME, the name the servers' "
                 "certificates are checked against"
             )
-        credentials = BearerToken(args.token) if args.token else None
-        signer = _signer(args)
-        return A2AClient.connect(
-            target.address,
-            tls=tls,
-            channel_options=ChannelOptions(lb_policy=args.lb_policy),
-            tenant=args.tenant if args.tenant is not None else target.tenant,
-            extensions=args.extension,
-            credentials=credentials,
-            retry=SEND_RETRY,
-            audit=self._audit,
-            signer=signer,
-        )
+        return A2AClient.connect(args.target, tls=tls, channel_options=options, **common)
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._client is not None:
@@ -311,20 +324,14 @@ class _Connection:
                 )
 
 
-async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
-    if _is_url(text):
-        try:
-            card = await _fetch_card(text, fetch_timeout_s)
-        except ValueError as error:
-            raise UsageError(f"bad TARGET {text!r}: {error}") from error
-        interface = grpc_interface(card)
-        return Target(interface.url, interface.tenant)
+def _check_grpc_target(text: str) -> None:
+    """UsageError unless `text` is a gRPC target the client takes."""
     if "," in text:
         try:
             channel_target(text)
         except ValueError as error:
             raise UsageError(f"bad TARGET: {error}") from error
-        return Target(text, "")
+        return
     name = text.removeprefix("dns:///")
     match = _HOST_PORT.match(name)
     if match is None or not 0 < int(match.group(1)) < 65536:
@@ -332,12 +339,32 @@ async def _resolve_target(text: str, fetch_timeout_s: float | None) -> Target:
             f"bad TARGET {text!r}: expected host:port, ip:port,ip:port,... , dns:///host:port "
             "or an http(s) URL of an agent card"
         )
-    return Target(text, "")
 
 
-async def _fetch_card(url: str, timeout_s: float | None) -> a2a_pb2.AgentCard:
-    async with CardResolver(timeout_s=timeout_s or DEFAULT_CARD_TIMEOUT_S) as resolver:
-        return await resolver.get(url)
+def _transports(args: argparse.Namespace) -> tuple[str, ...]:
+    """The bindings the client may use: `--transport`'s, else all (the card's order picks)."""
+    return (args.transport,) if args.transport else DEFAULT_TRANSPORTS
+
+
+async def _fetch_card(
+    url: str, timeout_s: float | None, tls: TlsConfig | None
+) -> a2a_pb2.AgentCard:
+    """The card at `url`, fetched over HTTPS with the command's TLS settings (`--ca`,
+    `--cert/--key`, `--server-name`)."""
+    try:
+        http = create_http_client(tls)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    except OSError as error:  # PEM data the ssl module cannot load
+        raise UsageError(f"cannot use the TLS files: {error}") from error
+    async with (
+        http,
+        CardResolver(http, timeout_s=timeout_s or DEFAULT_CARD_TIMEOUT_S) as resolver,
+    ):
+        try:
+            return await resolver.get(url)
+        except ValueError as error:
+            raise UsageError(f"bad TARGET {url!r}: {error}") from error
 
 
 def _signer(args: argparse.Namespace) -> MessageSigner | None:
@@ -464,6 +491,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--extension", action="append", default=[], metavar="URI", help="activate an extension"
     )
+    common.add_argument(
+        "--transport",
+        type=str.lower,
+        choices=tuple(TRANSPORT_NAMES),
+        help="with a card URL as TARGET, use this binding (default: the card's first interface "
+        "this client speaks; host:port is always grpc)",
+    )
     common.add_argument("--tls", action="store_true", help="use TLS (system roots by default)")
     common.add_argument("--ca", metavar="PEM", help="root certificates for TLS")
     common.add_argument("--cert", metavar="PEM", help="client certificate for mutual TLS")
@@ -490,8 +524,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
-        "commands are a client. TARGET is host:port, several servers as ip:port,ip:port,... or "
-        "dns:///host:port (calls spread round-robin), or the http(s) URL of an agent card.",
+        "commands are a client. TARGET is host:port (gRPC), several servers as "
+        "ip:port,ip:port,... or dns:///host:port (calls spread round-robin), or the http(s) URL "
+        "of an agent card (its first interface this client speaks: gRPC, JSON-RPC or HTTP+JSON; "
+        "--transport picks one).",
         epilog=exit_codes.help_text(("client", "serve", "audit")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -59,7 +59,7 @@ TABLE: tuple[ExitCode, ...] = (
         COULD_NOT_TALK,
         "client",
         "could not talk: unreachable, deadline exceeded, cancelled, stream lost and not "
-        "resumable, agent card not fetchable or without a GRPC interface",
+        "resumable, agent card not fetchable or without an interface the client can use",
     ),
     ExitCode(
         INVALID_RESPONSE,

@@ -124,10 +124,14 @@ def request_extensions(tls: TlsConfig | None) -> dict[str, Any]:
 def could_not_talk(error: httpx.HTTPError) -> A2ATransportError:
     """The transport error an httpx failure stands for (`error` as its cause)."""
     mapped: A2ATransportError
+    try:
+        where = f" ({error.request.method} {error.request.url})"
+    except RuntimeError:  # an error raised before any request was made
+        where = ""
     if isinstance(error, httpx.TimeoutException):
-        mapped = DeadlineExceededError(f"timed out: {error or type(error).__name__}")
+        mapped = DeadlineExceededError(f"timed out: {error or type(error).__name__}{where}")
     else:
-        mapped = UnavailableError(f"{type(error).__name__}: {error}" if str(error) else repr(error))
+        mapped = UnavailableError(f"{type(error).__name__}: {error or 'no details'}{where}")
     mapped.__cause__ = error
     return mapped
 

@@ -20,8 +20,13 @@ from google.protobuf import json_format
 from a2a_grpc.client import cli
 from a2a_grpc.core.errors import TaskNotFoundError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.app import start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.tls import TlsFiles
+from tests.integration.certs import Authority
 from tests.integration.conftest import Factory
 from tests.integration.scripted_agent import Peer, abort_with, chunk_event, peer, status_event, task
+from tests.integration.test_server_discovery_auth import CallerRecorder
 
 __all__ = ["peer"]
 
@@ -366,18 +371,36 @@ def card_server(peer: Peer) -> Iterator[str]:
     thread.join()
 
 
-async def test_card_url_target_picks_grpc_and_tenant(
+async def test_card_url_target_follows_the_cards_order_and_tenant(
     peer: Peer, card_server: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The card lists JSON-RPC (unreachable) first: the card's order picks it (spec §8.3.2),
+    # and --transport grpc picks the card's GRPC interface and its tenant instead.
     peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
-    assert await run("send", card_server, "hi") == 0
+    code, _, err = await run_process("send", card_server, "hi", "--timeout", "5")
+    assert code == 6 and "nowhere" in one_clear_line(err)
+    assert await run("send", card_server, "hi", "--transport", "grpc") == 0
     assert peer.agent.calls[0].request.tenant == "acme"
     capsys.readouterr()
     assert await run("card", card_server) == 0
     out = capsys.readouterr().out
     assert "scripted 1: a test peer" in out and f"GRPC 1.0 {peer.target} tenant acme" in out
+    assert "uses: JSONRPC 1.0 http://nowhere/rpc" in out
+    assert await run("card", card_server, "--transport", "grpc") == 0
+    assert f"uses: GRPC 1.0 {peer.target}" in capsys.readouterr().out
+    assert await run("card", card_server, "--transport", "http+json") == 0
+    assert "uses: nothing: agent 'scripted' offers no interface" in capsys.readouterr().out
+    code, _, err = await run_process("send", card_server, "hi", "--transport", "http+json")
+    line = one_clear_line(err)
+    assert code == 6 and "offers no interface this client can use" in line
+    assert "JSONRPC 1.0 at http://nowhere/rpc" in line and f"GRPC 1.0 at {peer.target}" in line
     code, _, err = await run_process("card", card_server + "/missing.json")
     assert code == 6 and "HTTP 404" in one_clear_line(err)
+
+
+async def test_transport_other_than_grpc_needs_a_card_url(peer: Peer) -> None:
+    code, _, err = await run_process("get", peer.target, "t1", "--transport", "jsonrpc")
+    assert code == 2 and "needs the URL of an agent card" in one_clear_line(err)
 
 
 async def test_process_stdout_closed_early(peer: Peer) -> None:
@@ -486,3 +509,48 @@ async def test_a_continuation_that_ends_interrupted_again_still_stops_there(
     argv = ("send", "--stream", "--task-id", "t1", "--context-id", "c1", peer.target, "green")
     assert await run(*argv) == cli.EXIT_TASK_WAITING
     assert "and the size?" in capsys.readouterr().out
+
+
+@pytest.fixture
+async def tls_agent(tmp_path: Path) -> AsyncIterator[tuple[str, Path, CallerRecorder]]:
+    """Our server with TLS on both ports, asking for client certificates (mutual TLS): its card
+    URL, a directory with ca.pem, alice.pem and alice.key, and the agent (it notes callers)."""
+    ca = Authority()
+    server_pem = ca.issue("localhost", server=True)
+    alice = ca.issue("alice")
+    (tmp_path / "ca.pem").write_bytes(ca.certificate)
+    (tmp_path / "alice.pem").write_bytes(alice.certificate)
+    (tmp_path / "alice.key").write_bytes(alice.key)
+    agent = CallerRecorder()
+    running = await start_server(
+        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1),
+        agent,
+        tls=TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate),
+    )
+    assert running.card_url is not None and running.card_url.startswith("https://")
+    yield running.card_url, tmp_path, agent
+    await running.stop(0)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "jsonrpc", "http+json"])
+async def test_tls_options_apply_to_the_card_fetch_and_every_call(
+    tls_agent: tuple[str, Path, CallerRecorder], transport: str
+) -> None:
+    url, files, agent = tls_agent
+    origin = url.removesuffix("/.well-known/agent-card.json")
+    tls = ("--ca", str(files / "ca.pem"), "--cert", str(files / "alice.pem"))
+    tls += ("--key", str(files / "alice.key"))
+    code, out, err = await run_process("send", origin, "hello", *tls, "--transport", transport)
+    assert code == 0, err
+    assert agent.callers == ["cert:alice"]  # the client certificate reached the agent's side
+    code, out, _ = await run_process("card", origin, *tls, "--transport", transport)
+    binding = {"grpc": "GRPC", "jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}[transport]
+    assert code == 0 and f"uses: {binding} 1.0" in out
+
+
+async def test_without_the_ca_the_card_fetch_fails_verification(
+    tls_agent: tuple[str, Path, CallerRecorder],
+) -> None:
+    url, _, _ = tls_agent
+    code, _, err = await run_process("send", url, "hello", "--timeout", "5")
+    assert code == 6 and "CERTIFICATE_VERIFY_FAILED" in one_clear_line(err)
