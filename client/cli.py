@@ -446,7 +446,9 @@ def _exit_for(state: int) -> int | None:
 
 
 def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
-    hint = reply_hint(args.target, task, _program())
+    # The answer goes over the same binding as the question.
+    target = f"{args.target} --transport {args.transport}" if args.transport else args.target
+    hint = reply_hint(target, task, _program())
     if hint is not None and not args.json:
         print(hint, file=sys.stderr)
 

@@ -554,3 +554,13 @@ async def test_without_the_ca_the_card_fetch_fails_verification(
     url, _, _ = tls_agent
     code, _, err = await run_process("send", url, "hello", "--timeout", "5")
     assert code == 6 and "CERTIFICATE_VERIFY_FAILED" in one_clear_line(err)
+
+
+async def test_the_reply_hint_keeps_the_transport(
+    make_server: Factory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    harness = await make_server(card_port=0)
+    assert harness.running.card_url is not None
+    assert await run("send", harness.running.card_url, "ask", "--transport", "http+json") == 4
+    err = capsys.readouterr().err
+    assert f'send {harness.running.card_url} --transport http+json "..." --task-id' in err
