@@ -10,15 +10,29 @@ and server resets the connections (tests/integration/tcp_proxy.py).
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import grpc
 import pytest
+from aiohttp import web
 
-from a2a_grpc.client import A2AClient, CardResolver
+from a2a_grpc.client import (
+    A2AClient,
+    CardResolver,
+    DeadlineExceededError,
+    RetryPolicy,
+    RpcFailedError,
+    UnavailableError,
+)
 from a2a_grpc.client.card import select_interface
 from a2a_grpc.client.messages import user_message
-from a2a_grpc.core.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a_grpc.core.errors import (
+    InvalidAgentResponseError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+)
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -243,3 +257,117 @@ async def test_from_card_url(harness: Harness, transport: str) -> None:
         assert client.target == origin
         reply = await client.send_message(user_message("reply hi"))
         assert isinstance(reply, a2a_pb2.Message)
+
+
+async def test_a_stream_ends_at_its_deadline(open_client: Open, agent: Recorder) -> None:
+    client = await open_client()
+    with pytest.raises(DeadlineExceededError):
+        async for _ in client.send_streaming_message(user_message("hold"), timeout=0.5):
+            pass
+    assert agent.entered.is_set()
+    agent.go.set()
+
+
+async def test_an_agent_not_listening_is_unavailable(
+    card: a2a_pb2.AgentCard, transport: str
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on (bound, never listening)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        dead = a2a_pb2.AgentCard()
+        dead.CopyFrom(card)
+        for interface in dead.supported_interfaces:
+            host_port = interface.url.split("://")[-1].split("/")[0]
+            interface.url = interface.url.replace(host_port, f"127.0.0.1:{port}")
+        async with A2AClient.for_card(
+            dead, transports=[transport], retry=RetryPolicy(max_attempts=1)
+        ) as client:
+            with pytest.raises(UnavailableError):
+                await client.send_message(user_message("hello"))
+            with pytest.raises(UnavailableError):
+                await client.get_task("t1")
+
+
+# -- what an HTTP peer other than our server may answer -----------------------------------
+
+
+@pytest.fixture
+async def http_peer() -> AsyncIterator[tuple[str, list[web.Response]]]:
+    """An HTTP server answering each request with the next of `answers` (a real socket)."""
+    answers: list[web.Response] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return answers.pop(0)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}", answers
+    await runner.cleanup()
+
+
+def http_client(binding: str, url: str) -> A2AClient:
+    interface = a2a_pb2.AgentInterface(url=url, protocol_binding=binding, protocol_version="1.0")
+    return A2AClient.for_card(
+        a2a_pb2.AgentCard(name="peer", supported_interfaces=[interface]),
+        retry=RetryPolicy(max_attempts=1),
+    )
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(502, UnavailableError), (503, UnavailableError), (504, DeadlineExceededError)],
+)
+async def test_a_gateways_error_is_could_not_talk(
+    http_peer: tuple[str, list[web.Response]], binding: str, status: int, error: type[Exception]
+) -> None:
+    url, answers = http_peer
+    answers.append(web.Response(status=status, text="<html>bad gateway</html>"))
+    async with http_client(binding, url) as client:
+        with pytest.raises(error):
+            await client.get_task("t1")
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_an_http_error_without_an_a2a_body_is_rpc_failed(
+    http_peer: tuple[str, list[web.Response]], binding: str
+) -> None:
+    url, answers = http_peer
+    answers.append(web.Response(status=404, text="not here"))
+    async with http_client(binding, url) as client:
+        with pytest.raises(RpcFailedError) as raised:
+            await client.get_task("t1")
+    assert raised.value.code == grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_jsonrpc_error_without_error_info_is_decoded_from_its_code(
+    http_peer: tuple[str, list[web.Response]],
+) -> None:
+    url, answers = http_peer
+    body = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "no task t1"}}
+    answers.append(web.json_response(body))
+    async with http_client("JSONRPC", url) as client:
+        with pytest.raises(TaskNotFoundError, match="no task t1"):
+            await client.get_task("t1")
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_a_response_with_two_payloads_is_refused(
+    http_peer: tuple[str, list[web.Response]], binding: str
+) -> None:
+    url, answers = http_peer
+    two = {"task": {"id": "t1", "contextId": "c1"}, "message": {"messageId": "m"}}
+    answers.append(
+        web.json_response(
+            {"jsonrpc": "2.0", "id": 1, "result": two} if binding == "JSONRPC" else two
+        )
+    )
+    async with http_client(binding, url) as client:
+        with pytest.raises(InvalidAgentResponseError, match="2 payloads: task, message"):
+            await client.send_message(user_message("hi"))
