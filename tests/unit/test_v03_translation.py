@@ -381,3 +381,70 @@ def test_the_card_in_0_3_json_types_its_security_as_0_3_does() -> None:
     # What 0.3 requires is there even when empty.
     assert document["capabilities"] == {}
     assert document["defaultInputModes"] == [] and document["defaultOutputModes"] == []
+
+
+# -- the client's direction (1.0 requests → 0.3, 0.3 results → 1.0) ------------------------
+
+
+def test_client_requests_come_back_as_they_went() -> None:
+    message = a2a_pb2.Message(
+        message_id="m1", context_id="c1", task_id="t1", role=a2a_pb2.ROLE_USER
+    )
+    message.parts.add(text="hi")
+    message.parts.add(url="https://x/y.png", media_type="image/png", filename="y.png")
+    message.parts.add().data.number_value = 3
+    send = a2a_pb2.SendMessageRequest(message=message)
+    send.configuration.accepted_output_modes.append("text/plain")
+    send.configuration.history_length = 2
+    send.configuration.return_immediately = True
+    assert v03.send_request(v03.send_request_v03(send)) == send
+    blocking = a2a_pb2.SendMessageRequest(message=message)
+    assert v03.send_request_v03(blocking).configuration.blocking
+    get = a2a_pb2.GetTaskRequest(id="t1", history_length=0)
+    assert v03.get_task_request(v03.get_task_request_v03(get)) == a2a_pb2.GetTaskRequest(id="t1")
+    cancel = a2a_pb2.CancelTaskRequest(id="t1")
+    assert v03.cancel_request(v03.cancel_request_v03(cancel)) == cancel
+    subscribe = a2a_pb2.SubscribeToTaskRequest(id="t1")
+    assert v03.subscribe_request(v03.subscribe_request_v03(subscribe)) == subscribe
+    config = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="p1", url="https://h/", token="k")
+    config.authentication.scheme = "Bearer"
+    assert v03.create_config_request(v03.create_config_request_v03(config)) == config
+
+
+def test_client_results_come_back_as_they_went() -> None:
+    task = a2a_pb2.Task(id="t1", context_id="c1")
+    task.status.state = a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    task.status.message.CopyFrom(
+        a2a_pb2.Message(message_id="q", role=a2a_pb2.ROLE_AGENT, parts=[a2a_pb2.Part(text="?")])
+    )
+    task.artifacts.add(artifact_id="a1", name="echo", parts=[a2a_pb2.Part(text="x")])
+    assert v03.task_from_v03(v03.task(task)) == task
+    for event in (
+        a2a_pb2.StreamResponse(task=task),
+        a2a_pb2.StreamResponse(
+            status_update=a2a_pb2.TaskStatusUpdateEvent(
+                task_id="t1", context_id="c1", status=task.status
+            )
+        ),
+        a2a_pb2.StreamResponse(
+            artifact_update=a2a_pb2.TaskArtifactUpdateEvent(
+                task_id="t1", context_id="c1", artifact=task.artifacts[0], last_chunk=True
+            )
+        ),
+    ):
+        assert v03.stream_response_from_v03(v03.stream_response(event)) == event
+    config = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="p1", url="https://h/")
+    assert v03.push_config_from_v03(v03.push_config(config)) == config
+
+
+def test_a_0_3_card_lists_its_interfaces_as_0_3() -> None:
+    card = old.AgentCard(
+        name="old", url="http://h/rpc", preferred_transport="JSONRPC", protocol_version="0.3.0"
+    )
+    card.additional_interfaces.add(url="h:50051", transport="GRPC")
+    card.additional_interfaces.add(url="http://h/rpc", transport="JSONRPC")
+    converted = v03.agent_card_from_v03(card)
+    listed = [
+        (i.protocol_binding, i.url, i.protocol_version) for i in converted.supported_interfaces
+    ]
+    assert listed == [("JSONRPC", "http://h/rpc", "0.3.0"), ("GRPC", "h:50051", "0.3.0")]
