@@ -28,6 +28,7 @@ from a2a_grpc.core.cards import (
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION, major_minor
 from a2a_grpc.core.signing import verify_card
+from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION
 from a2a_grpc.generated import a2a_pb2
 
 __all__ = [
@@ -62,8 +63,10 @@ TRANSPORT_NAMES: Mapping[str, str] = {
 DEFAULT_TRANSPORTS: tuple[str, ...] = ("grpc", "jsonrpc", "http+json")
 """Every binding this client speaks, in its own order of preference."""
 
-SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION,)
+SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION, V03_VERSION)
 """The protocol versions this client speaks, preferred first."""
+V03_BINDINGS: tuple[str, ...] = (GRPC_BINDING,)
+"""The bindings this client speaks A2A 0.3 over (0.3's JSON-RPC and HTTP+JSON are not done)."""
 
 
 def binding_name(transport: str) -> str:
@@ -89,8 +92,9 @@ def select_interface(
     supports, earlier entries being the agent's preference):
 
     1. An interface is acceptable when its binding is one of `transports` (compared without
-       case) and its protocol version (Major.Minor, patch ignored) is one this client speaks;
-       an interface of another binding (a custom URI) or version is skipped.
+       case) and its protocol version (Major.Minor, patch ignored) is one this client speaks
+       over that binding: 1.0 over all three, 0.3 over gRPC only; an interface of another
+       binding (a custom URI) or version is skipped.
     2. The newest version wins: an acceptable A2A 1.0 interface is taken over any 0.3 one,
        wherever they stand on the card.
     3. Among the acceptable interfaces of that version, the card's order decides (the agent's
@@ -110,6 +114,7 @@ def select_interface(
             for interface in offered
             if interface.protocol_binding.upper() in accepted
             and major_minor(interface.protocol_version) == version
+            and (version == PROTOCOL_VERSION or interface.protocol_binding.upper() in V03_BINDINGS)
         ]
         if not candidates:
             continue
@@ -122,7 +127,7 @@ def select_interface(
     )
     raise AgentCardError(
         f"agent {card.name!r} offers no interface this client can use "
-        f"({', '.join(accepted)} for A2A {', '.join(SUPPORTED_VERSIONS)}); "
+        f"({', '.join(accepted)} for A2A {PROTOCOL_VERSION}, GRPC for {V03_VERSION}); "
         f"the card offers: {listed or 'no interface at all'}"
     )
 

@@ -35,7 +35,7 @@ from a2a_grpc.client.transports.grpc import GrpcTransport
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY
+from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY, major_minor
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2
 
@@ -658,7 +658,7 @@ class A2AClient:
         the credentials, the client's `metadata`, the current trace context, and this call's
         `metadata`.
         """
-        defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, PROTOCOL_VERSION)]
+        defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, self._protocol_version())]
         if self._extensions:
             defaults.append((EXTENSIONS_KEY, ",".join(self._extensions)))
         credentials = (
@@ -673,6 +673,12 @@ class A2AClient:
                 entries = [entry for entry in entries if entry[0] not in keys]
                 entries += layer
         return tuple(entries)
+
+    def _protocol_version(self) -> str:
+        """The `a2a-version` calls send: the interface's Major.Minor (`0.3` to an A2A 0.3
+        interface), `1.0` when it states none."""
+        stated = "" if self._transport is None else self._transport.interface.protocol_version
+        return major_minor(stated) or PROTOCOL_VERSION
 
     def _effective_timeout(self, timeout: float | None) -> float | None:
         return timeout if timeout is not None else self._timeout

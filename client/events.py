@@ -18,6 +18,7 @@ from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.generated import a2a_pb2
 
 _PayloadMessage = TypeVar("_PayloadMessage", a2a_pb2.StreamResponse, a2a_pb2.SendMessageResponse)
+_Parsed = TypeVar("_Parsed", bound=Message)
 
 
 def decode_stream_response(raw: bytes) -> a2a_pb2.StreamResponse:
@@ -61,9 +62,6 @@ def payload_from_json(cls: type[_PayloadMessage], value: object) -> _PayloadMess
     return message_from_json(cls, value)
 
 
-_Parsed = TypeVar("_Parsed", bound=Message)
-
-
 def message_from_json(cls: type[_Parsed], value: Any) -> _Parsed:
     """`cls` parsed from a ProtoJSON value, unknown members ignored; InvalidAgentResponseError
     when it is not one (and, for a payload message, when no payload member is set)."""
@@ -85,7 +83,13 @@ def require_one_payload(message: Message) -> str:
     return member
 
 
-def _decode(cls: type[_PayloadMessage], raw: bytes) -> _PayloadMessage:
+def decode_payload(cls: type[_Parsed], raw: bytes) -> _Parsed:
+    """Any message with a `payload` oneof (A2A 0.3's StreamResponse, say) from its bytes, with
+    exactly one payload member, or InvalidAgentResponseError."""
+    return _decode(cls, raw)
+
+
+def _decode(cls: type[_Parsed], raw: bytes) -> _Parsed:
     name = cls.DESCRIPTOR.name
     try:
         message = cls.FromString(raw)

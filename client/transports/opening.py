@@ -11,8 +11,10 @@ from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.errors import AgentCardError
 from a2a_grpc.client.transports.base import Transport
 from a2a_grpc.client.transports.grpc import GrpcTransport
+from a2a_grpc.client.transports.grpc_v03 import GrpcV03Transport
 from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
 from a2a_grpc.client.transports.rest import RestTransport
+from a2a_grpc.core.v03 import is_v03
 from a2a_grpc.generated import a2a_pb2
 
 _DEFAULT_OPTIONS = ChannelOptions()
@@ -28,7 +30,8 @@ def open_transport(
     """A new transport to `interface`, which the transport owns and closes (a passed-in `http`
     client excepted: its owner closes it).
 
-    GRPC: a channel to the interface's `host:port` (a `grpc://`, `grpcs://`, `http://` or
+    GRPC: a channel to the interface's `host:port` (A2A 0.3's service for a 0.3 interface; a
+    `grpc://`, `grpcs://`, `http://` or
     `https://` prefix some cards carry is dropped; `grpcs`/`https` without `tls` means TLS with
     the system roots). JSONRPC and HTTP+JSON: httpx on `http`, or on a pooled client of its own
     made from `tls`. AgentCardError for another binding.
@@ -39,6 +42,8 @@ def open_transport(
         if tls is None and secure:
             tls = TlsConfig()
         channel = create_channel(target, tls=tls, options=channel_options)
+        if is_v03(interface.protocol_version):
+            return GrpcV03Transport(channel, owns_channel=True, interface=interface)
         return GrpcTransport(channel, owns_channel=True, interface=interface)
     if binding == JSONRPC_BINDING:
         return JsonRpcTransport(interface, http=http, tls=tls)

@@ -32,6 +32,7 @@ from a2a_grpc.core.errors import (
     InvalidAgentResponseError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnsupportedOperationError,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
@@ -371,3 +372,75 @@ async def test_a_response_with_two_payloads_is_refused(
     async with http_client(binding, url) as client:
         with pytest.raises(InvalidAgentResponseError, match="2 payloads: task, message"):
             await client.send_message(user_message("hi"))
+
+
+# -- an A2A 0.3 agent: the same API over a2a.v1.A2AService ---------------------------------
+
+
+@pytest.fixture
+async def v03_client(card: a2a_pb2.AgentCard) -> AsyncIterator[A2AClient]:
+    """A client for our server's A2A 0.3 gRPC interface, the only one left on its card."""
+    async with A2AClient.for_card(v03_only(card)) as client:
+        yield client
+
+
+def v03_only(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentCard:
+    """`card` as an A2A 0.3 agent's: its 0.3 interfaces only."""
+    old_only = a2a_pb2.AgentCard()
+    old_only.CopyFrom(card)
+    kept = [i for i in old_only.supported_interfaces if i.protocol_version == "0.3"]
+    del old_only.supported_interfaces[:]
+    old_only.supported_interfaces.extend(kept)
+    return old_only
+
+
+async def test_a_card_offering_1_0_and_0_3_gets_1_0(card: a2a_pb2.AgentCard) -> None:
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
+    async with A2AClient.for_card(card) as client:
+        assert client.interface.protocol_version == "1.0"
+
+
+async def test_a_0_3_agent_blocking_and_streaming(v03_client: A2AClient) -> None:
+    assert (v03_client.interface.protocol_binding, v03_client.interface.protocol_version) == (
+        "GRPC",
+        "0.3",
+    )
+    task = await v03_client.send_message(user_message("hello"))
+    assert isinstance(task, a2a_pb2.Task) and task.status.state == COMPLETED
+    assert [part.text for part in task.artifacts[0].parts] == ["hello"]
+    items = [item async for item in v03_client.send_streaming_message(user_message("chunks 3"))]
+    kinds = [event.WhichOneof("payload") for event, _ in items]
+    assert kinds[0] == "task" and kinds.count("artifact_update") == 3
+    assert items[-1][1].state == COMPLETED and len(items[-1][1].task.artifacts[0].parts) == 3
+    reply = await v03_client.send_message(user_message("reply hi"))
+    assert isinstance(reply, a2a_pb2.Message)
+
+
+async def test_a_0_3_agent_get_cancel_subscribe_and_errors(
+    v03_client: A2AClient, agent: Recorder
+) -> None:
+    request = a2a_pb2.SendMessageRequest(message=user_message("hold"))
+    request.configuration.return_immediately = True
+    sent = await v03_client.send_message(request)
+    assert isinstance(sent, a2a_pb2.Task)
+    assert (await v03_client.get_task(sent.id)).id == sent.id
+    await asyncio.wait_for(agent.entered.wait(), 10)
+    stream = v03_client.subscribe_to_task(sent.id)
+    first, view = await anext(stream)
+    assert first.HasField("task") and view.state == WORKING
+    agent.go.set()
+    states = [view.state async for _, view in stream]
+    assert states[-1] == COMPLETED
+    with pytest.raises(TaskNotCancelableError):
+        await v03_client.cancel_task(sent.id)
+    with pytest.raises(TaskNotFoundError):
+        await v03_client.get_task("no-such-task")
+    with pytest.raises(UnsupportedOperationError, match=r"not part of A2A 0\.3"):
+        await v03_client.list_tasks()
+
+
+async def test_a_0_3_agent_extensions_reach_it(card: a2a_pb2.AgentCard, agent: Recorder) -> None:
+    async with A2AClient.for_card(v03_only(card), extensions=[BUDGET]) as client:
+        await client.send_message(user_message("hello"))
+    (context,) = agent.contexts
+    assert BUDGET in context.requested_extensions

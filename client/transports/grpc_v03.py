@@ -1,0 +1,154 @@
+"""The gRPC transport to an A2A 0.3 agent: `a2a.v1.A2AService`, translated to and from 1.0.
+
+Requests are translated 1.0 → 0.3 and results 0.3 → 1.0 by `a2a_grpc.core.v03` (the code the
+server's 0.3 service uses the other way round), so the client's typed methods, objects and errors
+are the same as over 1.0. What 0.3 does not have is refused before anything is sent: ListTasks
+is UnsupportedOperationError. GetExtendedAgentCard is 0.3's GetAgentCard. SendMessage and the
+streams are read as raw bytes, as over 1.0, so a response with two payload members is seen.
+"""
+
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, cast
+
+import grpc
+from google.protobuf import empty_pb2
+from google.protobuf.message import Message
+
+from a2a_grpc.client.card import GRPC_BINDING
+from a2a_grpc.client.errors import from_rpc_error
+from a2a_grpc.client.events import decode_payload
+from a2a_grpc.client.transports.base import Metadata
+from a2a_grpc.core import v03
+from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.core.service import V03_SERVICE_NAME
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.generated import a2a_v03_pb2 as old
+
+_UNARY: dict[str, tuple[str, Callable[[Any], Message], type[Message], Callable[[Any], Message]]] = {
+    # 1.0 RPC: (0.3 method, request 1.0 → 0.3, 0.3 response class, result 0.3 → 1.0)
+    "GetTask": ("GetTask", v03.get_task_request_v03, old.Task, v03.task_from_v03),
+    "CancelTask": ("CancelTask", v03.cancel_request_v03, old.Task, v03.task_from_v03),
+    "CreateTaskPushNotificationConfig": (
+        "CreateTaskPushNotificationConfig",
+        v03.create_config_request_v03,
+        old.TaskPushNotificationConfig,
+        v03.push_config_from_v03,
+    ),
+    "GetTaskPushNotificationConfig": (
+        "GetTaskPushNotificationConfig",
+        v03.get_config_request_v03,
+        old.TaskPushNotificationConfig,
+        v03.push_config_from_v03,
+    ),
+    "ListTaskPushNotificationConfigs": (
+        "ListTaskPushNotificationConfig",
+        v03.list_configs_request_v03,
+        old.ListTaskPushNotificationConfigResponse,
+        v03.push_configs_from_v03,
+    ),
+    "GetExtendedAgentCard": (
+        "GetAgentCard",
+        lambda _: old.GetAgentCardRequest(),
+        old.AgentCard,
+        v03.agent_card_from_v03,
+    ),
+    "DeleteTaskPushNotificationConfig": (
+        "DeleteTaskPushNotificationConfig",
+        v03.delete_config_request_v03,
+        empty_pb2.Empty,
+        lambda empty: empty,
+    ),
+}
+_STREAMS: dict[str, tuple[str, Callable[[Any], Message]]] = {
+    "SendStreamingMessage": ("SendStreamingMessage", v03.send_request_v03),
+    "SubscribeToTask": ("TaskSubscription", v03.subscribe_request_v03),
+}
+
+
+class GrpcV03Transport:
+    """A2A 0.3 over a `grpc.aio` channel; closes the channel on `close` only if `owns_channel`."""
+
+    def __init__(
+        self,
+        channel: Any,
+        *,
+        owns_channel: bool = False,
+        interface: a2a_pb2.AgentInterface | None = None,
+    ) -> None:
+        self._channel = channel
+        self._owns_channel = owns_channel
+        self.interface = interface or a2a_pb2.AgentInterface(
+            protocol_binding=GRPC_BINDING, protocol_version=v03.PROTOCOL_VERSION
+        )
+
+    def _method(self, name: str, streaming: bool) -> Any:
+        path = f"/{V03_SERVICE_NAME}/{name}"
+        make = self._channel.unary_stream if streaming else self._channel.unary_unary
+        return make(
+            path,
+            request_serializer=lambda message: message.SerializeToString(),
+            response_deserializer=None,
+        )
+
+    async def call(
+        self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
+    ) -> Message:
+        if rpc == "SendMessage":
+            send = v03.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
+            raw = await self._unary("SendMessage", send, timeout, metadata)
+            return v03.send_response_from_v03(decode_payload(old.SendMessageResponse, raw))
+        if rpc not in _UNARY:
+            raise UnsupportedOperationError(
+                f"{rpc} is not part of A2A 0.3 (this agent's interface)"
+            )
+        method, to_v03, response_class, from_v03 = _UNARY[rpc]
+        raw = await self._unary(method, to_v03(request), timeout, metadata)
+        try:
+            response = response_class.FromString(raw)
+        except Exception as error:  # DecodeError: the peer's bug
+            name = response_class.DESCRIPTOR.name
+            raise InvalidAgentResponseError(f"malformed {name}: {error}") from error
+        return from_v03(response)
+
+    async def _unary(
+        self, method: str, request: Message, timeout: float | None, metadata: Metadata
+    ) -> bytes:
+        try:
+            raw: bytes = await self._method(method, False)(
+                request, timeout=timeout, metadata=metadata
+            )
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+        return raw
+
+    def stream(
+        self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
+    ) -> _V03Stream:
+        method, to_v03 = _STREAMS[rpc]
+        call = self._method(method, True)(to_v03(request), timeout=timeout, metadata=metadata)
+        return _V03Stream(call)
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self._channel.close()
+
+
+class _V03Stream:
+    """A raw-bytes 0.3 stream, each event checked and translated to a 1.0 StreamResponse."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        try:
+            async for raw in self._call:
+                yield v03.stream_response_from_v03(decode_payload(old.StreamResponse, raw))
+        except grpc.aio.AioRpcError as error:
+            raise from_rpc_error(error) from error
+
+    async def aclose(self) -> None:
+        self._call.cancel()
