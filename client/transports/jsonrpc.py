@@ -64,12 +64,26 @@ class JsonRpcTransport:
 
     def _envelope(self, rpc: str, request: Message) -> tuple[int, dict[str, Any]]:
         request_id = next(self._ids)
-        return request_id, {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": rpc,
-            "params": json_format.MessageToDict(request),
-        }
+        method, params = self._params(rpc, request)
+        return request_id, {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+    # What a version of the binding names and encodes differently (A2A 0.3 overrides these).
+
+    def _params(self, rpc: str, request: Message) -> tuple[str, Any]:
+        """The JSON-RPC method and params of `rpc`'s `request`."""
+        return rpc, json_format.MessageToDict(request)
+
+    def _decode_result(self, rpc: str, result: Any) -> Message:
+        """`rpc`'s response message from a JSON-RPC `result`."""
+        if rpc == "SendMessage":
+            return payload_from_json(a2a_pb2.SendMessageResponse, result)
+        if rpc == "DeleteTaskPushNotificationConfig" and result is None:
+            return RESPONSES[rpc]()
+        return message_from_json(RESPONSES[rpc], result)
+
+    def _decode_event(self, result: Any) -> a2a_pb2.StreamResponse:
+        """A stream's event from the `result` of one of its JSON-RPC responses."""
+        return payload_from_json(a2a_pb2.StreamResponse, result)
 
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
@@ -84,12 +98,7 @@ class JsonRpcTransport:
                 extensions=self._extensions,
             ),
         )
-        result = _result(request_id, response.status_code, response.content)
-        if rpc == "SendMessage":
-            return payload_from_json(a2a_pb2.SendMessageResponse, result)
-        if rpc == "DeleteTaskPushNotificationConfig" and result is None:
-            return RESPONSES[rpc]()
-        return message_from_json(RESPONSES[rpc], result)
+        return self._decode_result(rpc, _result(request_id, response.status_code, response.content))
 
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
@@ -107,7 +116,7 @@ class JsonRpcTransport:
 
         def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse:
             value = json_body(event.data.encode())
-            return payload_from_json(a2a_pb2.StreamResponse, _unwrap(request_id, value))
+            return self._decode_event(_unwrap(request_id, value))
 
         def refused(http_status: int, body: bytes) -> Exception:
             try:
