@@ -13,6 +13,7 @@ from a2a_grpc.client.transports.base import Transport
 from a2a_grpc.client.transports.grpc import GrpcTransport
 from a2a_grpc.client.transports.grpc_v03 import GrpcV03Transport
 from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
+from a2a_grpc.client.transports.jsonrpc_v03 import JsonRpcV03Transport
 from a2a_grpc.client.transports.rest import RestTransport
 from a2a_grpc.core.v03 import is_v03
 from a2a_grpc.generated import a2a_pb2
@@ -46,6 +47,8 @@ def open_transport(
             return GrpcV03Transport(channel, owns_channel=True, interface=interface)
         return GrpcTransport(channel, owns_channel=True, interface=interface)
     if binding == JSONRPC_BINDING:
+        if is_v03(interface.protocol_version):
+            return JsonRpcV03Transport(interface, http=http, tls=tls)
         return JsonRpcTransport(interface, http=http, tls=tls)
     if binding == HTTP_JSON_BINDING:
         return RestTransport(interface, http=http, tls=tls)

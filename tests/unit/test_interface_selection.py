@@ -52,11 +52,11 @@ def test_a_1_0_interface_wins_over_a_0_3_one() -> None:
 
 
 def test_no_acceptable_interface_lists_what_the_card_offers() -> None:
-    offered = card(("JSONRPC", "0.3", "http://h:9/"), ("urn:custom", "1.0", "x://y"), JSONRPC)
+    offered = card(("HTTP+JSON", "0.3", "http://h:9"), ("urn:custom", "1.0", "x://y"), JSONRPC)
     with pytest.raises(AgentCardError) as raised:
         select_interface(offered, ("grpc",))
     text = str(raised.value)
-    assert "JSONRPC 0.3 at http://h:9/" in text and "urn:custom 1.0 at x://y" in text
+    assert "HTTP+JSON 0.3 at http://h:9" in text and "urn:custom 1.0 at x://y" in text
     assert "JSONRPC 1.0 at http://h:2/" in text
     with pytest.raises(AgentCardError, match="no interface at all"):
         select_interface(card())
@@ -83,11 +83,18 @@ async def test_for_card_exposes_the_interface_and_its_tenant() -> None:
         await client.close()
 
 
-def test_a_0_3_grpc_interface_is_used_when_there_is_no_1_0_one() -> None:
-    chosen = select_interface(card(("JSONRPC", "0.3", "http://h/"), ("GRPC", "0.3", "h:9")))
+def test_a_0_3_interface_is_used_when_there_is_no_1_0_one() -> None:
+    offered = card(("HTTP+JSON", "1.0", "http://h"), ("GRPC", "0.3", "h:9"))
+    chosen = select_interface(offered, ("grpc", "jsonrpc"))
     assert (chosen.protocol_binding, chosen.protocol_version) == ("GRPC", "0.3")
+    chosen = select_interface(card(("JSONRPC", "0.3", "http://h/"), ("GRPC", "0.3", "h:9")))
+    assert chosen.protocol_binding == "JSONRPC"  # the card's order, as for 1.0
 
 
-def test_0_3_over_http_is_not_spoken() -> None:
-    with pytest.raises(AgentCardError, match=r"GRPC for 0\.3"):
-        select_interface(card(("JSONRPC", "0.3", "http://h/"), ("HTTP+JSON", "0.3", "http://h")))
+def test_0_3_over_jsonrpc_is_spoken_but_not_over_http_json() -> None:
+    chosen = select_interface(
+        card(("HTTP+JSON", "0.3", "http://h"), ("JSONRPC", "0.3", "http://h/"))
+    )
+    assert chosen.protocol_binding == "JSONRPC"
+    with pytest.raises(AgentCardError, match=r"GRPC or JSONRPC for 0\.3"):
+        select_interface(card(("HTTP+JSON", "0.3", "http://h")))
