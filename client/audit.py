@@ -26,7 +26,12 @@ from typing import Any, ClassVar
 
 import grpc
 
-from a2a_grpc.client.errors import A2ATransportError, RpcFailedError, StreamResumeError
+from a2a_grpc.client.errors import (
+    A2ATransportError,
+    ErrorResponse,
+    RpcFailedError,
+    StreamResumeError,
+)
 from a2a_grpc.core.audit_chain import ChainWriter, message_sha256, now
 from a2a_grpc.core.errors import StatusError
 from a2a_grpc.generated import a2a_pb2
@@ -100,6 +105,8 @@ def outcome_of(error: BaseException) -> tuple[str, str]:
     if isinstance(error, StatusError):
         if isinstance(cause, grpc.aio.AioRpcError):
             return cause.code().name, error.reason  # the agent's answer, with its code as sent
+        if isinstance(cause, ErrorResponse):
+            return error.code.name, error.reason  # the same answer over an HTTP binding
         return error.reason, error.reason  # e.g. INVALID_AGENT_RESPONSE, found here
     if isinstance(error, A2ATransportError | RpcFailedError):
         return error.code.name, ""

@@ -22,6 +22,7 @@ __all__ = [
     "AgentCardError",
     "CallCancelledError",
     "DeadlineExceededError",
+    "ErrorResponse",
     "InvalidAgentResponseError",
     "RpcFailedError",
     "StreamResumeError",
@@ -86,6 +87,17 @@ class StreamResumeError(A2AClientError):
 
 class AgentCardError(A2AClientError):
     """The agent card could not be used: the HTTP fetch failed or it offers no GRPC interface."""
+
+
+class ErrorResponse(Exception):
+    """An HTTP binding's error answer (a JSON-RPC error object, an AIP-193 body), kept as the
+    `__cause__` of the error decoded from it, as an `AioRpcError` is over gRPC. `value` is the
+    error object as received."""
+
+    def __init__(self, binding: str, value: object) -> None:
+        self.binding = binding
+        self.value = value
+        super().__init__(f"{binding} error: {value!r}"[:500])
 
 
 _TRANSPORT_ERRORS: dict[grpc.StatusCode, type[A2ATransportError]] = {

@@ -23,7 +23,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from a2a_grpc.client.channel import TlsConfig
-from a2a_grpc.client.errors import A2AClientError, RpcFailedError
+from a2a_grpc.client.errors import A2AClientError, ErrorResponse, RpcFailedError
 from a2a_grpc.client.events import message_from_json, payload_from_json
 from a2a_grpc.client.transports.base import RESPONSES, Metadata
 from a2a_grpc.client.transports.http import (
@@ -168,10 +168,12 @@ def _error(error: Any) -> Exception:
     code = error.get("code")
     data = error.get("data")
     details = data if isinstance(data, list) else [data] if isinstance(data, dict) else []
-    decoded = status.decode_json(message, details)
-    if decoded is not None:
-        return decoded
-    known = ERROR_BY_JSONRPC_CODE.get(code) if isinstance(code, int) else None
-    if known is not None:
-        return known(message or None)
-    return RpcFailedError(grpc.StatusCode.UNKNOWN, f"JSON-RPC error {code}: {message}")
+    decoded: Exception | None = status.decode_json(message, details)
+    if decoded is None:
+        known = ERROR_BY_JSONRPC_CODE.get(code) if isinstance(code, int) else None
+        if known is not None:
+            decoded = known(message or None)
+        else:
+            decoded = RpcFailedError(grpc.StatusCode.UNKNOWN, f"JSON-RPC error {code}: {message}")
+    decoded.__cause__ = ErrorResponse(JSONRPC_BINDING, error)
+    return decoded

@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from a2a_grpc.client.channel import TlsConfig
-from a2a_grpc.client.errors import RpcFailedError
+from a2a_grpc.client.errors import ErrorResponse, RpcFailedError
 from a2a_grpc.client.events import message_from_json, payload_from_json
 from a2a_grpc.client.transports.base import RESPONSES, Metadata
 from a2a_grpc.client.transports.http import (
@@ -149,11 +149,14 @@ def _failure(http_status: int | None, body: bytes) -> Exception:
         return http_failure(http_status, text)
     message = str(error.get("message") or "")
     details = error.get("details")
-    decoded = status.decode_json(message, details if isinstance(details, list) else [])
-    if decoded is not None:
-        return decoded
-    if http_status in (502, 503, 504):  # a gateway's own error, not the agent's
-        return http_failure(http_status, message)
-    code = error.get("code")
-    http_code = code if isinstance(code, int) else (http_status or 500)
-    return RpcFailedError(grpc_code_named(error.get("status"), http_code), message)
+    decoded: Exception | None = status.decode_json(
+        message, details if isinstance(details, list) else []
+    )
+    if decoded is None:
+        if http_status in (502, 503, 504):  # a gateway's own error, not the agent's
+            return http_failure(http_status, message)
+        code = error.get("code")
+        http_code = code if isinstance(code, int) else (http_status or 500)
+        decoded = RpcFailedError(grpc_code_named(error.get("status"), http_code), message)
+    decoded.__cause__ = ErrorResponse(HTTP_JSON_BINDING, error)
+    return decoded

@@ -10,16 +10,20 @@ and server resets the connections (tests/integration/tcp_proxy.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from aiohttp import web
+from opentelemetry import trace
 
 from a2a_grpc.client import (
     A2AClient,
+    BearerToken,
     CardResolver,
     DeadlineExceededError,
     RetryPolicy,
@@ -57,9 +61,13 @@ class Recorder(DemoAgent):
         self.entered = asyncio.Event()
         self.go = asyncio.Event()
         self.held_runs = 0
+        self.trace_ids: list[int] = []
+        self.callers: list[str] = []
 
     async def execute(self, context: RequestContext, events: TaskEvents) -> None:
         self.contexts.append(context)
+        self.callers.append(context.caller)
+        self.trace_ids.append(trace.get_current_span().get_span_context().trace_id)
         if context.text().startswith("hold"):
             self.held_runs += 1
             await events.working()
@@ -196,6 +204,46 @@ async def test_extensions_and_tenant_reach_the_agent(open_client: Open, agent: R
     assert BUDGET in context.requested_extensions
     # The tenant scopes the task: it is found under it.
     assert (await client.get_task(task.id)).id == task.id
+
+
+async def test_credentials_version_and_trace_context_reach_the_server(
+    make_server: Factory, agent: Recorder, transport: str
+) -> None:
+    # strict_version: a call without the A2A-Version header would be VersionNotSupported.
+    harness = await make_server(agent, card_port=0, tokens={"s3cret": "alice"}, strict_version=True)
+    assert harness.running.card_url is not None
+    trace_id = 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    parent = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id, 0x00F067AA0BA902B7, is_remote=True, trace_flags=trace.TraceFlags(1)
+        )
+    )
+    async with await A2AClient.from_card_url(
+        harness.running.card_url, transports=[transport], credentials=BearerToken("s3cret")
+    ) as client:
+        with trace.use_span(parent):
+            task = await client.send_message(user_message("hello"))
+    assert isinstance(task, a2a_pb2.Task) and task.status.state == COMPLETED
+    assert agent.callers == ["alice"]
+    assert agent.trace_ids == [trace_id]
+
+
+async def test_the_audit_trail_records_calls_on_every_transport(
+    open_client: Open, tmp_path: Path, transport: str
+) -> None:
+    path = tmp_path / "client-audit.jsonl"
+    client = await open_client(audit=path)
+    task = await client.send_message(user_message("hello"))
+    assert isinstance(task, a2a_pb2.Task)
+    with pytest.raises(TaskNotFoundError):
+        await client.get_task("no-such-task")
+    await client.close()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["method"], r["outcome"]) for r in records] == [
+        ("SendMessage", "OK"),
+        ("GetTask", "NOT_FOUND"),
+    ]
+    assert records[0]["task_id"] == task.id and records[0]["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_a_blocking_send_cut_off_is_retried_with_the_same_message_id(
