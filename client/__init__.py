@@ -32,8 +32,10 @@ from a2a_grpc.client.retry import Backoff, RetryPolicy
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.transports.base import EventStream, Transport
 from a2a_grpc.client.transports.grpc import GrpcTransport
+from a2a_grpc.client.transports.grpc_v03 import GrpcV03Transport
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
+from a2a_grpc.client.transports.jsonrpc_v03 import JsonRpcV03Transport
 from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.client.transports.rest import RestTransport
 
@@ -55,7 +57,9 @@ __all__ = [
     "DeadlineExceededError",
     "EventStream",
     "GrpcTransport",
+    "GrpcV03Transport",
     "JsonRpcTransport",
+    "JsonRpcV03Transport",
     "MessageSigner",
     "RestTransport",
     "RetryPolicy",

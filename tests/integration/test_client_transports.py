@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import pytest
 from aiohttp import web
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from opentelemetry import trace
 
 from a2a_grpc.client import (
@@ -32,12 +33,14 @@ from a2a_grpc.client import (
 )
 from a2a_grpc.client.card import select_interface
 from a2a_grpc.client.messages import user_message
+from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.core.errors import (
     InvalidAgentResponseError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.jws import KeySet
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -492,3 +495,23 @@ async def test_a_0_3_agent_extensions_reach_it(card: a2a_pb2.AgentCard, agent: R
         await client.send_message(user_message("hello"))
     (context,) = agent.contexts
     assert BUDGET in context.requested_extensions
+
+
+async def test_signed_messages_on_every_transport(
+    make_server: Factory, agent: Recorder, transport: str
+) -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    keys = KeySet.of_private_keys({"alice-1": key})
+    harness = await make_server(
+        agent, card_port=0, signature_keys=keys, require_signed_messages=True
+    )
+    assert harness.running.card_url is not None
+    signer = MessageSigner(key, "alice-1")
+    async with await A2AClient.from_card_url(
+        harness.running.card_url, transports=[transport], signer=signer
+    ) as client:
+        task = await client.send_message(user_message("hello"))
+        assert isinstance(task, a2a_pb2.Task) and task.status.state == COMPLETED
+        items = [item async for item in client.send_streaming_message(user_message("chunks 2"))]
+        assert items[-1][1].state == COMPLETED
+    assert [context.signed_by for context in agent.contexts] == ["alice-1", "alice-1"]
