@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from google.api import annotations_pb2  # type: ignore[import-untyped]
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from a2a_grpc.generated import a2a_pb2
@@ -38,10 +39,10 @@ class HttpRule:
         return tuple(match.group(1) for match in _VARIABLE.finditer(self.template))
 
 
-def http_rules(rpc: str) -> tuple[HttpRule, ...]:
+def http_rules(rpc: str, service: ServiceDescriptor = SERVICE) -> tuple[HttpRule, ...]:
     """The rule of `rpc` and its additional bindings, in the proto's order (KeyError for an
-    RPC the service does not have)."""
-    rule = SERVICE.methods_by_name[rpc].GetOptions().Extensions[annotations_pb2.http]
+    RPC the service does not have). `service` is A2A 1.0's unless given (A2A 0.3's, say)."""
+    rule = service.methods_by_name[rpc].GetOptions().Extensions[annotations_pb2.http]
     rules: list[HttpRule] = []
     for binding in (rule, *rule.additional_bindings):
         verb = binding.WhichOneof("pattern")
@@ -51,19 +52,32 @@ def http_rules(rpc: str) -> tuple[HttpRule, ...]:
     return tuple(rules)
 
 
-def request_rule(rpc: str, request: Message) -> HttpRule:
+def request_rule(rpc: str, request: Message, service: ServiceDescriptor = SERVICE) -> HttpRule:
     """The rule a client uses for `request`: of the rules whose path fields the request all
     sets, the one naming the most (so a request with a tenant takes the `/{tenant}` binding);
     the first rule when none has all its fields (the server then says what is missing)."""
-    rules = http_rules(rpc)
+    rules = http_rules(rpc, service)
     usable = [rule for rule in rules if all(getattr(request, f) for f in rule.fields)]
     return max(usable, key=lambda rule: len(rule.fields)) if usable else rules[0]
 
 
 def request_path(rule: HttpRule, request: Message) -> str:
-    """`rule`'s path with the request's fields filled in, each percent-encoded as one segment."""
+    """`rule`'s path with the request's fields filled in. A plain variable is one segment,
+    percent-encoded; one with a pattern (`{name=tasks/*}`) keeps the value's `/`, and gets the
+    pattern's trailing literal segments the value lacks (0.3's
+    `{parent=tasks/*/pushNotificationConfigs}` with `tasks/t1` is
+    `tasks/t1/pushNotificationConfigs`)."""
 
     def value(match: re.Match[str]) -> str:
-        return quote(str(getattr(request, match.group(1))), safe="")
+        text = str(getattr(request, match.group(1)))
+        pattern = match.group(2)
+        if pattern in (None, "*"):
+            return quote(text, safe="")
+        have = text.split("/")
+        wanted = pattern.split("/")
+        tail = wanted[len(have) :]
+        if all("*" not in segment for segment in tail):
+            have += tail
+        return "/".join(quote(segment, safe="") for segment in have)
 
     return _VARIABLE.sub(value, rule.template)

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import httpx_sse
 from google.protobuf import json_format
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
 from a2a_grpc.client.channel import TlsConfig
@@ -38,7 +39,7 @@ from a2a_grpc.client.transports.http import (
 )
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.http_routes import request_path, request_rule
+from a2a_grpc.core.http_routes import SERVICE, request_path, request_rule
 from a2a_grpc.generated import a2a_pb2
 
 HTTP_JSON_BINDING = "HTTP+JSON"
@@ -62,31 +63,56 @@ class RestTransport:
         self._http = http if http is not None else create_http_client(tls)
         self._extensions = request_extensions(tls)
 
+    # What a version of the binding names and encodes differently (A2A 0.3 overrides these).
+
+    def _wire(self, rpc: str, request: Message) -> tuple[str, Message, ServiceDescriptor]:
+        """The RPC, request and service whose HTTP rule carries `rpc`'s `request`."""
+        return rpc, request, SERVICE
+
+    def _decode_result(self, rpc: str, value: Any) -> Message:
+        """`rpc`'s response message from a response body's JSON (None: an empty body)."""
+        if rpc == "SendMessage":
+            return payload_from_json(a2a_pb2.SendMessageResponse, value)
+        if value is None:
+            return RESPONSES[rpc]()  # DeleteTaskPushNotificationConfig's Empty, say
+        return message_from_json(RESPONSES[rpc], value)
+
+    def _decode_event(self, value: Any) -> a2a_pb2.StreamResponse:
+        """A stream's event from one SSE event's JSON."""
+        return payload_from_json(a2a_pb2.StreamResponse, value)
+
     def _request(
         self, rpc: str, request: Message, metadata: Metadata, accept: str
     ) -> dict[str, Any]:
         """httpx.request's arguments for `rpc`."""
-        rule = request_rule(rpc, request)
+        wire_rpc, wire_request, service = self._wire(rpc, request)
+        rule = request_rule(wire_rpc, wire_request, service)
         arguments: dict[str, Any] = {
             "method": rule.verb,
-            "url": self._base + request_path(rule, request),
+            "url": self._base + request_path(rule, wire_request),
             "extensions": self._extensions,
         }
-        value = json_format.MessageToDict(request)
+        value = json_format.MessageToDict(wire_request)
         if rule.body == "*":
             arguments["json"] = value
             arguments["headers"] = headers_of(
                 metadata, ("content-type", "application/json"), ("accept", accept)
             )
             return arguments
-        in_path = {request.DESCRIPTOR.fields_by_name[name].json_name for name in rule.fields}
+        fields = wire_request.DESCRIPTOR.fields_by_name
+        left_out = {fields[name].json_name for name in rule.fields}
+        if rule.body:  # one field is the body, the others not in the path are the query
+            body_name = fields[rule.body].json_name
+            arguments["json"] = value.get(body_name, {})
+            left_out.add(body_name)
         arguments["params"] = [
             (key, _query_value(item))
             for key, field_value in value.items()
-            if key not in in_path
+            if key not in left_out
             for item in (field_value if isinstance(field_value, list) else [field_value])
         ]
-        arguments["headers"] = headers_of(metadata, ("accept", accept))
+        json_type = (("content-type", "application/json"),) if rule.body else ()
+        arguments["headers"] = headers_of(metadata, *json_type, ("accept", accept))
         return arguments
 
     async def call(
@@ -96,11 +122,8 @@ class RestTransport:
         response: httpx.Response = await within(timeout, self._http.request(**arguments))
         if not response.is_success:
             raise _failure(response.status_code, response.content)
-        if rpc == "SendMessage":
-            return payload_from_json(a2a_pb2.SendMessageResponse, json_body(response.content))
-        if not response.content.strip():
-            return RESPONSES[rpc]()  # DeleteTaskPushNotificationConfig's Empty, say
-        return message_from_json(RESPONSES[rpc], json_body(response.content))
+        body = json_body(response.content) if response.content.strip() else None
+        return self._decode_result(rpc, body)
 
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
@@ -114,7 +137,7 @@ class RestTransport:
             value = json_body(event.data.encode())
             if event.event == "error":
                 raise _failure(None, event.data.encode())
-            return payload_from_json(a2a_pb2.StreamResponse, value)
+            return self._decode_event(value)
 
         def refused(http_status: int, body: bytes) -> Exception:
             if 200 <= http_status < 300:
