@@ -38,6 +38,7 @@ from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
 from a2a_grpc.client.transports.jsonrpc_v03 import JsonRpcV03Transport
 from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.client.transports.rest import RestTransport
+from a2a_grpc.client.transports.rest_v03 import RestV03Transport
 
 __all__ = [
     "DEFAULT_TRANSPORTS",
@@ -62,6 +63,7 @@ __all__ = [
     "JsonRpcV03Transport",
     "MessageSigner",
     "RestTransport",
+    "RestV03Transport",
     "RetryPolicy",
     "RpcFailedError",
     "StreamResumeError",

@@ -65,8 +65,8 @@ DEFAULT_TRANSPORTS: tuple[str, ...] = ("grpc", "jsonrpc", "http+json")
 
 SUPPORTED_VERSIONS: tuple[str, ...] = (PROTOCOL_VERSION, V03_VERSION)
 """The protocol versions this client speaks, preferred first."""
-V03_BINDINGS: tuple[str, ...] = (GRPC_BINDING, JSONRPC_BINDING)
-"""The bindings this client speaks A2A 0.3 over (0.3's HTTP+JSON is not done)."""
+V03_BINDINGS: tuple[str, ...] = (GRPC_BINDING, JSONRPC_BINDING, HTTP_JSON_BINDING)
+"""The bindings this client speaks A2A 0.3 over."""
 
 
 def binding_name(transport: str) -> str:
@@ -93,7 +93,7 @@ def select_interface(
 
     1. An interface is acceptable when its binding is one of `transports` (compared without
        case) and its protocol version (Major.Minor, patch ignored) is one this client speaks
-       over that binding: 1.0 over all three, 0.3 over gRPC and JSON-RPC; an interface of another
+       over that binding (1.0 and 0.3, over all three); an interface of another
        binding (a custom URI) or version is skipped.
     2. The newest version wins: an acceptable A2A 1.0 interface is taken over any 0.3 one,
        wherever they stand on the card.
@@ -127,7 +127,7 @@ def select_interface(
     )
     raise AgentCardError(
         f"agent {card.name!r} offers no interface this client can use "
-        f"({', '.join(accepted)} for A2A {PROTOCOL_VERSION}, GRPC or JSONRPC for {V03_VERSION}); "
+        f"({', '.join(accepted)} for A2A {', '.join(SUPPORTED_VERSIONS)}); "
         f"the card offers: {listed or 'no interface at all'}"
     )
 

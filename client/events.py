@@ -45,7 +45,7 @@ def stream_response_from_json(text: str | bytes) -> a2a_pb2.StreamResponse:
     return event
 
 
-def payload_from_json(cls: type[_PayloadMessage], value: object) -> _PayloadMessage:
+def payload_from_json(cls: type[_Parsed], value: object) -> _Parsed:
     """A StreamResponse or SendMessageResponse from its ProtoJSON object (as an HTTP binding
     returns it), with exactly one payload member, or InvalidAgentResponseError. Unknown members
     are ignored (spec §5.7)."""

@@ -15,6 +15,7 @@ from a2a_grpc.client.transports.grpc_v03 import GrpcV03Transport
 from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
 from a2a_grpc.client.transports.jsonrpc_v03 import JsonRpcV03Transport
 from a2a_grpc.client.transports.rest import RestTransport
+from a2a_grpc.client.transports.rest_v03 import RestV03Transport
 from a2a_grpc.core.v03 import is_v03
 from a2a_grpc.generated import a2a_pb2
 
@@ -51,6 +52,8 @@ def open_transport(
             return JsonRpcV03Transport(interface, http=http, tls=tls)
         return JsonRpcTransport(interface, http=http, tls=tls)
     if binding == HTTP_JSON_BINDING:
+        if is_v03(interface.protocol_version):
+            return RestV03Transport(interface, http=http, tls=tls)
         return RestTransport(interface, http=http, tls=tls)
     raise AgentCardError(f"this client does not speak the {interface.protocol_binding} binding")
 

@@ -91,10 +91,9 @@ def test_a_0_3_interface_is_used_when_there_is_no_1_0_one() -> None:
     assert chosen.protocol_binding == "JSONRPC"  # the card's order, as for 1.0
 
 
-def test_0_3_over_jsonrpc_is_spoken_but_not_over_http_json() -> None:
-    chosen = select_interface(
-        card(("HTTP+JSON", "0.3", "http://h"), ("JSONRPC", "0.3", "http://h/"))
-    )
-    assert chosen.protocol_binding == "JSONRPC"
-    with pytest.raises(AgentCardError, match=r"GRPC or JSONRPC for 0\.3"):
-        select_interface(card(("HTTP+JSON", "0.3", "http://h")))
+def test_0_3_is_spoken_over_every_binding_in_the_cards_order() -> None:
+    offered = card(("HTTP+JSON", "0.3", "http://h"), ("JSONRPC", "0.3", "http://h/"))
+    assert select_interface(offered).protocol_binding == "HTTP+JSON"
+    assert select_interface(offered, ("jsonrpc",)).protocol_binding == "JSONRPC"
+    with pytest.raises(AgentCardError, match=r"for A2A 1\.0, 0\.3"):
+        select_interface(card(("GRPC", "0.2", "h:1")))

@@ -18,6 +18,7 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.http_routes import SERVICE, http_rules, request_path, request_rule
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.generated import a2a_v03_pb2 as old
 from a2a_grpc.server.http_bindings import http_routes
 
 
@@ -82,3 +83,13 @@ def test_a_request_with_a_tenant_takes_the_tenant_rule() -> None:
 def test_a_request_missing_a_path_field_gets_the_first_rule() -> None:
     rule = request_rule("GetTask", a2a_pb2.GetTaskRequest())
     assert rule.template == "/tasks/{id=*}"
+
+
+def test_0_3_rules_keep_resource_names_whole() -> None:
+    service = old.DESCRIPTOR.services_by_name["A2AService"]
+    get = old.GetTaskRequest(name="tasks/t1")
+    assert request_path(request_rule("GetTask", get, service), get) == "/v1/tasks/t1"
+    create = old.CreateTaskPushNotificationConfigRequest(parent="tasks/t1", config_id="p1")
+    rule = request_rule("CreateTaskPushNotificationConfig", create, service)
+    assert (rule.verb, rule.body) == ("POST", "config")
+    assert request_path(rule, create) == "/v1/tasks/t1/pushNotificationConfigs"

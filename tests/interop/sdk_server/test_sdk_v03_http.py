@@ -1,6 +1,7 @@
-"""Our client against an A2A 0.3 JSON-RPC agent: the official a2a-sdk 1.3.0 server's 0.3
-compatibility (a child process: see jsonrpc_v03_server.py). The card lists one JSONRPC 0.3
-interface, as a 0.3 agent's card does; the client's 1.0 API reaches it through the 0.3 methods.
+"""Our client against an A2A 0.3 agent over HTTP: the official a2a-sdk 1.3.0 servers' 0.3
+compatibility (a child process: see v03_http_server.py), over JSON-RPC and over HTTP+JSON. The
+card lists one 0.3 interface, as a 0.3 agent's card does; the client's 1.0 API reaches it through
+0.3's methods and routes.
 
 This module imports only a2a_grpc, never the SDK.
 """
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.timeout(60)
 def sdk_url() -> Iterator[str]:
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.interop.sdk_server.jsonrpc_v03_server"],
+            [sys.executable, "-m", "tests.interop.sdk_server.v03_http_server"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -43,7 +44,7 @@ def sdk_url() -> Iterator[str]:
             if len(line) != 2 or not line[1].isdigit():
                 log.seek(0)
                 pytest.fail(f"the SDK server did not start:\n{log.read().decode()[-3000:]}")
-            yield f"http://127.0.0.1:{line[1]}/"
+            yield f"http://127.0.0.1:{line[1]}"
         finally:
             process.kill()
             process.wait(timeout=30)
@@ -51,12 +52,17 @@ def sdk_url() -> Iterator[str]:
                 process.stdout.close()
 
 
-@pytest.fixture
-async def client(sdk_url: str) -> AsyncIterator[A2AClient]:
+@pytest.fixture(params=["JSONRPC", "HTTP+JSON"])
+async def client(sdk_url: str, request: pytest.FixtureRequest) -> AsyncIterator[A2AClient]:
+    binding: str = request.param
+    url = sdk_url + ("/" if binding == "JSONRPC" else "/rest")
     card = a2a_pb2.AgentCard(name="sdk-echo-0.3")
-    card.supported_interfaces.add(url=sdk_url, protocol_binding="JSONRPC", protocol_version="0.3")
+    card.supported_interfaces.add(url=url, protocol_binding=binding, protocol_version="0.3")
     async with A2AClient.for_card(card, timeout=30) as client:
-        assert client.interface.protocol_version == "0.3"
+        assert (client.interface.protocol_binding, client.interface.protocol_version) == (
+            binding,
+            "0.3",
+        )
         yield client
 
 
