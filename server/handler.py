@@ -68,6 +68,9 @@ from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 
 log = logging.getLogger(__name__)
 
+CANCEL_SETTLE_S = 5.0
+"""Seconds a shutdown waits for the agents it cancelled to end (their tasks to be stored)."""
+
 
 class CallContext(NamedTuple):
     """Who is calling and with which service parameters (already validated by the servicer).
@@ -697,23 +700,27 @@ class RequestHandler:
             self._audit_canceled(task_id, scope)
 
     async def drain(self, grace: float) -> None:
-        """Shutdown: lets running agents finish within `grace` seconds, then cancels them (their
-        tasks end CANCELED, or FAILED saying the replica stopped when the store is shared)."""
+        """Shutdown: lets running agents finish within `grace` seconds, those started meanwhile
+        too, then cancels them (their tasks end CANCELED, or FAILED saying the replica stopped
+        when the store is shared) and waits up to CANCEL_SETTLE_S for them to end."""
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             self._housekeeper = None
-        runners = set(self._runners)
-        if runners:
-            _, pending = await asyncio.wait(runners, timeout=grace)
-            if self.store.shared:
-                # Another replica takes the next request for these tasks: say why they ended
-                # rather than that someone canceled them (spec decision §9.11).
-                for run in self._active.values():
-                    run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
-            for runner in pending:
-                runner.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._runners and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._runners), timeout=left)
+        pending = set(self._runners)
+        if not pending:
+            return
+        if self.store.shared:
+            # Another replica takes the next request for these tasks: say why they ended
+            # rather than that someone canceled them (spec decision §9.11).
+            for run in self._active.values():
+                run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
+        for runner in pending:
+            runner.cancel()
+        await asyncio.wait(pending, timeout=CANCEL_SETTLE_S)
 
 
 def _configuration_of(configuration: a2a_pb2.SendMessageConfiguration) -> dict[str, Any]:
