@@ -35,6 +35,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, Signer
@@ -54,6 +55,7 @@ from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
     Scope,
+    StoreUnavailableError,
     Subscription,
     TaskBusyError,
     TaskFinishedError,
@@ -132,6 +134,11 @@ class RequestHandler:
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
+        self.housekeeping_failures = FailureLog(
+            log, "housekeeping (expiring tasks)", level=logging.ERROR
+        )
+        """Sweeps that failed for another reason than the store being down (those the store
+        counts): the first with its traceback, then at most a line a minute."""
 
     @classmethod
     def in_memory(
@@ -675,10 +682,20 @@ class RequestHandler:
     async def _keep_house(self) -> None:
         while True:
             await asyncio.sleep(self.sweep_interval)
-            try:
-                await self.sweep()
-            except Exception:  # never let one bad sweep stop the next ones
-                log.exception("housekeeping failed")
+            await self.sweep_once()
+
+    async def sweep_once(self) -> None:
+        """One `sweep` as the timer runs it: a failure is logged quietly and never stops the
+        next sweeps; one because the store is down is not logged here (the store logs its
+        outage)."""
+        try:
+            await self.sweep()
+        except StoreUnavailableError:
+            return
+        except Exception as exc:
+            self.housekeeping_failures.failed(f"{type(exc).__name__}: {exc}", traceback=exc)
+        else:
+            self.housekeeping_failures.recovered()
 
     async def sweep(self) -> None:
         """Cancels tasks that waited for input longer than `interrupted_ttl`, drops finished
