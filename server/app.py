@@ -220,10 +220,11 @@ class RunningServer:
         2. Then the gRPC server sends GOAWAY on every connection and its port closes (clients
            and proxies reconnect elsewhere); the HTTP port closes and so do its idle keep-alive
            connections. Calls, streams and running agents go on for `grace` seconds; calls
-           that still arrive on a connection the GOAWAY had not reached yet are served. When
-           the grace runs out, agents still running are cancelled (their tasks end CANCELED, or
-           FAILED saying the replica stopped on a shared store), the calls that wait on them
-           end with them, new A2A calls get UNAVAILABLE, and what is still open is cancelled.
+           that still arrive on a connection the GOAWAY had not reached yet are served, and
+           the runs they start are waited for too. When the grace runs out, agents still
+           running are cancelled (their tasks end CANCELED, or FAILED saying the replica
+           stopped on a shared store), the calls that wait on them end with them, new A2A
+           calls get UNAVAILABLE (the drain gate), and what is still open is cancelled.
            Pending webhook POSTs get what is left of the grace; what they could not send is
            logged as undelivered.
 
@@ -253,13 +254,18 @@ class RunningServer:
         if self.card_server is not None:
             await self.card_server.close()
         await self.handler.drain(left())
-        self.gate.closed = True
+        if left() == 0:
+            self.gate.closed = True  # the grace is over: what still arrives is refused
+        # Calls still open get the rest of the grace; one that arrived just before its
+        # connection's GOAWAY is served, and the run it starts is waited for below.
         closing = [self.server.stop(left()), goaway]
         if self.card_server is not None:
             closing.append(self.card_server.stop(left()))  # HTTP calls end with the gRPC ones
-        if self.handler.webhooks is not None:
-            closing.append(self.handler.webhooks.close(left()))
         await asyncio.gather(*closing)
+        self.gate.closed = True
+        await self.handler.drain(left())
+        if self.handler.webhooks is not None:
+            await self.handler.webhooks.close(left())
         await self.handler.store.close()
         if self.handler.verifier is not None:
             await self.handler.verifier.aclose()
