@@ -26,9 +26,9 @@ from a2a_grpc.client.card import (
 )
 from a2a_grpc.client.channel import ChannelOptions, TlsConfig, create_channel
 from a2a_grpc.client.credentials import Credentials
-from a2a_grpc.client.follow import Mode, StreamCall, StreamDeadline, StreamItem, follow
+from a2a_grpc.client.follow import Mode, Resend, StreamCall, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
-from a2a_grpc.client.retry import Backoff, RetryPolicy, call_with_retry
+from a2a_grpc.client.retry import Attempts, Backoff, RetryPolicy, call_with_retry
 from a2a_grpc.client.signing import SIGNED_MESSAGE_EXTENSION, MessageSigner
 from a2a_grpc.client.transports.base import Transport
 from a2a_grpc.client.transports.grpc import GrpcTransport
@@ -335,27 +335,41 @@ class A2AClient:
         timeout: float | None = None,
         metadata: MetadataEntries = (),
         resume: RetryPolicy | bool | None = True,
+        retry: RetryPolicy | None = None,
     ) -> AsyncIterator[StreamItem]:
         """SendStreamingMessage: yields each event with the running `TaskView`.
 
         The first event must be a Task or a Message; a continuation (the message names a task)
-        may also open with a status or artifact update, as the official SDK server does. If the
-        stream ends or breaks before the task is terminal or interrupted, it is resumed with
-        SubscribeToTask (never re-sent) under `resume` (True: the client's policy; None/False:
-        off); StreamResumeError when that fails. `timeout` bounds the whole stream.
+        may also open with a status or artifact update, as the official SDK server does. A
+        stream that fails before its first event with a could-not-talk error is sent again
+        with the same message_id under `retry` (the client's by default), as `send_message`
+        is: a server that already took the message streams the task it started. If the
+        stream ends or breaks after that, before the task is terminal or interrupted, it is
+        resumed with SubscribeToTask (never re-sent) under `resume` (True: the client's
+        policy; None/False: off); StreamResumeError when that fails. `timeout` bounds the
+        whole stream, its retries included.
         """
         transport = await self._ready()
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
-        deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
-        call = transport.stream(
-            "SendStreamingMessage", send, timeout=deadline.remaining(), metadata=entries
-        )
+        timeout = self._effective_timeout(timeout)
+        deadline = StreamDeadline(timeout, self._backoff.clock)
+        attempts = Attempts(retry or self._retry, deadline_s=timeout, backoff=self._backoff)
+        attempts.remaining()
+
+        def open_call() -> StreamCall:
+            return transport.stream(
+                "SendStreamingMessage", send, timeout=deadline.remaining(), metadata=entries
+            )
+
         view = TaskView(expected_task_id=send.message.task_id)
         mode = Mode.CONTINUATION if send.message.task_id else Mode.SEND
-        resumes = _Resumes()
-        stream = self._follow(transport, call, view, mode, entries, deadline, resume, resumes)
-        async for item in self._audited_stream("SendStreamingMessage", send, view, stream, resumes):
+        counts = _StreamCounts(attempts)
+        resend = Resend(open_call, attempts)
+        stream = self._follow(
+            transport, open_call(), view, mode, entries, deadline, resume, counts, resend
+        )
+        async for item in self._audited_stream("SendStreamingMessage", send, view, stream, counts):
             yield item
 
     async def get_task(
@@ -420,11 +434,11 @@ class A2AClient:
             "SubscribeToTask", subscribe, timeout=deadline.remaining(), metadata=entries
         )
         view = TaskView(expected_task_id=subscribe.id)
-        resumes = _Resumes()
+        counts = _StreamCounts()
         stream = self._follow(
-            transport, call, view, Mode.SUBSCRIBE, entries, deadline, resume, resumes
+            transport, call, view, Mode.SUBSCRIBE, entries, deadline, resume, counts
         )
-        async for item in self._audited_stream("SubscribeToTask", subscribe, view, stream, resumes):
+        async for item in self._audited_stream("SubscribeToTask", subscribe, view, stream, counts):
             yield item
 
     async def create_task_push_notification_config(
@@ -534,7 +548,7 @@ class A2AClient:
         request: Any,
         view: TaskView,
         stream: AsyncIterator[StreamItem],
-        resumes: _Resumes,
+        counts: _StreamCounts,
     ) -> AsyncIterator[StreamItem]:
         """`stream`, recorded in the audit trail when it ends (however it ends)."""
         if self._audit is None:
@@ -546,9 +560,9 @@ class A2AClient:
                 view = item[1]
                 yield item
         except BaseException as error:  # GeneratorExit: the caller stopped reading
-            self._record(rpc, request, view, error, resumed=resumes.count)
+            self._record(rpc, request, view, error, attempts=counts.sent, resumed=counts.resumed)
             raise
-        self._record(rpc, request, view, resumed=resumes.count)
+        self._record(rpc, request, view, attempts=counts.sent, resumed=counts.resumed)
 
     def _record(
         self,
@@ -591,13 +605,14 @@ class A2AClient:
         entries: tuple[tuple[str, str | bytes], ...],
         deadline: StreamDeadline,
         resume: RetryPolicy | bool | None,
-        resumes: _Resumes,
+        counts: _StreamCounts,
+        resend: Resend | None = None,
     ) -> AsyncIterator[StreamItem]:
         """`follow` with this client's resume policy, backoff and tenant, and the stream's
-        metadata and deadline; `resumes` counts the resumptions."""
+        metadata and deadline; `counts` counts the resumptions."""
 
         def resubscribe(task_id: str) -> StreamCall:
-            resumes.count += 1
+            counts.resumed += 1
             request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
             return transport.stream(
                 "SubscribeToTask", request, timeout=deadline.remaining(), metadata=entries
@@ -623,6 +638,7 @@ class A2AClient:
             backoff=self._backoff,
             resubscribe=resubscribe,
             fetch_task=fetch_task,
+            resend=resend,
         )
 
     def _prepare_send(
@@ -697,10 +713,16 @@ class CardTarget:
 
 
 @dataclass
-class _Resumes:
-    """How many times a stream was resumed (for its audit record)."""
+class _StreamCounts:
+    """What a stream's audit record counts: the sends made (`attempts`, None for a
+    subscription) and how many times it was resumed."""
 
-    count: int = 0
+    attempts: Attempts | None = None
+    resumed: int = 0
+
+    @property
+    def sent(self) -> int:
+        return 1 if self.attempts is None else self.attempts.made
 
 
 def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:

@@ -1,8 +1,9 @@
 """Following one task's stream to its end: first-event checks, folding, and resumption.
 
 A stream that ends or breaks before its task settles is resumed with SubscribeToTask; the message
-is never sent again. Resumption is bounded by the policy's attempts, by its window (`deadline_s`
-from the latest drop that followed progress) and by the stream's overall deadline.
+is sent again (the same message_id) only when a send stream fails before its first event.
+Resumption is bounded by the policy's attempts, by its window (`deadline_s` from the latest drop
+that followed progress) and by the stream's overall deadline.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from a2a_grpc.client.errors import (
     StreamResumeError,
 )
 from a2a_grpc.client.reducer import TaskView, fold
-from a2a_grpc.client.retry import Backoff, Clock, RetryPolicy
+from a2a_grpc.client.retry import Attempts, Backoff, Clock, RetryPolicy
 from a2a_grpc.client.state_names import state_name
 from a2a_grpc.client.transports.base import EventStream
-from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
+from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError, UnsupportedOperationError
 from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
 
@@ -37,6 +38,25 @@ FetchTask = Callable[[str], Awaitable[a2a_pb2.Task]]
 """GetTask for a task id, with the stream's tenant, metadata and deadline."""
 
 
+@dataclass
+class Resend:
+    """How a send stream that failed before its first event is opened again: `open` makes the
+    same SendStreamingMessage call (its message_id, metadata and deadline) under `attempts`."""
+
+    open: Callable[[], StreamCall]
+    attempts: Attempts
+
+    def delay_after(self, error: BaseException) -> float | None:
+        """Seconds to wait before opening it again after `error`; None: do not."""
+        if not isinstance(error, A2ATransportError | StatusError):
+            return None
+        return self.attempts.delay_after(error)
+
+    def again(self) -> StreamCall:
+        self.attempts.remaining()  # counts the attempt (DeadlineExceeded when none is left)
+        return self.open()
+
+
 class Mode(enum.Enum):
     """Which call a stream is: fixes the events it may open with."""
 
@@ -50,6 +70,8 @@ class Mode(enum.Enum):
     RESUME = "resume"
     """SubscribeToTask opened by `follow` after a drop: opens with the Task."""
 
+
+_SEND_MODES = (Mode.SEND, Mode.CONTINUATION)
 
 _FIRST_EVENTS: dict[Mode, tuple[str, ...]] = {
     Mode.SEND: ("task", "message"),
@@ -103,9 +125,15 @@ async def follow(
     backoff: Backoff,
     resubscribe: Resubscribe,
     fetch_task: FetchTask,
+    resend: Resend | None = None,
 ) -> AsyncIterator[StreamItem]:
     """Reads `call` into `view`, yielding each event with the view after it, and resumes with
     SubscribeToTask under `policy` (None: resumption off) until the task settles.
+
+    A send stream that fails before its first event with a retryable error (could not talk, or
+    retryable by the server's ErrorInfo) is opened again as `resend` allows, as a blocking
+    SendMessage is retried: the same message_id, so a server that already took
+    the message streams the task it started instead of running it twice (spec §3.3.1).
 
     A send stream (SEND or CONTINUATION) stops reading once the view is done (terminal,
     interrupted, or a direct answer), also after it was resumed on SubscribeToTask, which the
@@ -118,9 +146,10 @@ async def follow(
     A resumed stream refused with UnsupportedOperationError means the task finished while we were
     away: its final state is fetched with `fetch_task` and yielded as a Task event.
 
-    Raises the agent's A2A error; InvalidAgentResponseError for a contract break; the transport
-    error when a new task's stream fails before its first event; DeadlineExceededError when the
-    overall deadline expires; StreamResumeError when resumption is off or fails.
+    Raises the agent's A2A error; InvalidAgentResponseError for a contract break; the last error
+    when a send stream fails before its first event and may not be opened again;
+    DeadlineExceededError when the overall deadline expires; StreamResumeError when resumption
+    is off or fails.
     """
     stop_when_done = mode is not Mode.SUBSCRIBE
     resumption = _Resumption(policy, backoff, deadline)
@@ -150,6 +179,12 @@ async def follow(
             finally:
                 await call.aclose()
         except A2ATransportError as mapped:
+            if resend is not None and events == 0 and mode in _SEND_MODES:
+                delay = resend.delay_after(mapped)
+                if delay is not None:
+                    await backoff.sleep(delay)
+                    call = resend.again()
+                    continue
             error = mapped
         except UnsupportedOperationError:
             if mode is not Mode.RESUME:
@@ -159,6 +194,14 @@ async def follow(
             yield final, view
             if not view.done:
                 raise
+        except StatusError as refused:  # retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED
+            sending = resend is not None and events == 0 and mode in _SEND_MODES
+            delay = resend.delay_after(refused) if resend is not None and sending else None
+            if delay is None:
+                raise
+            await backoff.sleep(delay)
+            call = resend.again()
+            continue
         if view.done and not (as_it_was and error is not None):
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.

@@ -67,6 +67,44 @@ class Backoff:
     clock: Clock = time.monotonic
 
 
+class Attempts:
+    """The retry decisions of one call under `policy`, with `deadline_s` (else the policy's) as
+    the one deadline for all its attempts and sleeps. A blocking SendMessage and a streaming
+    send that fails before its first event share it, so both retry alike."""
+
+    def __init__(
+        self, policy: RetryPolicy, *, deadline_s: float | None = None, backoff: Backoff = Backoff()
+    ) -> None:
+        budget = deadline_s if deadline_s is not None else policy.deadline_s
+        self._policy = policy
+        self._backoff = backoff
+        self._deadline = None if budget is None else backoff.clock() + budget
+        self.made = 0
+        """Attempts made so far (counted by `remaining`)."""
+
+    def remaining(self) -> float | None:
+        """Counts an attempt about to be made; the seconds left for it before the deadline (None
+        when unbounded). DeadlineExceededError when nothing is left."""
+        remaining = None if self._deadline is None else self._deadline - self._backoff.clock()
+        if remaining is not None and remaining <= 0:
+            raise DeadlineExceededError("the overall deadline expired before the call was made")
+        self.made += 1
+        return remaining
+
+    def delay_after(self, error: A2ATransportError | StatusError) -> float | None:
+        """Seconds to wait before the next attempt after `error`; None (give up) when it is not
+        retryable, the attempts are used up, or the wait would overrun the deadline."""
+        policy = self._policy
+        if not is_retryable(error) or self.made >= policy.max_attempts:
+            return None
+        delay = policy.backoff(self.made - 1, self._backoff.rand)
+        if isinstance(error, StatusError) and error.retry_delay is not None:
+            delay = max(delay, error.retry_delay)
+        if self._deadline is not None and self._backoff.clock() + delay >= self._deadline:
+            return None
+        return delay
+
+
 async def call_with_retry(
     attempt: Callable[[float | None], Awaitable[T]],
     policy: RetryPolicy,
@@ -80,22 +118,13 @@ async def call_with_retry(
     `remaining_s` is the time left before the overall deadline, for the attempt's own timeout
     (None when unbounded). The last transport error is raised when retries are exhausted.
     """
-    budget = deadline_s if deadline_s is not None else policy.deadline_s
-    deadline = None if budget is None else backoff.clock() + budget
-    retry = 0
+    attempts = Attempts(policy, deadline_s=deadline_s, backoff=backoff)
     while True:
-        remaining = None if deadline is None else deadline - backoff.clock()
-        if remaining is not None and remaining <= 0:
-            raise DeadlineExceededError("the overall deadline expired before the call was made")
+        remaining = attempts.remaining()
         try:
             return await attempt(remaining)
         except (A2ATransportError, StatusError) as error:
-            if not is_retryable(error) or retry + 1 >= policy.max_attempts:
+            delay = attempts.delay_after(error)
+            if delay is None:
                 raise
-            delay = policy.backoff(retry, backoff.rand)
-            if isinstance(error, StatusError) and error.retry_delay is not None:
-                delay = max(delay, error.retry_delay)
-            if deadline is not None and backoff.clock() + delay >= deadline:
-                raise
-            retry += 1
             await backoff.sleep(delay)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from a2a_grpc.core.canonical import canonical_message_bytes
+from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.generated import a2a_pb2
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,6 @@ WRITE_INTERVAL = 0.05
 """Seconds the writer gathers records before one write."""
 RETRY_INTERVAL = 1.0
 """Seconds between tries while writes fail."""
-REPORT_INTERVAL = 10.0
-"""Seconds between the ERROR lines that say writes still fail."""
 
 
 def message_sha256(message: a2a_pb2.Message) -> str:
@@ -59,11 +58,12 @@ class ChainWriter:
 
     Never loses a record silently. When a write fails (a full disk, an I/O error) the records
     wait in memory, up to `backlog_limit` bytes, and the writer retries every
-    `RETRY_INTERVAL` seconds; `failing` is True meanwhile, an ERROR is logged at once and every
-    `REPORT_INTERVAL` seconds, and `on_health(False)` / `on_health(True)` are called (on the
-    event loop that built the writer) as writing stops and resumes. Records beyond the backlog
-    limit are dropped and counted in `lost` (each loss is logged; the chain shows a break
-    there); what is still unwritten when the writer stops is counted in `unwritten_bytes`.
+    `RETRY_INTERVAL` seconds; `failing` is True meanwhile, an ERROR is logged at once and at
+    most once a minute after (`write_failures`), and `on_health(False)` / `on_health(True)` are
+    called (on the event loop that built the writer) as writing stops and resumes. Records
+    beyond the backlog limit are dropped and counted in `lost` (logged as the failures are;
+    the chain shows a break there); what is still unwritten when the writer stops is counted in
+    `unwritten_bytes`.
 
     A torn last line (a crash mid-write) is fenced when the file is opened: a newline ends it,
     and a `fence` record chains from the torn bytes' hash and names the hash of the line before
@@ -92,7 +92,10 @@ class ChainWriter:
         self.unwritten_bytes = 0
         """Bytes of records that could not be written before the writer stopped."""
         self._backlog_limit = backlog_limit
-        self._reported = 0.0  # when the writer last logged that writes fail
+        self.write_failures = FailureLog(log, f"audit log {self.path}", level=logging.ERROR)
+        """Failed writes, logged quietly and counted."""
+        self._losses = FailureLog(log, f"audit log {self.path}", level=logging.ERROR)
+        self._lost_before = 0  # `lost` when the current outage began
         self._on_health = on_health
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -216,31 +219,23 @@ class ChainWriter:
             del backlog[:written]
         if self.failing:
             self.failing = False
-            log.warning("audit log %s is written again; no record was lost", self.path)
+            lost = self.lost - self._lost_before
+            self.write_failures.recovered(
+                "is written again; "
+                + (f"{lost} records were lost" if lost else "no record was lost")
+            )
+            self._losses.recovered("keeps its records again")
             self._tell_health(True)
 
     def _failed(self, exc: OSError, waiting: int) -> None:
-        now_ = time.monotonic()
         if not self.failing:
             self.failing = True
-            self._reported = now_
-            log.error(
-                "cannot write the audit log %s (%s): %d bytes of records wait in memory%s",
-                self.path,
-                exc.strerror or exc,
-                waiting,
-                self._failing_note(),
-            )
+            self._lost_before = self.lost
             self._tell_health(False)
-        elif now_ - self._reported >= REPORT_INTERVAL:
-            self._reported = now_
-            log.error(
-                "audit log %s still cannot be written (%s): %d bytes waiting, %d records lost",
-                self.path,
-                exc.strerror or exc,
-                waiting,
-                self.lost,
-            )
+        self.write_failures.failed(
+            f"cannot be written ({exc.strerror or exc}): {waiting} bytes of records wait in "
+            f"memory, {self.lost - self._lost_before} lost{self._failing_note()}"
+        )
 
     def _failing_note(self) -> str:
         """What the first ERROR about failing writes adds (e.g. that requests are refused)."""
@@ -249,13 +244,9 @@ class ChainWriter:
     def _lose(self, chunk: bytes) -> None:
         count = chunk.count(b"\n")
         self.lost += count
-        log.error(
-            "audit log %s: %d record(s) LOST, the backlog of unwritten records is full "
-            "(%d bytes); %d lost so far",
-            self.path,
-            count,
-            self._backlog_limit,
-            self.lost,
+        self._losses.failed(
+            f"{count} record(s) LOST, the backlog of unwritten records is full "
+            f"({self._backlog_limit} bytes); {self.lost} lost so far"
         )
 
     def _tell_health(self, healthy: bool) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -45,7 +46,7 @@ from a2a_grpc.server.compat_v03 import RPC_NAMES as V03_RPC_NAMES
 from a2a_grpc.server.compat_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.compat_v03 import V03Servicer
 from a2a_grpc.server.config import ServerConfig, redacted_url
-from a2a_grpc.server.handler import RequestHandler
+from a2a_grpc.server.handler import CANCEL_SETTLE_S, RequestHandler
 from a2a_grpc.server.http_bindings import HttpBindings
 from a2a_grpc.server.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.servicer import A2AServicer, add_to_server
@@ -137,6 +138,9 @@ class RunningServer:
     certificates: ServerCertificates | None = None
     card_signer: tuple[PrivateKey, str] | None = None
     """The key and kid the cards are signed with (`--card-signing-key`), for a reload."""
+    board: HealthBoard | None = None
+    """What Health and /readyz say (None only for a hand-made instance)."""
+    _hurry: asyncio.Event = field(default_factory=asyncio.Event)
 
     def reload_tokens(self, tokens: Mapping[str, str]) -> None:
         """Makes `tokens` (token -> principal) the valid bearer tokens for new calls, over every
@@ -191,32 +195,77 @@ class RunningServer:
             return None
         return f"{self.card_server.base_url}/.well-known/agent-card.json"
 
-    async def stop(self, grace: float | None = None) -> None:
-        """Shuts down within one deadline, `grace` seconds (default: the config's) from now.
+    def skip_drain_delay(self) -> None:
+        """Ends a running stop's drain delay now (a second SIGTERM / SIGINT), or skips the next
+        stop's."""
+        self._hurry.set()
 
-        At once Health turns NOT_SERVING and new A2A calls (over every binding) get UNAVAILABLE,
-        while Health and reflection keep answering probes. Running agents get until the deadline
-        to finish (then they are cancelled); the calls that wait on them end with them. Then the
-        gRPC and HTTP servers stop, cancelling what is still open (the HTTP server after its
-        `shutdown_grace`), and pending webhook POSTs get what is left of the deadline; the events
-        they could not send are logged as undelivered.
+    @property
+    def drain_delay_skipped(self) -> bool:
+        return self._hurry.is_set()
+
+    async def stop(
+        self,
+        grace: float | None = None,
+        *,
+        drain_delay: float | None = None,
+        on_drain: Callable[[], None] | None = None,
+    ) -> None:
+        """Shuts down in two phases (defaults: the config's `drain_delay` and `shutdown_grace`).
+
+        1. At once Health (gRPC, every service) and /readyz say NOT_SERVING, and HTTP responses
+           close their connections; A2A calls are still served as usual for `drain_delay`
+           seconds (ended early by `skip_drain_delay`), so that balancers and sidecars that
+           read Health stop sending calls here before anything is refused.
+        2. Then the gRPC server sends GOAWAY on every connection and its port closes (clients
+           and proxies reconnect elsewhere); the HTTP port closes and so do its idle keep-alive
+           connections. Calls, streams and running agents go on for `grace` seconds; calls
+           that still arrive on a connection the GOAWAY had not reached yet are served, and
+           the runs they start are waited for too. When the grace runs out, agents still
+           running are cancelled (their tasks end CANCELED, or FAILED saying the replica
+           stopped on a shared store), the calls that wait on them end with them, new A2A
+           calls get UNAVAILABLE (the drain gate), and what is still open is cancelled.
+           Pending webhook POSTs get what is left of the grace; what they could not send is
+           logged as undelivered.
+
+        `on_drain` is called as phase 2 starts.
         """
-        grace = self.handler.config.shutdown_grace if grace is None else grace
+        config = self.handler.config
+        grace = config.shutdown_grace if grace is None else grace
+        delay = config.drain_delay if drain_delay is None else drain_delay
+        if self.board is not None:
+            await self.board.drain()
+        else:
+            await self.health.enter_graceful_shutdown()
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), delay)
+        if on_drain is not None:
+            on_drain()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
 
         def left() -> float:
             return max(0.0, deadline - loop.time())
 
-        await self.health.enter_graceful_shutdown()
+        # GOAWAY now; past the grace the calls still waiting on cancelled agents get as long as
+        # those take to end, as `drain` allows, and the second `stop` below cuts the rest.
+        goaway = asyncio.ensure_future(self.server.stop(grace + CANCEL_SETTLE_S))
+        if self.card_server is not None:
+            await self.card_server.close()
+        await self.handler.drain(left())
+        if left() == 0:
+            self.gate.closed = True  # the grace is over: what still arrives is refused
+        # Calls still open get the rest of the grace; one that arrived just before its
+        # connection's GOAWAY is served, and the run it starts is waited for below.
+        closing = [self.server.stop(left()), goaway]
+        if self.card_server is not None:
+            closing.append(self.card_server.stop(left()))  # HTTP calls end with the gRPC ones
+        await asyncio.gather(*closing)
         self.gate.closed = True
         await self.handler.drain(left())
-        closing = [self.server.stop(left())]
-        if self.card_server is not None:
-            closing.append(self.card_server.stop())  # HTTP calls end with the gRPC ones
         if self.handler.webhooks is not None:
-            closing.append(self.handler.webhooks.close(left()))
-        await asyncio.gather(*closing)
+            await self.handler.webhooks.close(left())
         await self.handler.store.close()
         if self.handler.verifier is not None:
             await self.handler.verifier.aclose()
@@ -287,6 +336,7 @@ async def start_server(
             max_body=config.max_receive_bytes,
             shutdown_timeout=config.shutdown_grace,
             ssl_context=None if certificates is None else certificates.ssl_context,
+            readiness=board,
         )
         try:
             card_server.bind()
@@ -394,6 +444,7 @@ async def start_server(
         bearer_tokens,
         certificates,
         card_signer,
+        board,
     )
 
 
@@ -425,10 +476,11 @@ def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
 
 
 class HealthBoard:
-    """What Health says, from what each component reports: a component's own service (e.g.
-    `a2a_grpc.audit`) is NOT_SERVING while it fails; the server ("") and the A2A service are
-    NOT_SERVING while any component they need fails (the task store; the audit trail when it
-    fails closed), and SERVING again once none does."""
+    """What Health and the HTTP readiness probe say, from what each component reports: a
+    component's own service (e.g. `a2a_grpc.audit`) is NOT_SERVING while it fails; the server
+    ("") and the A2A service are NOT_SERVING while any component they need fails (the task
+    store; the audit trail when it fails closed), and SERVING again once none does. Once the
+    server drains, everything is NOT_SERVING for good."""
 
     def __init__(
         self, servicer: health.aio.HealthServicer, a2a_services: tuple[str, ...] = (A2A_SERVICE,)
@@ -436,8 +488,26 @@ class HealthBoard:
         self.servicer = servicer
         self.a2a_services = a2a_services
         """The A2A services served (1.0, and 0.3 unless it is off)."""
+        self.draining = False
+        """True once the server is stopping (`drain`)."""
         self._failing: set[str] = set()
         self._updates: set[asyncio.Task[None]] = set()  # referenced until done (weak refs)
+
+    async def drain(self) -> None:
+        """Every service NOT_SERVING from now on (later reports change nothing), and /readyz
+        503: the server is stopping."""
+        self.draining = True
+        await self.servicer.enter_graceful_shutdown()
+
+    def unready_reason(self) -> str | None:
+        """Why the server takes no new work now, for /readyz; None while it does."""
+        if self.draining:
+            return "the server is shutting down"
+        if STORE_HEALTH_SERVICE in self._failing:
+            return "the task store does not answer"
+        if AUDIT_HEALTH_SERVICE in self._failing:
+            return "audit records cannot be written (--audit-fail-closed)"
+        return None
 
     def reporter(self, service: str, *, needed: bool) -> Callable[[bool], None]:
         """A callback for the component behind `service`; `needed`: the server cannot serve

@@ -1,6 +1,7 @@
-"""Serves the public agent card over HTTP at /.well-known/agent-card.json, with cache validators.
+"""The HTTP port: the public agent card at /.well-known/agent-card.json, with cache validators,
+the probes (/healthz, /readyz), and, given them, the HTTP bindings and /metrics.
 
-Responses carry `Cache-Control: public, max-age=N`, a strong `ETag` over the body and
+Card responses carry `Cache-Control: public, max-age=N`, a strong `ETag` over the body and
 `Last-Modified` (when the card was loaded); a matching `If-None-Match` gets 304 Not Modified.
 """
 
@@ -11,6 +12,7 @@ import socket
 import ssl
 import time
 from email.utils import formatdate
+from typing import Protocol
 
 from aiohttp import web
 
@@ -20,6 +22,24 @@ from a2a_grpc.server.http_bindings import HttpBindings
 from a2a_grpc.server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
 
 CARD_PATH = "/.well-known/agent-card.json"
+LIVE_PATH = "/healthz"
+"""200 while the process serves HTTP at all (a liveness probe): also while it drains."""
+READY_PATH = "/readyz"
+"""200 while the server takes new work; 503 while it drains, or while a component it needs
+fails (the task store, a fail-closed audit trail), naming why (a readiness probe)."""
+
+
+class Readiness(Protocol):
+    """What the probes and the drain read (`app.HealthBoard`)."""
+
+    @property
+    def draining(self) -> bool:
+        """True once the server is stopping: its responses then close their connections."""
+        ...
+
+    def unready_reason(self) -> str | None:
+        """Why the server takes no new work now (None: it does)."""
+        ...
 
 
 class CardServer:
@@ -42,9 +62,12 @@ class CardServer:
         max_body: int = 1024**2,
         shutdown_timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        readiness: Readiness | None = None,
     ) -> None:
-        """With `ssl_context` the port serves HTTPS only (the server's TLS certificate)."""
+        """With `ssl_context` the port serves HTTPS only (the server's TLS certificate). Without
+        `readiness`, /readyz always says ready and nothing drains."""
         self.ssl_context = ssl_context
+        self.readiness = readiness
         self.host = host
         self.port = port
         self.max_age = max_age
@@ -89,6 +112,24 @@ class CardServer:
             body=self._body, content_type="application/json", headers=self._headers()
         )
 
+    async def _live(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "live"})
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        reason = None if self.readiness is None else self.readiness.unready_reason()
+        if reason is None:
+            return web.json_response({"status": "ready"})
+        return web.json_response({"status": "unready", "reason": reason}, status=503)
+
+    async def _close_while_draining(
+        self, request: web.Request, response: web.StreamResponse
+    ) -> None:
+        # While the server drains, each response closes its connection (`Connection: close`),
+        # so keep-alive clients reconnect through their balancer rather than stay here.
+        if self.readiness is not None and self.readiness.draining:
+            response.force_close()  # the hook runs after the headers are made: say it too
+            response.headers["Connection"] = "close"
+
     def bind(self) -> None:
         """Takes the port (OSError when it cannot); `port` is then the bound one."""
         if self._socket is not None:
@@ -116,6 +157,9 @@ class CardServer:
         assert self._socket is not None
         app = web.Application(client_max_size=self.max_body)
         app.router.add_get(CARD_PATH, self._card)
+        app.router.add_get(LIVE_PATH, self._live)
+        app.router.add_get(READY_PATH, self._ready)
+        app.on_response_prepare.append(self._close_while_draining)
         if metrics is not None:
 
             async def scrape(request: web.Request) -> web.Response:
@@ -136,8 +180,25 @@ class CardServer:
         site = web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context)
         await site.start()
 
-    async def stop(self) -> None:
+    async def close(self) -> None:
+        """Stops taking connections: the port closes, idle keep-alive connections are closed,
+        and busy ones close once their response is done. Open requests (streams included) go
+        on until `stop`."""
+        if self._runner is None:
+            return
+        for site in list(self._runner.sites):
+            await site.stop()
+        if self._runner.server is not None:
+            self._runner.server.pre_shutdown()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """`close`, then lets open requests finish within `grace` seconds (default:
+        `shutdown_timeout`) before cancelling them."""
         if self._runner is not None:
+            await self.close()
+            if self._runner.server is not None:
+                wait = self.shutdown_timeout if grace is None else grace
+                await self._runner.server.shutdown(wait)
             await self._runner.cleanup()
             self._runner = None
         if self._socket is not None:

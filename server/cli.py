@@ -46,7 +46,8 @@ HTTP_PORT_OFF = -1
 """`--http-port -1`: no HTTP port (no card over HTTP, no JSON-RPC, no HTTP+JSON)."""
 
 WORKERS_STOP_MARGIN = 10.0
-"""Seconds a stopping worker gets beyond its --shutdown-grace before the supervisor kills it."""
+"""Seconds a stopping worker gets beyond its --drain-delay and --shutdown-grace before the
+supervisor kills it."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -267,10 +268,19 @@ def parser() -> argparse.ArgumentParser:
         "(default: served)",
     )
     add(
+        "--drain-delay",
+        type=float,
+        default=d.drain_delay,
+        help="seconds a stopping server keeps serving as usual after Health turns NOT_SERVING, "
+        "so balancers move first; a second SIGTERM/SIGINT ends it; 0: drain at once "
+        "(default: %(default)s)",
+    )
+    add(
         "--shutdown-grace",
         type=float,
         default=d.shutdown_grace,
-        help="seconds the shutdown on SIGTERM/SIGINT may take (default: %(default)s)",
+        help="seconds running tasks and open streams get after the drain delay before they "
+        "are cancelled (default: %(default)s)",
     )
     add(
         "--log-level",
@@ -454,6 +464,7 @@ def setup(args: argparse.Namespace) -> Setup:
             strict_version=args.strict_version,
             compat_03=args.compat_03,
             shutdown_grace=args.shutdown_grace,
+            drain_delay=args.drain_delay,
             card_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
@@ -580,8 +591,14 @@ async def _serve(setup: Setup) -> int:
         return exit_codes.USAGE
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stop_signal() -> None:
+        if stop.is_set():  # the second: drain now
+            running.skip_drain_delay()
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_signal)
     loop.add_signal_handler(signal.SIGHUP, reload, setup, running)
     if setup.lifeline is not None:
 
@@ -636,11 +653,32 @@ async def _serve(setup: Setup) -> int:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
         say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
+    say(shutdown_plan(config))
     freeze_startup_objects()
     await stop.wait()
-    say("shutting down")
-    await running.stop()
+    if config.drain_delay > 0 and not running.drain_delay_skipped:
+        say(
+            f"shutting down: NOT_SERVING; serving as usual for {config.drain_delay:g} s more "
+            "(--drain-delay; a second SIGTERM/SIGINT drains now)"
+        )
+    else:
+        say("shutting down: NOT_SERVING")
+    drained = (
+        f"draining: GOAWAY and closing the ports; running work gets {config.shutdown_grace:g} s"
+    )
+    await running.stop(on_drain=lambda: say(drained))
     return 0
+
+
+def shutdown_plan(config: ServerConfig) -> str:
+    """The start-up line that says what SIGTERM / SIGINT will do."""
+    drain = f"running work gets {config.shutdown_grace:g} s (--shutdown-grace)"
+    if config.drain_delay <= 0:
+        return f"on SIGTERM/SIGINT: NOT_SERVING and GOAWAY at once, then {drain}"
+    return (
+        f"on SIGTERM/SIGINT: NOT_SERVING, still serving for {config.drain_delay:g} s "
+        f"(--drain-delay; a second signal skips it), then GOAWAY and {drain}"
+    )
 
 
 def reload(setup: Setup, running: RunningServer) -> None:
@@ -712,7 +750,7 @@ def _supervise(setup: Setup, argv: list[str]) -> int:
     supervisor = Supervisor(
         serve_worker_command(argv),
         config.workers,
-        stop_timeout=config.shutdown_grace + WORKERS_STOP_MARGIN,
+        stop_timeout=config.drain_delay + config.shutdown_grace + WORKERS_STOP_MARGIN,
     )
     code = asyncio.run(supervisor.run())
     _say(f"all workers stopped{'' if code == 0 else f'; exit status {code}'}")

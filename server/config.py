@@ -23,6 +23,12 @@ HTTP_BINDINGS = {"jsonrpc": "JSONRPC", "http+json": "HTTP+JSON"}
 """The HTTP bindings, by their `--bindings` name, with the card's `protocolBinding` for each."""
 MAX_TASK_LEASE = 3600.0
 """Longest task lease accepted, in seconds."""
+DEFAULT_DRAIN_DELAY = 5.0
+"""Seconds a stopping server keeps serving while Health says NOT_SERVING: longer than the
+health-check interval of common balancers and sidecars at their usual settings (Kubernetes'
+readiness probe: 10 s by default, often set to 2-5 s; Envoy's active health checks: 1-5 s)."""
+MAX_DRAIN_DELAY = 3600.0
+"""Longest drain delay accepted, in seconds."""
 
 _PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
@@ -103,7 +109,13 @@ class ServerConfig:
     dedup_window: float = 3600.0
     """Seconds a message id is remembered for idempotent repeats (also bounded by max_tasks)."""
     shutdown_grace: float = 10.0
-    """Seconds running tasks and open streams get on SIGTERM/SIGINT before they are cancelled."""
+    """Seconds running tasks and open streams get on SIGTERM/SIGINT, after the drain delay,
+    before they are cancelled."""
+    drain_delay: float = DEFAULT_DRAIN_DELAY
+    """Seconds between a stop's start and its drain: Health (gRPC and `/readyz`) says
+    NOT_SERVING at once, and A2A calls are still served as usual, so that load balancers and
+    sidecars take the server out of rotation before its connections go away (GOAWAY) and its
+    ports close. A second SIGTERM / SIGINT ends the delay. 0: drain at once."""
     card_port: int | None = None
     """The HTTP port (`serve --http-port`, alias `--card-port`): the JSON-RPC and HTTP+JSON
     bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). The
@@ -194,6 +206,10 @@ class ServerConfig:
             (self.max_inline_bytes >= 0, "max_inline_bytes must not be negative"),
             (self.subscriber_queue_size >= 1, "subscriber_queue_size must be at least 1"),
             (self.shutdown_grace >= 0, "shutdown_grace must not be negative"),
+            (
+                0 <= self.drain_delay <= MAX_DRAIN_DELAY,
+                f"drain_delay must be between 0 and {MAX_DRAIN_DELAY:g} seconds",
+            ),
             (0 <= self.port <= 65535, "port must be between 0 and 65535"),
             (self.webhook_timeout > 0, "webhook_timeout must be positive"),
             (self.stream_write_timeout > 0, "stream_write_timeout must be positive"),

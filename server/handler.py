@@ -35,6 +35,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.jws import KeySet, SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, Signer
@@ -54,6 +55,7 @@ from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
     Scope,
+    StoreUnavailableError,
     Subscription,
     TaskBusyError,
     TaskFinishedError,
@@ -67,6 +69,9 @@ from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
 
 log = logging.getLogger(__name__)
+
+CANCEL_SETTLE_S = 5.0
+"""Seconds a shutdown waits for the agents it cancelled to end (their tasks to be stored)."""
 
 
 class CallContext(NamedTuple):
@@ -129,6 +134,11 @@ class RequestHandler:
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
+        self.housekeeping_failures = FailureLog(
+            log, "housekeeping (expiring tasks)", level=logging.ERROR
+        )
+        """Sweeps that failed for another reason than the store being down (those the store
+        counts): the first with its traceback, then at most a line a minute."""
 
     @classmethod
     def in_memory(
@@ -672,10 +682,20 @@ class RequestHandler:
     async def _keep_house(self) -> None:
         while True:
             await asyncio.sleep(self.sweep_interval)
-            try:
-                await self.sweep()
-            except Exception:  # never let one bad sweep stop the next ones
-                log.exception("housekeeping failed")
+            await self.sweep_once()
+
+    async def sweep_once(self) -> None:
+        """One `sweep` as the timer runs it: a failure is logged quietly and never stops the
+        next sweeps; one because the store is down is not logged here (the store logs its
+        outage)."""
+        try:
+            await self.sweep()
+        except StoreUnavailableError:
+            return
+        except Exception as exc:
+            self.housekeeping_failures.failed(f"{type(exc).__name__}: {exc}", traceback=exc)
+        else:
+            self.housekeeping_failures.recovered()
 
     async def sweep(self) -> None:
         """Cancels tasks that waited for input longer than `interrupted_ttl`, drops finished
@@ -697,23 +717,27 @@ class RequestHandler:
             self._audit_canceled(task_id, scope)
 
     async def drain(self, grace: float) -> None:
-        """Shutdown: lets running agents finish within `grace` seconds, then cancels them (their
-        tasks end CANCELED, or FAILED saying the replica stopped when the store is shared)."""
+        """Shutdown: lets running agents finish within `grace` seconds, those started meanwhile
+        too, then cancels them (their tasks end CANCELED, or FAILED saying the replica stopped
+        when the store is shared) and waits up to CANCEL_SETTLE_S for them to end."""
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             self._housekeeper = None
-        runners = set(self._runners)
-        if runners:
-            _, pending = await asyncio.wait(runners, timeout=grace)
-            if self.store.shared:
-                # Another replica takes the next request for these tasks: say why they ended
-                # rather than that someone canceled them (spec decision §9.11).
-                for run in self._active.values():
-                    run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
-            for runner in pending:
-                runner.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._runners and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._runners), timeout=left)
+        pending = set(self._runners)
+        if not pending:
+            return
+        if self.store.shared:
+            # Another replica takes the next request for these tasks: say why they ended
+            # rather than that someone canceled them (spec decision §9.11).
+            for run in self._active.values():
+                run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
+        for runner in pending:
+            runner.cancel()
+        await asyncio.wait(pending, timeout=CANCEL_SETTLE_S)
 
 
 def _configuration_of(configuration: a2a_pb2.SendMessageConfiguration) -> dict[str, Any]:

@@ -8,8 +8,9 @@ in one process never mix their figures. Two kinds of figures:
   gRPC calls refused while the server drains, and JSON-RPC requests refused before they name
   an A2A method);
 - state: read when /metrics is scraped (`ServerMetrics.collect`), never kept up to date on the
-  way: calls and streams open, tasks by state, the store's size, webhook deliveries and the
-  audit trail's records.
+  way: calls and streams open, tasks by state, the store's size, webhook deliveries, the
+  audit trail's records, and the failures of the parts behind the calls whose repeats the log
+  only summarizes.
 
 The exposition is prometheus_client's (`generate_latest`); nothing is formatted by hand.
 """
@@ -146,7 +147,21 @@ class ServerMetrics:
                 for state, count in sorted(stats.by_state.items()):
                     tasks.add_metric([_state_label(state)], count)
                 yield tasks
+        failures = CounterMetricFamily(
+            "a2a_component_failures",
+            "Failures of the parts behind the calls (the log says the first of an outage, then "
+            "at most a line a minute): task store round trips, housekeeping sweeps, webhook "
+            "POSTs and audit log writes",
+            labels=["component"],
+        )
+        failures.add_metric(["task_store"], handler.store.failures)
+        failures.add_metric(["housekeeping"], handler.housekeeping_failures.failures)
         webhooks = handler.webhooks
+        if webhooks is not None:
+            failures.add_metric(["webhooks"], webhooks.failures)
+        if handler.audit is not None:
+            failures.add_metric(["audit_log"], handler.audit.write_failures.failures)
+        yield failures
         if webhooks is not None:
             yield CounterMetricFamily(
                 "a2a_webhook_deliveries",

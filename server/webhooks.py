@@ -29,11 +29,13 @@ import ssl
 from collections.abc import Awaitable, Callable, Container, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
 from google.protobuf import json_format
 
+from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import TERMINAL_STATES
 from a2a_grpc.core.tracing import outgoing_headers
@@ -44,6 +46,8 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/a2a+json"
 TOKEN_HEADER = "X-A2A-Notification-Token"
 MAX_URL_CHARS = 2048
+MAX_RECEIVER_LOGS = 2048
+"""Quiet logs of receivers (two per origin: attempts and give-ups) kept at once."""
 """Longest webhook URL accepted (the common limit of browsers, proxies and CDNs)."""
 
 
@@ -384,6 +388,10 @@ class WebhookDispatcher:
         POSTs tried again after a failed attempt, and webhooks given up."""
         self.retries = 0
         self.given_up = 0
+        self.failures = 0
+        """Failed POST attempts and refused targets, since start (each receiver's repeats are
+        logged at most once a minute: `_receiver_log`)."""
+        self._receivers: dict[tuple[str, bool], FailureLog] = {}
         self.on_delivered: Callable[[str, str, str], Awaitable[None]] | None = None
         """Awaited with (task id, config id, position) after each event with a position was
         delivered (a shared store keeps the cursor, so another replica can go on from it)."""
@@ -491,19 +499,20 @@ class WebhookDispatcher:
                         pinned_addresses.reset(pinned)
                 if 200 <= response.status_code < 300:
                     self.delivered += 1
+                    self._receiver_log(config.url).recovered("answers again")
+                    self._receiver_log(config.url, gave_up=True).recovered(None)
                     return True
                 problem = f"HTTP {response.status_code}"
             except WebhookRefusedError as exc:
-                log.warning("webhook %s refused: %s", config.id, exc)
+                self.failures += 1
+                self._receiver_log(config.url).failed(f"refused webhook {config.id}: {exc}")
                 return False
             except httpx.HTTPError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-            log.info(
-                "webhook %s for task %s: attempt %d failed (%s)",
-                config.id,
-                config.task_id,
-                attempt,
-                problem,
+            self.failures += 1
+            self._receiver_log(config.url).failed(
+                f"webhook {config.id} for task {config.task_id}: attempt {attempt} failed "
+                f"({problem})"
             )
             if attempt < self.policy.max_attempts:
                 self.retries += 1
@@ -516,13 +525,24 @@ class WebhookDispatcher:
         self.given_up += 1
         while not webhook.queue.empty():
             webhook.queue.get_nowait()
-        log.warning(
-            "giving up webhook %s (%s) for task %s: %s",
-            webhook.config.id,
-            webhook.config.url,
-            webhook.config.task_id,
-            why,
+        config = webhook.config
+        self._receiver_log(config.url, gave_up=True).failed(
+            f"gave up webhook {config.id} for task {config.task_id}: {why}"
         )
+
+    def _receiver_log(self, url: str, *, gave_up: bool = False) -> FailureLog:
+        """The quiet log of one receiver (scheme, host and port of `url`), for its failed
+        attempts or (`gave_up`) its webhooks given up: a receiver that is down for every task
+        is one WARNING of each, then at most a line a minute of each, then one INFO line when
+        it answers again. At most MAX_RECEIVER_LOGS are kept (the oldest goes)."""
+        parts = urlsplit(url)
+        key = (f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}", gave_up)
+        receiver = self._receivers.get(key)
+        if receiver is None:
+            if len(self._receivers) >= MAX_RECEIVER_LOGS:
+                del self._receivers[next(iter(self._receivers))]
+            receiver = self._receivers[key] = FailureLog(log, f"webhook receiver {key[0]}")
+        return receiver
 
     def forget_task(self, task_id: str) -> None:
         """The task left the store: drop its registrations and delivery state."""

@@ -149,6 +149,12 @@ class TaskStore(Protocol):
     """Called with False when the store's backend stops answering, True when it answers again
     (never called by a store without a backend)."""
 
+    @property
+    def failures(self) -> int:
+        """Failed round trips to the backend since start (always 0 without one), for metrics:
+        the log summarizes their repeats (core/failure_log.py)."""
+        ...
+
     # -- room -----------------------------------------------------------------------------
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:

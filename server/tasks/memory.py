@@ -31,6 +31,7 @@ class InMemoryTaskStore:
     """`TaskTable` + `Broker` behind the `TaskStore` contract. See the module docstring."""
 
     shared = False
+    failures = 0  # no backend to fail
 
     def __init__(self, table: TaskTable, broker: Broker) -> None:
         self.table = table

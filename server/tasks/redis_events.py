@@ -127,13 +127,12 @@ class EventReader:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("the task store's event connection broke: %s", exc)
             self._fail_all(
                 StoreUnavailableError(
                     "the task store (Redis) connection broke; call SubscribeToTask again"
                 )
             )
-            self.store.set_healthy(False)
+            self.store.report_failure(f"its event connection broke ({exc})")
 
     def _dispatch(self, message: Any) -> None:
         kind = message[0].decode() if isinstance(message[0], bytes) else str(message[0])

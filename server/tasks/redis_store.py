@@ -53,6 +53,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 
+from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -321,6 +322,9 @@ class RedisTaskStore:
         self._closing = False
         self._started = False
         self._probe: asyncio.Task[None] | None = None
+        self.outage = FailureLog(log, "the task store (Redis)")
+        """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
+        self._lease_failures = FailureLog(log, "lease renewal", level=logging.ERROR)
 
     @classmethod
     def connect(cls, url: str, *, timeout: float = 2.0, **options: Any) -> RedisTaskStore:
@@ -369,12 +373,12 @@ class RedisTaskStore:
         try:
             result = await awaitable
         except redis.exceptions.AuthenticationError as exc:  # a ConnectionError, but not "down"
-            self.set_healthy(False)
+            self.report_failure(f"refuses the credentials in its URL ({exc})")
             raise StoreUnavailableError(
                 f"the task store (Redis) refused the credentials in its URL: {exc}"
             ) from exc
         except (*REDIS_ERRORS, TimeoutError) as exc:
-            self.set_healthy(False)
+            self.report_failure(f"does not answer ({type(exc).__name__}: {exc})")
             raise StoreUnavailableError(
                 f"the task store (Redis) did not answer: {type(exc).__name__}; retry shortly"
             ) from exc
@@ -396,14 +400,26 @@ class RedisTaskStore:
                 pass  # Redis restarted (it keeps no scripts): the Script call loads it
         return await self.call(self._scripts[name](keys=list(keys), args=list(args)))
 
+    @property
+    def failures(self) -> int:
+        return self.outage.failures + self._lease_failures.failures
+
+    def report_failure(self, problem: str) -> None:
+        """A round trip failed (`problem` says how): counted and logged quietly (`outage`: one
+        WARNING as the outage starts, at most one line a minute while it lasts), and health
+        turns off until Redis answers again."""
+        if not self._started:
+            return  # before start(), a failure is start()'s error, not an outage
+        self.outage.failed(f"{problem}; calls fail with UNAVAILABLE")
+        self.set_healthy(False)
+
     def set_healthy(self, healthy: bool) -> None:
         if healthy == self.healthy or not self._started:
             return  # before start(), a failure is start()'s error, not a health change
         self.healthy = healthy
         if healthy:
-            log.warning("the task store (Redis) answers again")
+            self.outage.recovered("answers again")
         else:
-            log.warning("the task store (Redis) does not answer; calls fail with UNAVAILABLE")
             if self._probe is None or self._probe.done():
                 self._probe = asyncio.get_running_loop().create_task(self._recover())
         if self.on_health is not None:
@@ -1156,9 +1172,11 @@ class RedisTaskStore:
             try:
                 await self._heartbeat()
             except StoreUnavailableError:
-                pass  # health is already off; the next beat tries again
-            except Exception:
-                log.exception("lease renewal failed")
+                pass  # counted and logged as the store's outage; the next beat tries again
+            except Exception as exc:
+                self._lease_failures.failed(f"{type(exc).__name__}: {exc}", traceback=exc)
+            else:
+                self._lease_failures.recovered()
 
     async def _heartbeat(self) -> None:
         """Renews this replica's lease, and reaps the replicas whose lease ran out."""

@@ -72,6 +72,8 @@ async def make_server() -> AsyncIterator[Factory]:
         tls: Any = None,
         **config: Any,
     ) -> Harness:
+        # drain_delay 0: a test server stops at once unless the test asks for the delay.
+        config.setdefault("drain_delay", 0)
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
         running = await start_server(
             settings,

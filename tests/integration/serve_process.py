@@ -51,9 +51,11 @@ def run_serve(*options: str, cwd: Path | None = None) -> subprocess.CompletedPro
 
 @contextlib.contextmanager
 def serving(*options: str, cwd: Path | None = None) -> Iterator[Served]:
-    """`a2a-grpc serve OPTIONS` running until the block ends (then SIGTERM; it must exit 0)."""
+    """`a2a-grpc serve OPTIONS` running until the block ends (then SIGTERM; it must exit 0),
+    with `--drain-delay 0` unless OPTIONS set it."""
     process = subprocess.Popen(
-        [A2A_GRPC, "serve", *options],
+        # No drain delay unless the test's options set one (the last one counts).
+        [A2A_GRPC, "serve", "--drain-delay", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -143,7 +143,7 @@ async def test_unwritable_trail_is_reported_and_requests_are_still_served(
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
     assert any(
-        r.levelname == "ERROR" and "cannot write the audit log /dev/full" in r.getMessage()
+        r.levelname == "ERROR" and "audit log /dev/full: cannot be written" in r.getMessage()
         for r in caplog.records
     )
     watch.cancel()

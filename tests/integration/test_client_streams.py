@@ -238,12 +238,56 @@ async def test_task_finished_while_away_is_fetched_with_get_task(peer: Peer) -> 
     assert items[-1][1].state == COMPLETED and items[-1][0].HasField("task")
 
 
-async def test_drop_before_any_event_raises_the_transport_error(peer: Peer) -> None:
+async def test_send_stream_failing_before_its_first_event_is_sent_again(peer: Peer) -> None:
+    failures = [2]
+
+    async def flaky(request: Any, context: Any) -> AsyncIterator[Any]:
+        if failures[0]:
+            failures[0] -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
+        yield snapshot()
+        yield status_event(COMPLETED)
+
+    peer.agent.handlers["SendStreamingMessage"] = flaky
+    items = await collect(peer.client().send_streaming_message(user_message("hi")))
+    assert items[-1][1].state == COMPLETED
+    ids = [call.request.message.message_id for call in peer.agent.calls_to("SendStreamingMessage")]
+    assert len(ids) == 3 and len(set(ids)) == 1 and ids[0]  # minted once, reused
+    assert len(peer.sleeps) == 2
+    assert peer.agent.calls_to("SubscribeToTask") == []
+
+
+async def test_send_stream_failing_before_any_event_gives_up_after_the_policy(
+    peer: Peer,
+) -> None:
     from a2a_grpc.client import UnavailableError
 
     peer.agent.handlers["SendStreamingMessage"] = script(then=unavailable)
+    client = peer.client(retry=RetryPolicy(max_attempts=3))
     with pytest.raises(UnavailableError):
+        await collect(client.send_streaming_message(user_message("hi")))
+    assert len(peer.agent.calls_to("SendStreamingMessage")) == 3
+
+
+async def test_send_stream_never_resends_after_an_a2a_error(peer: Peer) -> None:
+    async def refuse(request: Any, context: Any) -> AsyncIterator[Any]:
+        await abort_with(context, TaskNotFoundError("no such task"))
+        yield snapshot()  # never reached
+
+    peer.agent.handlers["SendStreamingMessage"] = refuse
+    with pytest.raises(TaskNotFoundError):
         await collect(peer.client().send_streaming_message(user_message("hi")))
+    assert len(peer.agent.calls_to("SendStreamingMessage")) == 1
+    assert peer.sleeps == []
+
+
+async def test_send_stream_broken_after_its_first_event_is_never_sent_again(peer: Peer) -> None:
+    peer.agent.handlers["SendStreamingMessage"] = script(snapshot(), then=unavailable)
+    peer.agent.handlers["SubscribeToTask"] = script(snapshot(), status_event(COMPLETED))
+    items = await collect(peer.client().send_streaming_message(user_message("hi")))
+    assert items[-1][1].state == COMPLETED
+    assert len(peer.agent.calls_to("SendStreamingMessage")) == 1
+    assert len(peer.agent.calls_to("SubscribeToTask")) == 1
 
 
 async def test_subscribe_must_open_with_the_task(peer: Peer) -> None:

@@ -518,22 +518,28 @@ async def test_no_compat_03_turns_the_service_off(make_server: Factory) -> None:
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-async def test_a_draining_server_refuses_0_3_calls_like_1_0_ones(make_server: Factory) -> None:
-    agent = Held()
-    harness = await make_server(agent=agent)
-    task = (await v03_stub(harness).SendMessage(v03_send("x", blocking=False))).task
-    await agent.entered.wait()
+async def test_the_drain_gate_refuses_0_3_calls_like_1_0_ones(make_server: Factory) -> None:
+    harness = await make_server()
+    task = (await v03_stub(harness).SendMessage(v03_send("x"))).task
+    harness.running.gate.closed = True  # as at the end of a stop's grace
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await v03_stub(harness).GetTask(a2a_v03_pb2.GetTaskRequest(name=f"tasks/{task.id}"))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "shutting down" in (caught.value.details() or "")
+
+
+async def test_0_3_health_says_not_serving_once_a_stop_starts(make_server: Factory) -> None:
+    harness = await make_server()
     watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
         health_pb2.HealthCheckRequest(service="a2a.v1.A2AService")
     )
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
-    stopping = asyncio.ensure_future(harness.running.stop(grace=5))
+    stopping = asyncio.ensure_future(harness.running.stop(grace=5, drain_delay=3600))
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
     watch.cancel()  # an open Watch would hold the stop for its whole grace
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await v03_stub(harness).GetTask(a2a_v03_pb2.GetTaskRequest(name=f"tasks/{task.id}"))
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-    agent.go.set()  # the running task finishes; the server then stops
+    task = (await v03_stub(harness).SendMessage(v03_send("x"))).task  # served through the delay
+    assert task.id
+    harness.running.skip_drain_delay()
     await asyncio.wait_for(stopping, 10)
 
 

@@ -441,9 +441,7 @@ async def test_deeply_nested_json_is_a_clear_error(
         assert rest_error(answer, 400).reason == "INVALID_REQUEST"
 
 
-async def test_new_http_calls_are_refused_while_the_server_drains(
-    make_server: Factory, http: aiohttp.ClientSession
-) -> None:
+async def test_http_calls_through_a_stop(make_server: Factory, http: aiohttp.ClientSession) -> None:
     held = Held()
     harness = await make_server(held, card_port=0)
     base = base_of(harness)
@@ -455,15 +453,22 @@ async def test_new_http_calls_are_refused_while_the_server_drains(
         events = sse_data(stream)
         task_id = json.loads(await anext(events))["task"]["id"]
         await held.entered.wait()
-        stopping = asyncio.ensure_future(harness.running.stop(grace=30))
+        stopping = asyncio.ensure_future(harness.running.stop(grace=30, drain_delay=3600))
         assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
         watch.cancel()
+        # The drain delay: served as usual, each response closing its connection.
+        async with http.get(base + f"/tasks/{task_id}") as served:
+            assert served.status == 200 and served.headers["Connection"] == "close"
+        # Past the grace the gate refuses what still arrives, as a stopped server would.
+        harness.running.gate.closed = True
         async with http.get(base + f"/tasks/{task_id}") as refused:
             assert refused.status == 503
             error = rest_error(await refused.json(content_type=None), 503)
             assert error.reason == "UNAVAILABLE" and "shutting down" in error.message
         _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": task_id}))
         assert answer["error"]["data"][0]["reason"] == "UNAVAILABLE"
+        harness.running.gate.closed = False
+        harness.running.skip_drain_delay()
         held.go.set()  # the running task finishes, and its HTTP stream gets the end
         rest = [json.loads(data) async for data in events]
     assert rest[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -635,7 +640,9 @@ async def test_the_http_port_serves_tls_and_names_the_client_certificate(
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1), agent, tls=tls
+        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1, drain_delay=0),
+        agent,
+        tls=tls,
     )
 
     def client_for(common_name: str | None) -> httpx.AsyncClient:

@@ -70,6 +70,8 @@ async def serve() -> AsyncIterator[Start]:
             "serve",
             "--port",
             "0",
+            "--drain-delay",
+            "0",
             *options,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -193,7 +193,17 @@ def test_serve_command_takes_the_limits() -> None:
     limits = ["--max-concurrent-calls", "7", "--max-open-streams", "9"]
     limits += ["--max-streams-per-connection", "11"]
     with subprocess.Popen(
-        [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0", *limits],
+        [
+            sys.executable,
+            "-m",
+            "a2a_grpc.cli.main",
+            "serve",
+            "--port",
+            "0",
+            "--drain-delay",
+            "0",
+            *limits,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -233,7 +233,7 @@ async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1), agent, tls=tls
+        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0), agent, tls=tls
     )
     channels: list[grpc.aio.Channel] = []
 
@@ -277,7 +277,7 @@ async def test_tokens_and_client_certificates_together_require_both() -> None:
     server_pem = ca.issue("localhost", server=True)
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1),
+        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0),
         DemoAgent(),
         tls=tls,
         tokens=TOKENS,

@@ -8,14 +8,15 @@ import signal
 import subprocess
 import sys
 
+import aiohttp
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from a2a_grpc.core import exit_codes
-from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.app import PortInUseError, start_server
+from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.app import STORE_HEALTH_SERVICE, PortInUseError, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
@@ -56,51 +57,88 @@ async def test_port_is_not_shared(demo: Harness) -> None:
         await start_server(config, DemoAgent())
 
 
-async def test_graceful_shutdown(make_server: Factory) -> None:
-    harness = await make_server()
-    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
-        health_pb2.HealthCheckRequest(service="")
-    )
+async def probe(url: str) -> tuple[int, dict[str, str], str]:
+    """GET `url` on a connection of its own: status, headers and body."""
+    async with aiohttp.ClientSession() as http, http.get(url) as response:
+        return response.status, dict(response.headers), await response.text()
+
+
+async def test_a_stop_says_not_serving_at_once_and_serves_through_the_delay(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(card_port=0)
+    base = harness.running.card_server.base_url  # type: ignore[union-attr]
+    assert (await probe(base + "/readyz"))[0] == 200
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
     stream = harness.stub.SendStreamingMessage(send_request("slow 30"))
     task_id = (await stream.read()).task.id
-    stopping = asyncio.ensure_future(harness.running.stop(grace=0.5))
+    stopping = asyncio.ensure_future(harness.running.stop(grace=0.5, drain_delay=3600))
     assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id), timeout=2)
-    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    watch.cancel()
+    for service in ("", "lf.a2a.v1.A2AService", "a2a.v1.A2AService"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    status, headers, body = await probe(base + "/readyz")
+    assert status == 503 and "shutting down" in body
+    status, headers, body = await probe(base + "/healthz")
+    assert status == 200 and headers["Connection"] == "close"  # keep-alive clients move on
+    # Through the delay, A2A calls are served as usual, new connections too.
+    read = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert read.status.state == a2a_pb2.TASK_STATE_WORKING
+    async with grpc.aio.insecure_channel(harness.running.address) as fresh:
+        sent = await a2a_pb2_grpc.A2AServiceStub(fresh).SendMessage(send_request("hi"))
+    assert sent.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert not stopping.done()
+    harness.running.skip_drain_delay()  # a second SIGTERM: the drain starts now
     await asyncio.wait_for(stopping, 10)
-    # The server is gone, so the store is read directly; anonymous callers share one scope.
+    # The slow task outlived the grace: cancelled. The store is read directly (the server is
+    # gone); anonymous callers share one scope.
     stored = harness.store.get(task_id, Scope(tenant="", owner=""))
     assert stored.status.state == a2a_pb2.TASK_STATE_CANCELED
 
 
-async def test_health_answers_not_serving_while_running_work_drains(make_server: Factory) -> None:
+async def test_the_drain_sends_goaway_closes_the_ports_and_lets_work_finish(
+    make_server: Factory,
+) -> None:
     agent = Held()
-    harness = await make_server(agent=agent)
-    health = health_pb2_grpc.HealthStub(harness.channel)
-    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
-    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    harness = await make_server(agent=agent, card_port=0)
+    base = harness.running.card_server.base_url  # type: ignore[union-attr]
     stream = harness.stub.SendStreamingMessage(send_request("hold"))
-    task_id = (await stream.read()).task.id
+    await stream.read()
     assert (await stream.read()).status_update.status.state == a2a_pb2.TASK_STATE_WORKING
-    stopping = asyncio.ensure_future(harness.running.stop(grace=30))
-    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
-    watch.cancel()  # an open Watch is a call the server would wait for
-    # Probes still reach the health service during the drain, and hear NOT_SERVING.
-    for service in ("", "lf.a2a.v1.A2AService"):
-        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
-        assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
-    # New A2A calls are refused as by a stopped server: UNAVAILABLE, which clients retry.
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert harness.channel.get_state() == grpc.ChannelConnectivity.READY
+    stopping = asyncio.ensure_future(harness.running.stop(grace=30, drain_delay=0))
+    # GOAWAY: the client's connection takes no new calls (its channel leaves READY), while
+    # the open stream goes on.
+    await harness.channel.wait_for_state_change(grpc.ChannelConnectivity.READY)
+    async with grpc.aio.insecure_channel(harness.running.address) as fresh:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:  # the port is closed
+            await a2a_pb2_grpc.A2AServiceStub(fresh).GetTask(a2a_pb2.GetTaskRequest(id="t"))
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "shutting down" in (caught.value.details() or "")
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await probe(base + "/healthz")
     agent.go.set()  # the running task finishes normally, and its stream gets the end
     last = await stream.read()
     assert last.status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
     assert await stream.read() == grpc.aio.EOF
     await asyncio.wait_for(stopping, 10)  # returns once the work drained, long before 30 s
+    assert agent.runs == 1
+
+
+async def test_readiness_follows_the_task_store(make_server: Factory) -> None:
+    harness = await make_server(card_port=0)
+    base = harness.running.card_server.base_url  # type: ignore[union-attr]
+    board = harness.running.board
+    assert board is not None
+    tell = board.reporter(STORE_HEALTH_SERVICE, needed=True)
+    tell(False)
+    status, _, body = await probe(base + "/readyz")
+    assert status == 503 and "task store" in body
+    assert (await probe(base + "/healthz"))[0] == 200  # alive all the same
+    tell(True)
+    assert (await probe(base + "/readyz"))[0] == 200
 
 
 def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:

@@ -138,7 +138,7 @@ async def test_a_dead_webhook_is_given_up_without_hurting_the_task(
             assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
             await asyncio.wait_for(webhooks.idle(), 10)
         assert receiver.attempts == 3  # one event tried three times, then nothing more
-        assert "giving up webhook" in caplog.text
+        assert "gave up webhook" in caplog.text
     finally:
         await receiver.stop()
 
@@ -477,7 +477,7 @@ async def test_a_config_that_cannot_be_sent_is_given_up_and_logged(
         with caplog.at_level(logging.WARNING):
             webhooks.observe("t1", event)
             await asyncio.wait_for(webhooks.idle(), 10)
-        assert "giving up webhook c1" in caplog.text
+        assert "gave up webhook c1" in caplog.text
     finally:
         await webhooks.close()
 

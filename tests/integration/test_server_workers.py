@@ -151,6 +151,8 @@ async def test_a_serve_worker_shuts_down_when_its_lifeline_closes() -> None:
             "0",
             "--card-port",
             "-1",
+            "--drain-delay",
+            "0",
             "--worker-index",
             "1",
             "--worker-lifeline",
@@ -167,7 +169,7 @@ async def test_a_serve_worker_shuts_down_when_its_lifeline_closes() -> None:
     code, rest, _ = await run.finish()
     assert code == 0
     assert "a2a-grpc[worker 1]: the supervisor is gone" in rest
-    assert "a2a-grpc[worker 1]: shutting down" in rest
+    assert "a2a-grpc[worker 1]: shutting down: NOT_SERVING" in rest
     assert any("reuse_port=True" in line for line in rest)
 
 
@@ -231,7 +233,22 @@ async def test_workers_share_one_port_and_stop_together(redis_server: RedisServe
             task = await client.send_message(user_message("hi"), timeout=BOUND)
         assert isinstance(task, a2a_pb2.Task)
         assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    # The default drain delay (5 s): the first SIGTERM reaches both workers, which keep
+    # serving; the second, forwarded too, ends the delay at once.
+    run.process.send_signal(signal.SIGTERM)
+    delaying: set[str] = set()
+    while len(delaying) < 2:
+        (line,) = await run.lines(1)
+        if "shutting down: NOT_SERVING; serving as usual for 5 s more" in line:
+            delaying.add(line.partition(":")[0])
+    async with A2AClient.connect(f"127.0.0.1:{port}") as client:  # still served
+        task = await client.send_message(user_message("hi"), timeout=BOUND)
+    assert isinstance(task, a2a_pb2.Task)
     run.process.send_signal(signal.SIGTERM)
     code, rest, _ = await run.finish()
     assert code == 0
     assert "a2a-grpc: all workers stopped" in rest
+    assert {line for line in rest if "draining: GOAWAY" in line} == {
+        f"a2a-grpc[worker {n}]: draining: GOAWAY and closing the ports; running work gets 10 s"
+        for n in (1, 2)
+    }

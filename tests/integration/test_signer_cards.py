@@ -390,7 +390,17 @@ class Serve:
 
     def __init__(self, *argv: str, cwd: Path) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0", *argv],
+            [
+                sys.executable,
+                "-m",
+                "a2a_grpc.cli.main",
+                "serve",
+                "--port",
+                "0",
+                "--drain-delay",
+                "0",
+                *argv,
+            ],
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -139,6 +139,7 @@ async def serve_ours(
     config = ServerConfig(
         port=0,
         shutdown_grace=0.5,
+        drain_delay=0,
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
         store=store,

@@ -108,7 +108,18 @@ def test_the_installed_wheel_serves_and_calls(wheel: Path, tmp_path: Path) -> No
     version = _run(a2a_grpc, "--version", cwd=tmp_path, what="a2a-grpc --version")
     assert version.stdout.strip() == "a2a-grpc 0.1.0"
     with subprocess.Popen(
-        [a2a_grpc, "serve", "--host", "127.0.0.1", "--port", "0", "--http-port", "-1"],
+        [
+            a2a_grpc,
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--http-port",
+            "-1",
+            "--drain-delay",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

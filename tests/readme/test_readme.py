@@ -123,6 +123,8 @@ class Background:
         self.lines: list[str] = []
         self._ready_text = ready
         self._ready = threading.Event()
+        self._stopping = threading.Event()
+        """Set once a server says it is shutting down (it then serves out its drain delay)."""
         self.process = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -142,7 +144,10 @@ class Background:
             self.lines.append(line)
             if self._ready_text in line:
                 self._ready.set()
+            if ": shutting down" in line:
+                self._stopping.set()
         self._ready.set()  # end of output: not ready, and never will be
+        self._stopping.set()
 
     def wait_ready(self) -> None:
         self._ready.wait(START_TIMEOUT)
@@ -154,9 +159,15 @@ class Background:
         return "".join(self.lines)
 
     def stop(self) -> int:
-        """Ctrl-C, as in the terminal it runs in; SIGKILL if it outlives STOP_TIMEOUT."""
+        """Ctrl-C, as in the terminal it runs in, and for an `a2a-grpc serve` a second Ctrl-C
+        once it says it is shutting down (which skips its drain delay); SIGKILL if it outlives
+        STOP_TIMEOUT."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
+            if any("serving A2A" in line for line in self.lines):
+                self._stopping.wait(STOP_TIMEOUT)
+                if self.process.poll() is None:
+                    os.killpg(self.process.pid, signal.SIGINT)
         try:
             code = self.process.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:

@@ -66,6 +66,8 @@ async def start_replica(redis_url: str, *options: str) -> Replica:
         "-m",
         "a2a_grpc.cli.main",
         "serve",
+        "--drain-delay",  # the test's own options may set it again: the last one counts
+        "0",
         "--host",
         "127.0.0.1",
         "--port",

@@ -72,6 +72,7 @@ async def main(mode: str) -> None:
     config = ServerConfig(
         port=0,
         shutdown_grace=0.5,
+        drain_delay=0,
         allow_private_webhooks=mode == "--secure",
         audit_log=audit,
         card_port=0,
