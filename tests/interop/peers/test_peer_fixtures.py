@@ -8,9 +8,12 @@ pins what the peer does and says who is right:
   VersionNotSupported on its 1.0-only interfaces. That is the spec's letter (§3.1: "missing
   counts as 0.3"); our server serves it as 1.0 by default (project decision §9.2). Our HTTP
   client must send `A2A-Version: 1.0`.
-- a2a-sdk 1.3.0's HTTP+JSON errors are `application/json`, its results `application/json` too;
-  spec v1.0.1 §11.1 recommends `application/a2a+json` (a SHOULD, so not wrong, but a client
-  must accept both).
+- a2a-sdk 1.3.0's HTTP+JSON results are `application/a2a+json` but its errors
+  `application/json`; spec v1.0.1 §11.1 recommends `application/a2a+json` (§10 of the digest):
+  a recommendation, so not wrong, but a client must accept both.
+- a2a-sdk 1.3.0 (and ADK through it) opens a continuation stream (a message answering
+  INPUT_REQUIRED) with a status update; the spec wants the Task first on every message stream
+  (§2 "Task stream", §3.1.2; project decision §9.1): the SDK is wrong, our client tolerates it.
 - a2a-sdk 1.3.0's JSON-RPC stream events are `{"result": ..., "id": ..., "jsonrpc": "2.0"}`,
   as §9 wants.
 - ADK 2.13's card gives its JSONRPC interface URL without the trailing slash
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -90,6 +93,26 @@ async def sse(
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 events.append(json.loads(line.removeprefix("data:")))
+    return events
+
+
+async def follow_while_canceling(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    cancel: Callable[[], Awaitable[Any]],
+    **request: Any,
+) -> list[dict[str, Any]]:
+    """Opens a subscription stream; on its first event (the Task snapshot), `cancel()`s the task,
+    then reads the stream to its end."""
+    events: list[dict[str, Any]] = []
+    async with http.stream(method, url, headers=V10, **request) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line.removeprefix("data:")))
+                if len(events) == 1:
+                    await cancel()
     return events
 
 
@@ -201,6 +224,60 @@ async def test_sdk_jsonrpc_ask_answer_and_cancel(
     assert error_reason(again["error"]) == "TASK_NOT_CANCELABLE"
 
 
+async def test_sdk_jsonrpc_subscribe_and_continuation_stream(
+    sdk_http_peer: PeerProcess, http: httpx.AsyncClient
+) -> None:
+    await check_subscribe_and_continuation(f"{sdk_http_peer.url}/", http)
+
+
+async def check_subscribe_and_continuation(endpoint: str, http: httpx.AsyncClient) -> None:
+    """SubscribeToTask opens with the Task and ends at CANCELED; a continuation stream opens
+    with a status update, not the Task (see the module docstring)."""
+    started = (
+        await result(
+            http,
+            endpoint,
+            "SendMessage",
+            message=user_message("slow 30"),
+            configuration={"returnImmediately": True},
+        )
+    )["task"]
+
+    async def cancel() -> None:
+        await result(http, endpoint, "CancelTask", id=started["id"])
+
+    events = await follow_while_canceling(
+        http,
+        "POST",
+        endpoint,
+        cancel,
+        json={
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "SubscribeToTask",
+            "params": {"id": started["id"]},
+        },
+    )
+    assert events[0]["result"]["task"]["id"] == started["id"]
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+    asked = (await result(http, endpoint, "SendMessage", message=user_message("ask")))["task"]
+    answer = user_message("Ada", taskId=asked["id"], contextId=asked["contextId"])
+    events = await sse(
+        http,
+        "POST",
+        endpoint,
+        json={
+            "jsonrpc": "2.0",
+            "id": 6,
+            "method": "SendStreamingMessage",
+            "params": {"message": answer},
+        },
+    )
+    assert next(iter(events[0]["result"])) == "statusUpdate"  # not the Task (see above)
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 async def test_sdk_http_json_send_stream_get_cancel_and_errors(
     sdk_http_peer: PeerProcess, http: httpx.AsyncClient
 ) -> None:
@@ -209,6 +286,7 @@ async def test_sdk_http_json_send_stream_get_cancel_and_errors(
         f"{url}/message:send", json={"message": user_message("hello rest")}, headers=V10
     )
     assert sent.status_code == 200, sent.text
+    assert sent.headers["content-type"] == "application/a2a+json"
     task = sent.json()["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert texts(task["artifacts"][0]["parts"]) == ["hello rest"]
@@ -230,8 +308,24 @@ async def test_sdk_http_json_send_stream_get_cancel_and_errors(
         canceled.status_code == 200 and canceled.json()["status"]["state"] == "TASK_STATE_CANCELED"
     )
 
+    follow = await http.post(
+        f"{url}/message:send",
+        json={"message": user_message("slow 30"), "configuration": {"returnImmediately": True}},
+        headers=V10,
+    )
+    follow_id = follow.json()["task"]["id"]
+
+    async def cancel() -> None:
+        response = await http.post(f"{url}/tasks/{follow_id}:cancel", headers=V10)
+        assert response.status_code == 200
+
+    events = await follow_while_canceling(http, "GET", f"{url}/tasks/{follow_id}:subscribe", cancel)
+    assert events[0]["task"]["id"] == follow_id
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+
     missing = await http.get(f"{url}/tasks/no-such-task", headers=V10)
     assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/json"  # see the module docstring
     assert missing.json()["error"]["status"] == "NOT_FOUND"
     assert error_reason(missing.json()["error"]) == "TASK_NOT_FOUND"
     again = await http.post(f"{url}/tasks/{task_id}:cancel", headers=V10)
@@ -354,6 +448,12 @@ async def test_adk_ask_is_input_required_then_answered(
         done = (await result(http, endpoint, "SendMessage", message=answer))["task"]
         assert done["id"] == asked["id"] and done["status"]["state"] == "TASK_STATE_COMPLETED"
         assert texts(done["artifacts"][0]["parts"]) == ["hello, Ada"]
+
+
+async def test_adk_subscribe_and_continuation_stream(
+    adk_peer: PeerProcess, http: httpx.AsyncClient
+) -> None:
+    await check_subscribe_and_continuation(f"{adk_peer.url}/", http)
 
 
 async def test_adk_cancel_failures_and_errors(
