@@ -4,10 +4,13 @@ interface picked by `A2AClient.for_card`.
 
 ADK 2.13 (with the a2a-sdk 1.3.0 its environment pins) serves A2A 1.0 over JSON-RPC only: its
 card lists one JSONRPC interface, protocol version 1.0 (it also answers 0.3's JSON-RPC methods on
-the same endpoint, unadvertised). So this needs the client's JSON-RPC transport, not the 0.3
-translation. This module imports only a2a_grpc, never ADK or the SDK.
+the same endpoint, unadvertised, which spec §5.2 forbids: see test_peer_fixtures.py). So this
+needs the client's JSON-RPC transport, not the 0.3 translation. (ADK accepts any a2a-sdk from
+0.3.4 to 1.x; with a 0.3 SDK it would serve 0.3 only, hence the pin.) This module imports only
+a2a_grpc, never ADK or the SDK.
 
-What ADK does that a client must take as it comes (none of it against the spec):
+What ADK does that a client must take as it comes (none of it against the spec, but the
+continuation stream opening with a status update, as in the SDK: see test_peer_fixtures.py):
 - a text reply is a WORKING status update carrying the text, then one artifact holding the last
   such text (lastChunk set), then COMPLETED;
 - INPUT_REQUIRED's status message holds the question and a data part, the long-running

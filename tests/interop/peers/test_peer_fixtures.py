@@ -18,6 +18,12 @@ pins what the peer does and says who is right:
   as §9 wants.
 - ADK 2.13's card gives its JSONRPC interface URL without the trailing slash
   (`http://127.0.0.1:<port>`), and the endpoint is `POST /`: both name the same resource, fine.
+- ADK 2.13 mounts the SDK's JSON-RPC routes with 0.3 compatibility on, so its endpoint also
+  answers 0.3's methods (`message/send`, ...), but its card lists only the 1.0 interface. Spec
+  §5.2 (digest §6): agents MUST list every protocol they support, so ADK is wrong; harmless to a
+  1.0 client, and a 0.3 client reading the card finds no 0.3 interface to use.
+- The 0.3 mode of our SDK peer lists only its 0.3 interfaces though it still serves 1.0 too: on
+  purpose, so that it stands in for a 0.3-only agent (a test choice, not the SDK's).
 - ADK reports an agent's exception as a FAILED task whose status message is the exception's
   text. The spec allows it; our server gives a generic message (project decision §9.6), so a
   client must not rely on either.
