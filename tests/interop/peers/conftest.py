@@ -103,11 +103,14 @@ def sdk_http_peer_v03() -> Iterator[PeerProcess]:
 def adk_python() -> Path:
     """The python of ADK's own environment, built (about 30 s from an empty pip cache) on first
     use. A failed pip fails the tests with pip's output; no network at all skips them, saying
-    so (as tests/packaging does)."""
+    so (as tests/packaging does), unless A2A_GRPC_REQUIRE_PEERS=1 makes that a failure too."""
     try:
         return ensure_adk_python()
     except NoNetworkError as error:
-        pytest.skip(f"no network for pip: the ADK peer's environment cannot be built: {error}")
+        reason = f"no network for pip: the ADK peer's environment cannot be built: {error}"
+        if os.environ.get("A2A_GRPC_REQUIRE_PEERS") == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
     except AdkVenvError as error:
         pytest.fail(f"the ADK peer's environment could not be built: {error}", pytrace=False)
 
