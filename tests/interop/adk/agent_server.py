@@ -11,13 +11,22 @@ for it at /.well-known/agent-card.json. The first word of the user's text picks 
 - `ask`            a text question and a long-running function call `ask_user` (ADK's way of
                    waiting for a human): ADK's converter reports it as INPUT_REQUIRED. The next
                    message on the task (plain text, or a function_response data part for the
-                   call) is the answer: "hello, <answer>", COMPLETED.
+                   call, metadata `adk_type: function_response`) is the answer: "hello,
+                   <answer>", COMPLETED. (A plain text answer reaches the agent through ADK's
+                   default executor; its newer one, opted into with ADK's own A2A extension,
+                   would insist on the function_response.)
 - `slow [S]`       a text Event "working slowly", then a sleep of S seconds (default 30), then
                    "slow result"; cancelable.
 - `fail`           an Event with an error_code: ADK reports the task FAILED with its message.
 - `crash`          raises: ADK's executor reports the task FAILED with the exception's text.
 
-    <adk venv>/bin/python tests/interop/adk/agent_server.py
+    .venv/peers/adk/bin/python -I tests/interop/adk/agent_server.py
+
+What it serves (ADK 2.13.0 with the a2a-sdk 1.3.0 that requirements.txt pins): A2A 1.0 over
+JSON-RPC at `POST /`; its card lists that one interface (`JSONRPC`, `http://127.0.0.1:<port>`,
+protocol version 1.0, capabilities `streaming`); the endpoint also answers 0.3's JSON-RPC
+methods, which the card does not say. ADK marks all of its A2A parts experimental (the warnings
+are silenced below).
 
 Binds 127.0.0.1:0; once the app has started, prints one JSON line on stdout, then serves until
 killed:
