@@ -15,7 +15,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools clean
+.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -69,6 +69,11 @@ typecheck: $(STAMP)
 # import it (tests/interop/sdk_client: the SDK's client against our server) run in a pytest
 # process of their own; everything else, including our client against the SDK's server (which
 # runs as a child process), runs in the first.
+# tests/interop/peers runs third-party A2A servers as child processes: the SDK's HTTP servers
+# from .venv, and a Google ADK agent from an environment of its own (.venv/peers/adk: ADK brings
+# its own a2a-sdk), which its fixture builds on first use from tests/interop/adk/requirements.txt
+# (~30 s from an empty pip cache) and reuses while the pins are unchanged. `make peers` builds it
+# ahead of time.
 # The tools the README's examples call (grpcurl, ghz), so that its test runs those examples too.
 # Without Go, or when they cannot be built, the README test skips those examples and says why.
 tools: $(STAMP)
@@ -89,6 +94,10 @@ unit: $(STAMP)
 
 serve: $(STAMP)
 	$(VENV)/bin/a2a-grpc serve --host $(HOST) --port $(PORT) $(ARGS)
+
+# The Google ADK peer's environment (tests/interop/adk/adk_env.py); the tests build it too.
+peers: $(STAMP)
+	$(PY) -m tests.interop.adk.adk_env
 
 # Installs a pinned ghz into .venv/bin when Go is present (v0.121.0 builds with Go 1.26).
 ghz: $(GHZ_STAMP)
