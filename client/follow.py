@@ -195,8 +195,9 @@ async def follow(
             if not view.done:
                 raise
         except StatusError as refused:  # retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED
-            sending = resend is not None and events == 0 and mode in _SEND_MODES
-            delay = resend.delay_after(refused) if resend is not None and sending else None
+            if resend is None or events or mode not in _SEND_MODES:
+                raise
+            delay = resend.delay_after(refused)
             if delay is None:
                 raise
             await backoff.sleep(delay)

@@ -257,6 +257,26 @@ async def test_send_stream_failing_before_its_first_event_is_sent_again(peer: Pe
     assert peer.agent.calls_to("SubscribeToTask") == []
 
 
+async def test_send_stream_refused_as_retryable_is_sent_again(peer: Peer) -> None:
+    from a2a_grpc.core.errors import ResourceExhaustedError
+
+    failures = [1]
+
+    async def busy(request: Any, context: Any) -> AsyncIterator[Any]:
+        if failures[0]:
+            failures[0] -= 1
+            await abort_with(context, ResourceExhaustedError("full", retry_delay=0.75))
+        yield snapshot()
+        yield status_event(COMPLETED)
+
+    peer.agent.handlers["SendStreamingMessage"] = busy
+    items = await collect(peer.client().send_streaming_message(user_message("hi")))
+    assert items[-1][1].state == COMPLETED
+    ids = {call.request.message.message_id for call in peer.agent.calls_to("SendStreamingMessage")}
+    assert len(ids) == 1 and len(peer.agent.calls_to("SendStreamingMessage")) == 2
+    assert peer.sleeps and peer.sleeps[0] >= 0.75  # at least the RetryInfo delay
+
+
 async def test_send_stream_failing_before_any_event_gives_up_after_the_policy(
     peer: Peer,
 ) -> None:
