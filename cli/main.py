@@ -3,6 +3,7 @@ trails, `keys` makes signing keys, every other command is the client's."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -20,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from a2a_grpc.cli.keys import main as keys_main
 
         return keys_main(args[1:])
+    # gRPC's own C-core log lines (handshake failures, GOAWAYs) would come before the command's
+    # one line that says what failed; they say nothing more. Read when grpc initializes, so set
+    # before it is imported; GRPC_VERBOSITY in the environment still wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from a2a_grpc.client.cli import main as client_main
 
     return client_main(args)

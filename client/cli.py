@@ -40,7 +40,9 @@ from a2a_grpc.client.errors import (
     A2AClientError,
     A2ATransportError,
     AgentCardError,
+    DeadlineExceededError,
     RpcFailedError,
+    UnavailableError,
 )
 from a2a_grpc.client.follow import StreamItem
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
@@ -61,7 +63,7 @@ from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core import audit_chain, exit_codes
-from a2a_grpc.core.budget import with_budget
+from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.jws import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
@@ -76,10 +78,13 @@ EXIT_AGENT_ERROR = exit_codes.AGENT_ERROR
 EXIT_COULD_NOT_TALK = exit_codes.COULD_NOT_TALK
 EXIT_INVALID_RESPONSE = exit_codes.INVALID_RESPONSE
 EXIT_AUDIT_INCOMPLETE = exit_codes.AUDIT_INCOMPLETE
+EXIT_AGENT_BUSY = exit_codes.AGENT_BUSY
 EXIT_INTERRUPTED = exit_codes.INTERRUPTED
 EXIT_BROKEN_PIPE = exit_codes.BROKEN_PIPE
 
 EXIT_CODES_HELP = exit_codes.help_text(("client",))
+
+DEFAULT_CURRENCY = "USD"
 
 SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
@@ -105,6 +110,7 @@ def main(argv: list[str]) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
     args.audit_incomplete = None
+    args.seen_task = None  # (task id, state) of the task a stream named, for the last line
     # The audit writer's ERROR records would reach stderr through logging's last resort; the
     # command reports an incomplete trail in its own one line instead.
     logging.getLogger(audit_chain.__name__).addHandler(logging.NullHandler())
@@ -122,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         code: int = asyncio.run(args.run(args))
         return code
     except KeyboardInterrupt:
-        _fail("interrupted")
+        _fail("interrupted" + _still_running(args))
         return EXIT_INTERRUPTED
     except UsageError as error:
         _fail(str(error))
@@ -132,9 +138,15 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INVALID_RESPONSE
     except StatusError as error:
         _fail(f"the agent returned {type(error).__name__}: {error.message}")
+        if error.retryable:
+            return EXIT_AGENT_BUSY
         return EXIT_AGENT_ERROR
     except A2ATransportError as error:
-        _fail(f"could not talk to the agent ({error.code.name}): {error.details}")
+        _fail(
+            f"could not talk to the agent ({error.code.name}): {error.details}"
+            + _tls_hint(args, error)
+            + (_still_running(args) if isinstance(error, DeadlineExceededError) else "")
+        )
         return EXIT_COULD_NOT_TALK
     except AgentCardError as error:
         _fail(str(error))
@@ -236,6 +248,8 @@ async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -
     view = TaskView()
     async for event, latest in stream:
         view = latest
+        if view.task_id:
+            args.seen_task = (view.task_id, view.state)
         if args.json:
             print(json_line(event), flush=True)
         else:
@@ -282,8 +296,11 @@ class _Connection:
         """A client to TARGET: a card URL picks its interface (`--transport` narrows the pick
         to one binding), anything else is a gRPC target."""
         tls = _tls(args)
+        extensions = list(args.extension)
+        if getattr(args, "budget", None) is not None and BUDGET_EXTENSION not in extensions:
+            extensions.append(BUDGET_EXTENSION)  # the agent learns that a budget was asked for
         common: dict[str, Any] = {
-            "extensions": args.extension,
+            "extensions": extensions,
             "credentials": BearerToken(args.token) if args.token else None,
             "retry": SEND_RETRY,
             "audit": self._audit,
@@ -428,9 +445,11 @@ def _message(args: argparse.Namespace) -> a2a_pb2.Message:
         reference_task_ids=args.reference,
     )
     if args.budget is None:
+        if args.currency is not None:
+            raise UsageError("--currency goes with --budget (the currency of that budget)")
         return message
     try:
-        return with_budget(message, args.budget, args.currency)
+        return with_budget(message, args.budget, args.currency or DEFAULT_CURRENCY)
     except (ValueError, ArithmeticError) as error:
         raise UsageError(f"--budget {args.budget!r}: {error}") from error
 
@@ -453,6 +472,43 @@ def _hint(args: argparse.Namespace, task: a2a_pb2.Task) -> None:
         print(hint, file=sys.stderr)
 
 
+def _still_running(args: argparse.Namespace) -> str:
+    """What an interrupted or timed-out command adds: how to find the task that goes on."""
+    if getattr(args, "command", None) not in ("send", "subscribe"):
+        return ""
+    seen = getattr(args, "seen_task", None)
+    program = _program()
+    if seen is None or seen[1] in TERMINAL_STATES:
+        if seen is None and args.command == "send":
+            return (
+                f"; the task, if the agent took the message, goes on: `{program} list "
+                f"{args.target}` shows it (send --stream shows its id at once)"
+            )
+        return ""
+    task_id, state = seen
+    return (
+        f"; task {task_id} goes on ({state_name(state)}): follow it with `{program} subscribe "
+        f"{args.target} {task_id}`, or stop it with `{program} cancel {args.target} {task_id}`"
+    )
+
+
+def _tls_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
+    """A hint when the failure looks like TLS on one side only."""
+    if not isinstance(error, UnavailableError):
+        return ""
+    details = error.details.lower()
+    plaintext = _tls(args) is None and not (
+        _is_url(args.target) and args.target.startswith("https")
+    )
+    if plaintext and "socket closed" in details:
+        return " (if the server uses TLS, add --tls, and --ca PEM for a private CA)"
+    if not plaintext and ("handshake" in details or "ssl" in details):
+        return (
+            " (the TLS handshake failed: check --ca, --server-name, and that the server uses TLS)"
+        )
+    return ""
+
+
 def _program() -> str:
     """How the user can run this command again: `a2a-grpc` when that name on PATH is this
     program, else the path it was started by (`.venv/bin/a2a-grpc` outside the virtualenv)."""
@@ -467,9 +523,13 @@ def _program() -> str:
 
 def _parse_state(text: str) -> a2a_pb2.TaskState:
     try:
-        return parse_state_name(text)
+        state = parse_state_name(text)
     except ValueError:
-        raise UsageError(f"unknown --state {text!r}") from None
+        state = a2a_pb2.TASK_STATE_UNSPECIFIED
+    if state == a2a_pb2.TASK_STATE_UNSPECIFIED:
+        names = ", ".join(state_name(value) for value in a2a_pb2.TaskState.values() if value)
+        raise UsageError(f"unknown --state {text!r}: use one of {names}") from None
+    return state
 
 
 def _emit(args: argparse.Namespace, message: Message, text: str) -> None:
@@ -574,7 +634,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="AMOUNT",
         help="state a budget (budget extension), e.g. 0.10; the agent refuses work over it",
     )
-    send.add_argument("--currency", default="USD", help="currency of --budget (default: USD)")
+    send.add_argument("--currency", help=f"currency of --budget (default: {DEFAULT_CURRENCY})")
     send.add_argument(
         "--sign-key",
         metavar="PEM",

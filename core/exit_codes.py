@@ -33,6 +33,7 @@ AUDIT_BROKEN = 9
 AUDIT_TORN = 10
 AUDIT_INCOMPLETE = 11
 AUDIT_DISAGREE = 12
+AGENT_BUSY = 13
 INTERRUPTED = 130
 BROKEN_PIPE = 141
 
@@ -53,7 +54,10 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(TASK_FAILED, "client", "the task ended failed, rejected or canceled"),
     ExitCode(TASK_WAITING, "client", "the task waits for you: input-required or auth-required"),
     ExitCode(
-        AGENT_ERROR, "client", "the agent returned an error: an A2A error, or another failed status"
+        AGENT_ERROR,
+        "client",
+        "the agent returned an error: an A2A error, or another failed status; trying again "
+        "will not help (see 13)",
     ),
     ExitCode(
         COULD_NOT_TALK,
@@ -93,6 +97,13 @@ TABLE: tuple[ExitCode, ...] = (
         "audit",
         "`audit match`: the chains are intact but the client's and the servers' records "
         "disagree (a message the servers never saw, another hash, another outcome)",
+    ),
+    ExitCode(
+        AGENT_BUSY,
+        "client",
+        "the agent answered, and said to try again later: an error it marked retryable "
+        "(UNAVAILABLE while its task store is down, RESOURCE_EXHAUSTED at a limit), after "
+        "the command's own retries",
     ),
     ExitCode(INTERRUPTED, "client", "interrupted (Ctrl-C)"),
     ExitCode(BROKEN_PIPE, "client", "stdout was closed early (e.g. piped into `head`)"),

@@ -298,6 +298,7 @@ async def test_process_deadline(peer: Peer) -> None:
     peer.agent.handlers["SendMessage"] = hang
     code, _, err = await run_process("send", peer.target, "hi", "--timeout", "0.3")
     assert code == 6
+    assert "list" in err  # the task, if taken, goes on: where to find it
     assert "DEADLINE_EXCEEDED" in one_clear_line(err)
 
 
@@ -523,7 +524,7 @@ async def tls_agent(tmp_path: Path) -> AsyncIterator[tuple[str, Path, CallerReco
     (tmp_path / "alice.key").write_bytes(alice.key)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1),
+        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1, drain_delay=0),
         agent,
         tls=TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate),
     )
@@ -564,3 +565,73 @@ async def test_the_reply_hint_keeps_the_transport(
     assert await run("send", harness.running.card_url, "ask", "--transport", "http+json") == 4
     err = capsys.readouterr().err
     assert f'send {harness.running.card_url} --transport http+json "..." --task-id' in err
+
+
+async def test_list_names_the_valid_states(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("list", "127.0.0.1:1", "--state", "bogus") == cli.EXIT_USAGE
+    line = one_clear_line(capsys.readouterr().err)
+    assert "unknown --state 'bogus': use one of submitted, working, completed" in line
+    assert "input-required" in line and "unspecified" not in line
+
+
+async def test_currency_goes_with_a_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await run("send", "127.0.0.1:1", "hi", "--currency", "EUR") == cli.EXIT_USAGE
+    assert "--currency goes with --budget" in one_clear_line(capsys.readouterr().err)
+
+
+async def test_a_budget_requests_the_budget_extension(peer: Peer) -> None:
+    from a2a_grpc.core.budget import BUDGET_EXTENSION
+
+    peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
+    assert await run("send", peer.target, "hi", "--budget", "0.10") == 0
+    (call,) = peer.agent.calls_to("SendMessage")
+    assert BUDGET_EXTENSION in call.metadata["a2a-extensions"].split(",")
+    assert await run("send", peer.target, "hi") == 0
+    assert "a2a-extensions" not in peer.agent.calls_to("SendMessage")[1].metadata
+
+
+async def test_a_retryable_agent_error_has_its_own_exit_code(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from a2a_grpc.core.errors import ResourceExhaustedError
+
+    async def full(request: Any, context: Any) -> Any:
+        await abort_with(context, ResourceExhaustedError("too many live tasks", retry_delay=1))
+
+    peer.agent.handlers["GetTask"] = full
+    assert await run("get", peer.target, "t1") == cli.EXIT_AGENT_BUSY == 13
+    assert "ResourceExhaustedError" in one_clear_line(capsys.readouterr().err)
+
+
+async def test_a_stream_that_times_out_says_how_to_reach_its_task(
+    peer: Peer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def working_forever(request: Any, context: Any) -> AsyncIterator[Any]:
+        yield a2a_pb2.StreamResponse(task=task(state=a2a_pb2.TASK_STATE_WORKING))
+        await asyncio.Event().wait()
+
+    peer.agent.handlers["SendStreamingMessage"] = working_forever
+    code = await run("send", peer.target, "hi", "--stream", "--timeout", "0.5")
+    assert code == cli.EXIT_COULD_NOT_TALK
+    captured = capsys.readouterr()
+    assert "task t1 (context c1)" in captured.out  # its id, as soon as it was known
+    line = one_clear_line(captured.err)
+    assert "task t1 goes on (working)" in line
+    assert f"a2a-grpc subscribe {peer.target} t1" in line
+    assert f"a2a-grpc cancel {peer.target} t1" in line
+
+
+async def test_plaintext_against_a_tls_server_is_one_line_with_a_hint() -> None:
+    ca = Authority()
+    server_pem = ca.issue("localhost", server=True)
+    running = await start_server(
+        ServerConfig(host="127.0.0.1", port=0, card_port=None, shutdown_grace=0.1, drain_delay=0),
+        CallerRecorder(),
+        tls=TlsFiles(server_pem.certificate, server_pem.key),
+    )
+    try:
+        code, _, err = await run_process("get", running.address, "t1", "--timeout", "5")
+    finally:
+        await running.stop(0)
+    assert code == cli.EXIT_COULD_NOT_TALK
+    assert "add --tls" in one_clear_line(err)  # and no gRPC log line before it

@@ -143,7 +143,7 @@ async def test_readiness_follows_the_task_store(make_server: Factory) -> None:
 
 def test_serve_command_prints_its_address_and_stops_on_sigterm() -> None:
     with subprocess.Popen(
-        [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0"],
+        [sys.executable, "-m", "a2a_grpc.cli.main", "serve", "--port", "0", "--drain-delay", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
