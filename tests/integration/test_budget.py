@@ -79,6 +79,39 @@ async def test_a_charge_over_budget_fails_the_task_and_is_not_recorded(
     assert [a.parts[0].text for a in task.artifacts] == ["first half"]  # kept, not lost
 
 
+async def test_a_charge_of_exactly_the_budget_completes_a_cent_more_fails(
+    make_server: Factory,
+) -> None:
+    """Catches a charge equal to the budget being refused (`>=` for `>` in `Ledger.charge`):
+    the agent charges all of the budget and completes with it as its cost; a cent more, then,
+    fails the task with `budget_exceeded` and is not recorded."""
+
+    class Exact:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            await events.working()
+            await events.charge("0.10")
+            if context.text() == "and a cent more":
+                await events.charge("0.01")
+            await events.complete("spent")
+
+    harness = await make_server(agent=Exact())
+    task = (await harness.stub.SendMessage(budgeted("all of it", "0.10"))).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert cost_of(task) == Money(Decimal("0.10"), "EUR")
+    task = (await harness.stub.SendMessage(budgeted("and a cent more", "0.10"))).task
+    assert task.status.state == a2a_pb2.TASK_STATE_FAILED
+    assert reason_of(task)["reason"] == "budget_exceeded"
+    assert cost_of(task) == Money(Decimal("0.10"), "EUR")
+
+
+async def test_the_demo_spends_exactly_its_budget(demo: Harness) -> None:
+    """Catches a charge equal to the budget being refused, on the `spend X` path: the demo's
+    quote of 0.10 passes a budget of 0.10, and its two charges of 0.05 reach it exactly."""
+    task = (await demo.stub.SendMessage(budgeted("spend 0.10", "0.10"))).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert cost_of(task) == Money(Decimal("0.10"), "EUR")
+
+
 async def test_malformed_budget_is_invalid_params(demo: Harness) -> None:
     request = send_request("hello")
     request.message.metadata.update({BUDGET_EXTENSION: {"budget": {"amount": 5}}})

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Broker
@@ -712,3 +713,79 @@ async def test_rediss_connects_over_tls(make_redis_server: Any, tmp_path: Path) 
         assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
     finally:
         await store.close()
+
+
+async def test_a_replica_whose_lease_ran_out_cannot_write_over_the_reaper_s_failed(
+    redis_server: RedisServer,
+) -> None:
+    """Catches the WRITE script (redis_scripts.py) writing without its version check: a replica
+    whose lease ran out, reaped by another (its task FAILED, without a cancel's STOP), writes
+    COMPLETED with the version it last wrote. That write must be refused (a lost race is an
+    error, never a silent overwrite) and the task stay FAILED."""
+    one, two = await replicas(redis_server, lease=0.3)
+    try:
+        subscription = await two.subscribe("t1")  # from the start: whenever the reap comes
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        one.abandon()  # its lease is no longer renewed; it still holds the run's copy
+        events = await drain(subscription)  # two's own lease keeper reaps it
+        assert kinds(events) == ["task", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+        with pytest.raises(TaskFinishedError) as refused:
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED, agent_text("done"))
+        assert refused.value.state == a2a_pb2.TASK_STATE_FAILED
+        for store in (one, two):
+            task = await store.get("t1", ALICE)
+            assert task is not None and task.status.state == a2a_pb2.TASK_STATE_FAILED
+            assert task.status.message.parts[0].text == REPLICA_STOPPED_TEXT
+        done = await two.list(ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_COMPLETED))
+        assert done.total_size == 0
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_two_replicas_resuming_one_waiting_task_at_once_resume_it_once(
+    redis_server: RedisServer,
+) -> None:
+    """Catches the WRITE script (redis_scripts.py) writing without its version check: two
+    replicas that both read a task waiting for input, before either wrote it, would both
+    resume it (each its own answer, the second write over the first). Writes are held back
+    (CLIENT PAUSE WRITE) until MONITOR has seen both reads, so the race happens every time;
+    exactly one resume must win, the other is TaskBusyError."""
+    one, two = await replicas(redis_server, lease=3600)  # no lease renewal inside the pause
+    admin = redis.asyncio.from_url(redis_server.url)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+        task_key = one.keys.task("t1")
+        async with admin.monitor() as monitor:
+            await admin.client_pause(60_000, all=False)  # writes (and scripts) wait; reads run
+            answers = [
+                a2a_pb2.Message(message_id=f"answer-{n}", role=a2a_pb2.ROLE_USER) for n in (1, 2)
+            ]
+            resumes = [
+                asyncio.ensure_future(store.resume("t1", ALICE, answer))
+                for store, answer in zip((one, two), answers, strict=True)
+            ]
+            reads = 0
+            async with asyncio.timeout(10):
+                async for command in monitor.listen():
+                    if command["command"].startswith(f"HMGET {task_key} "):
+                        reads += 1
+                        if reads == 2:
+                            break
+            await admin.client_unpause()
+        outcomes = await asyncio.gather(*resumes, return_exceptions=True)
+        won = [outcome for outcome in outcomes if isinstance(outcome, a2a_pb2.Task)]
+        lost = [outcome for outcome in outcomes if isinstance(outcome, TaskBusyError)]
+        assert len(won) == 1 and len(lost) == 1, outcomes
+        task = await two.get("t1", ALICE)
+        assert task is not None and task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+        winner = answers[outcomes.index(won[0])].message_id
+        assert [m.message_id for m in task.history][-1] == winner
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.client_unpause()
+        await admin.aclose()
+        await one.close()
+        await two.close()

@@ -183,6 +183,30 @@ async def test_one_message_id_sent_to_two_replicas_runs_once(
     assert [run.split(":")[0] for run in runs] == ["the-same-id"]
 
 
+async def test_a_reused_message_id_with_other_content_is_refused_on_another_replica(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """Catches the shared idempotency window (redis_dedup.py) without its content check: a
+    message id reused for different content, sent to a replica other than the one that ran
+    the first message, would get the first message's task instead of INVALID_PARAMS (this
+    replica's own window never saw the id, so only the claim in Redis can tell)."""
+    a, b = await replicas(), await replicas()
+    first = await a.stub.SendMessage(send("task one", message_id="reused-id"), timeout=30)
+    assert first.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await b.stub.SendMessage(send("task two", message_id="reused-id"), timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    error = status.decode(
+        caught.value.code(), caught.value.details() or "", caught.value.trailing_metadata()
+    )
+    assert error is not None and error.reason == "INVALID_PARAMS"
+    assert "already used for a different message" in str(error)
+    again = await b.stub.SendMessage(send("task one", message_id="reused-id"), timeout=30)
+    assert again.task.id == first.task.id  # the same content is still a repeat
+    runs = [run.decode() for run in await redis.lrange("test:runs", 0, -1)]
+    assert [run.split(":")[0] for run in runs] == ["reused-id"]
+
+
 async def test_a_replica_that_dies_has_its_tasks_failed_within_the_lease(
     replicas: StartReplica, redis: aioredis.Redis
 ) -> None:

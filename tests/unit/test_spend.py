@@ -30,6 +30,22 @@ def test_quotes_and_charges_against_a_budget() -> None:
     }
 
 
+def test_a_charge_up_to_exactly_the_budget_is_accepted_a_cent_more_refused() -> None:
+    """Catches `Ledger.charge` refusing a charge that reaches the budget exactly (`>=` for
+    `>`): spending all of the budget is within it; only the smallest unit more crosses it."""
+    ledger = Ledger(Money(Decimal("0.10"), "EUR"), None)
+    assert ledger.charge("0.10") is None
+    assert ledger.cost == Money(Decimal("0.10"), "EUR")
+    over = Ledger(Money(Decimal("0.10"), "EUR"), None).charge("0.11")
+    assert over is not None and over.reason == "budget_exceeded"
+    ledger = Ledger(Money(Decimal("0.10"), "EUR"), None)  # the running total, likewise
+    assert ledger.charge("0.04") is None and ledger.charge("0.06") is None
+    assert ledger.cost == Money(Decimal("0.10"), "EUR")
+    over = ledger.charge("0.01")
+    assert over is not None and over.reason == "budget_exceeded"
+    assert ledger.cost == Money(Decimal("0.10"), "EUR")
+
+
 def test_without_a_budget_charges_only_count() -> None:
     ledger = Ledger(None, None)
     assert ledger.metadata() is None

@@ -245,6 +245,42 @@ def test_stream_payloads() -> None:
     assert v03.send_response(a2a_pb2.SendMessageResponse(message=reply.message)).msg.message_id
 
 
+@pytest.mark.parametrize(
+    ("append", "last_chunk"), [(False, False), (True, False), (False, True), (True, True)]
+)
+def test_an_artifact_chunk_keeps_append_and_last_chunk_both_ways(
+    append: bool, last_chunk: bool
+) -> None:
+    """Catches the translation of an artifact chunk losing, swapping or fixing `append` or
+    `last_chunk`, in either direction (1.0 → 0.3 for 0.3 callers of our server, 0.3 → 1.0 for
+    our client of a 0.3 agent): each direction is checked on its own, every combination."""
+    chunk = a2a_pb2.StreamResponse(
+        artifact_update=a2a_pb2.TaskArtifactUpdateEvent(
+            task_id="t",
+            context_id="c",
+            artifact=a2a_pb2.Artifact(artifact_id="a", parts=[a2a_pb2.Part(text="x")]),
+            append=append,
+            last_chunk=last_chunk,
+        )
+    )
+    sent = v03.stream_response(chunk)
+    assert sent.WhichOneof("payload") == "artifact_update"
+    out = sent.artifact_update
+    assert (out.append, out.last_chunk) == (append, last_chunk)
+    assert (out.task_id, out.context_id, out.artifact.artifact_id) == ("t", "c", "a")
+    given = old.StreamResponse(
+        artifact_update=old.TaskArtifactUpdateEvent(
+            task_id="t",
+            context_id="c",
+            artifact=old.Artifact(artifact_id="a", parts=[old.Part(text="x")]),
+            append=append,
+            last_chunk=last_chunk,
+        )
+    )
+    received = v03.stream_response_from_v03(given)
+    assert received == chunk
+
+
 def test_a_push_config_is_named_and_lists_its_scheme() -> None:
     config = a2a_pb2.TaskPushNotificationConfig(
         tenant="x", id="c", task_id="t", url="https://h", token="k"
