@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from dataclasses import dataclass
@@ -61,11 +62,28 @@ def load_agent(spec: str) -> LoadedAgent:
             raise ValueError(
                 f"--agent {spec!r}: calling {attr}() failed: {type(exc).__name__}: {exc}"
             ) from exc
-    if not callable(getattr(agent, "execute", None)):
-        raise ValueError(
-            f"--agent {spec!r}: {type(agent).__name__} has no execute(context, events) coroutine"
-        )
+    problem = executor_problem(agent)
+    if problem is not None:
+        raise ValueError(f"--agent {spec!r}: {problem}")
     return LoadedAgent(agent, spec)
+
+
+def executor_problem(agent: object) -> str | None:
+    """Why `agent` cannot serve as an AgentExecutor, or None: it needs an `execute` that is a
+    coroutine function (`async def`), or a callable whose `__call__` is one. A plain `def
+    execute` would pass a mere "callable" check, then fail every task with a TypeError."""
+    execute = getattr(agent, "execute", None)
+    name = type(agent).__name__
+    if not callable(execute):
+        return f"{name} has no execute(context, events) coroutine"
+    if inspect.iscoroutinefunction(execute) or inspect.iscoroutinefunction(
+        type(execute).__call__  # an object whose __call__ is async
+    ):
+        return None
+    return (
+        f"{name}.execute is a plain function: declare it `async def execute(self, context, "
+        "events)`"
+    )
 
 
 def _from_module(spec: str, name: str) -> ModuleType:

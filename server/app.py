@@ -32,6 +32,7 @@ from a2a_grpc.server.addresses import (
     public_addresses,
 )
 from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.auth import (
     AllOf,
@@ -298,6 +299,9 @@ async def start_server(
     (public) are published on the card as the keys this agent's own messages are signed with;
     with `card_signer` (private key, key id) the card is served signed.
     """
+    problem = executor_problem(agent)
+    if problem is not None:
+        raise StartupError(f"the agent cannot serve: {problem}")
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
     authenticators: list[BearerTokens | ClientCertificates] = []
@@ -367,6 +371,11 @@ async def start_server(
         signing_keys=signing_keys,
     )
     if extended_card is not None:
+        if not final_card.capabilities.extended_agent_card:
+            raise StartupError(
+                "an extended card is given (--extended-card), but the card does not offer it: "
+                "set capabilities.extendedAgentCard to true in the card (--card)"
+            )
         extended_card = complete_extended_card(extended_card, final_card)
     if card_signer is not None:
         final_card = sign_card(final_card, *card_signer)

@@ -19,6 +19,7 @@ from a2a_grpc.core import status
 from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.app import StartupError
 from a2a_grpc.server.card import demo_card
 from tests.integration.conftest import VERSION, Factory, Harness, Held, send_request
 from tests.integration.test_server_push import dispatcher
@@ -452,7 +453,8 @@ async def test_get_agent_card_keeps_the_extended_card_the_public_card_does_not_o
     make_server: Factory,
 ) -> None:
     """As 1.0's GetExtendedAgentCard refuses it, 0.3's GetAgentCard does not hand out an
-    extended card the public card does not offer (capabilities.extended_agent_card off)."""
+    extended card the public card does not offer (capabilities.extended_agent_card off); and a
+    server is not started with an extended card its public card does not offer."""
     extended = demo_card("127.0.0.1:0")
     extended.name = "the extended one"
     del extended.supported_interfaces[:]
@@ -460,7 +462,9 @@ async def test_get_agent_card_keeps_the_extended_card_the_public_card_does_not_o
     public.name = "the public one"
     del public.supported_interfaces[:]
     public.capabilities.extended_agent_card = False
-    harness = await make_server(card=public, extended_card=extended, tokens={"tok": "alice"})
+    with pytest.raises(StartupError, match=r"set capabilities\.extendedAgentCard to true"):
+        await make_server(card=public, extended_card=extended, tokens={"tok": "alice"})
+    harness = await make_server(card=public, tokens={"tok": "alice"})
     token = (("authorization", "Bearer tok"),)
     card = await v03_stub(harness).GetAgentCard(a2a_v03_pb2.GetAgentCardRequest(), metadata=token)
     assert card.name == "the public one"

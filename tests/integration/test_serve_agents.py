@@ -134,6 +134,11 @@ def test_the_start_up_line_names_a_card_file_or_the_demo(tmp_path: Path) -> None
         ({"b.py": "import not_installed_anywhere\n"}, "b.py:A", "No module named"),
         ({"c.py": "x = 1\n"}, "c.py:x", "x is a int, not an agent"),
         ({"d.py": "class A:\n    pass\n"}, "d.py:A", "has no execute(context, events)"),
+        (
+            {"g.py": "class A:\n    def execute(self, c, e): ...\n"},
+            "g.py:A",
+            "A.execute is a plain function: declare it `async def execute(self, context, events)`",
+        ),
         ({"e.py": "class A:\n    def __init__(self, x): ...\n"}, "e.py:A", "calling A() failed"),
         (
             {"f.py": "class A:\n    skills = ['x']\n    async def execute(self, c, e): ...\n"},

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.server.app import STORE_HEALTH_SERVICE, PortInUseError, start_server
+from a2a_grpc.server.app import STORE_HEALTH_SERVICE, PortInUseError, StartupError, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
@@ -200,3 +200,12 @@ def test_serve_command_rejects_a_bad_agent() -> None:
     assert result.returncode == 2
     assert "--agent" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_an_agent_with_a_plain_execute_is_refused_at_start() -> None:
+    class Plain:
+        def execute(self, context: object, events: object) -> None: ...
+
+    config = ServerConfig(host="127.0.0.1", port=0, card_port=None, drain_delay=0)
+    with pytest.raises(StartupError, match=r"Plain\.execute is a plain function: declare it"):
+        await start_server(config, Plain())  # type: ignore[arg-type]
