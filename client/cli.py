@@ -284,6 +284,8 @@ class _Connection:
                 raise UsageError(
                     f"cannot append to the audit log {args.audit_log}: {error.strerror or error}"
                 ) from error
+            except audit_chain.NotAChainError as error:
+                raise UsageError(f"--audit-log: {error}") from error
         try:
             self._client = await self._open(args)
         except BaseException:

@@ -52,6 +52,10 @@ def message_sha256(message: a2a_pb2.Message) -> str:
     return hashlib.sha256(canonical_message_bytes(message)).hexdigest()
 
 
+class NotAChainError(ValueError):
+    """A file named as an audit trail holds something else (its records would be mixed in)."""
+
+
 class ChainWriter:
     """Appends records (dicts; `_add` sets their `prev`) to `path`. Call `close` (or `aclose`
     on the event loop) to write everything and stop.
@@ -69,7 +73,7 @@ class ChainWriter:
     and a `fence` record chains from the torn bytes' hash and names the hash of the line before
     them (`torn_after`), so `verify` tells it from tampering. Subclasses name the other members
     of their fence record in `FENCE_FIELDS`. Raises OSError when `path` cannot be opened for
-    appending.
+    appending, NotAChainError when it is a non-empty file that is not an audit trail.
     """
 
     FENCE_FIELDS: ClassVar[dict[str, Any]] = {}
@@ -301,6 +305,12 @@ def _chain_head(path: Path) -> tuple[str, str | None]:
         return GENESIS, None
     ended = data.endswith(b"\n")
     lines = (data[:-1] if ended else data).split(b"\n")
+    whole = lines if ended else lines[:-1]  # a torn last line is a crash's, fenced below
+    if whole and not _is_record(whole[-1]):
+        raise NotAChainError(
+            f"{path} is not an audit trail (its last line is not an audit record): name a new "
+            "file, or an existing trail to append to"
+        )
     head = hashlib.sha256(lines[-1]).hexdigest()
     if ended:
         return head, None
@@ -373,6 +383,12 @@ def _walk(path: Path, keep: list[tuple[int, dict[str, Any]]] | None) -> Verdict:
             "(a record was changed, inserted or removed)"
         )
     return Verdict(count, prev, tuple(torn))
+
+
+def _is_record(line: bytes) -> bool:
+    record = _record(line)
+    prev = None if record is None else record.get("prev")
+    return isinstance(prev, str) and len(prev) == len(GENESIS)
 
 
 def _record(line: bytes) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
+from a2a_grpc.core.audit_chain import NotAChainError
 from a2a_grpc.core.jws import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.core.signing import (
@@ -482,6 +483,8 @@ def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
         raise StartupError(
             f"cannot append to the audit log {config.audit_log}: {exc.strerror or exc}"
         ) from exc
+    except NotAChainError as exc:
+        raise StartupError(f"--audit-log: {exc}") from exc
 
 
 class HealthBoard:

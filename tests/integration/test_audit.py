@@ -279,6 +279,62 @@ def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
     assert len(lines) == 1 and lines[0].startswith("a2a-grpc serve: cannot append to the audit")
 
 
+def test_a_file_that_is_not_an_audit_trail_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\nmilk\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "a2a_grpc.cli.main",
+            "serve",
+            "--port",
+            "0",
+            "--http-port",
+            "-1",
+            "--audit-log",
+            str(notes),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == exit_codes.USAGE
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"a2a-grpc serve: --audit-log: {notes} is not an audit trail (its last line is not an "
+        "audit record): name a new file, or an existing trail to append to"
+    )
+    assert notes.read_text() == "shopping list\nmilk\n"  # untouched
+    client = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "a2a_grpc.cli.main",
+            "get",
+            "127.0.0.1:1",
+            "t1",
+            "--audit-log",
+            str(notes),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert client.returncode == exit_codes.USAGE and "is not an audit trail" in client.stderr
+    # An existing trail, even one whose last write was torn by a crash, is appended to.
+    trail = tmp_path / "audit.jsonl"
+    AuditLog(trail).close()
+    first = AuditLog(trail)
+    first.outcome(task_id="t1", state="S", principal="p", tenant="", message_id="", cost=None)
+    first.close()
+    with trail.open("ab") as file:
+        file.write(b'{"kind": "outco')  # torn
+    AuditLog(trail).close()
+
+
 def test_a_long_trail_continues_its_chain_and_a_torn_tail_is_found_from_the_end(
     tmp_path: Path,
 ) -> None:
