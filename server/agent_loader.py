@@ -81,8 +81,7 @@ def executor_problem(agent: object) -> str | None:
     ):
         return None
     return (
-        f"{name}.execute is a plain function: declare it `async def execute(self, context, "
-        "events)`"
+        f"{name}.execute is a plain function: declare it `async def execute(self, context, events)`"
     )
 
 

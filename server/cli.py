@@ -19,6 +19,7 @@ from pathlib import Path
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
+from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import logs
 from a2a_grpc.server.addresses import bare_host, bind_problem, is_wildcard
@@ -622,8 +623,13 @@ async def _serve(setup: Setup) -> int:
             )
         )
     assert running.public is not None
-    listed = f"{running.public.grpc} (gRPC)" + (
-        f", {running.public.http} (HTTP)" if running.public.http and config.http_bindings else ""
+    listed = ", ".join(
+        " ".join(
+            (interface.protocol_binding, interface.url)
+            if interface.protocol_version == PROTOCOL_VERSION
+            else (interface.protocol_binding, interface.protocol_version, interface.url)
+        )
+        for interface in running.handler.card.supported_interfaces
     )
     agent = f"{type(setup.agent).__module__}.{type(setup.agent).__qualname__}"
     say(f"agent {agent}; card: {setup.card_source}, listing {listed}")

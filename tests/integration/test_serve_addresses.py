@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 from pathlib import Path
@@ -73,7 +74,10 @@ def test_the_card_lists_the_advertised_addresses() -> None:
             "JSONRPC": f"http://agent.example.com:{http_port}/",
             "HTTP+JSON": f"http://agent.example.com:{http_port}",
         }
-        assert "listing agent.example.com:443 (gRPC)" in served.card_line
+        assert "listing GRPC agent.example.com:443, JSONRPC http://agent.example.com:" in (
+            served.card_line
+        )
+        assert served.card_line.endswith(", GRPC 0.3 agent.example.com:443")
     with serving(
         *options[:4],
         "--advertise",
@@ -138,3 +142,25 @@ def test_the_serve_help_names_every_address_option() -> None:
     result = subprocess.run([A2A_GRPC, "serve", "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     assert "--advertise HOST[:PORT]" in result.stdout and "--advertise-http URL" in result.stdout
+
+
+def test_the_start_up_line_lists_the_interfaces_the_card_lists(tmp_path: Path) -> None:
+    """A --card file with interfaces of its own: the line names those, not the listen address."""
+    card = {
+        "name": "Filed",
+        "description": "d",
+        "version": "1",
+        "defaultInputModes": ["*/*"],
+        "defaultOutputModes": ["*/*"],
+        "skills": [{"id": "s", "name": "s", "description": "d", "tags": ["t"]}],
+        "supportedInterfaces": [
+            {"url": "mesh.example:7443", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        ],
+    }
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    options = ("--port", "0", "--bindings", "grpc", "--card", str(tmp_path / "card.json"))
+    with serving(*options) as served:
+        assert served.card_line.endswith(
+            "listing GRPC mesh.example:7443, GRPC 0.3 mesh.example:7443"
+        ), served.card_line
+        assert f":{served.port}" not in served.card_line
