@@ -13,9 +13,10 @@ How ADK takes our card:
   were an HTTP URL, the ones it would never use included, and our GRPC interface's url is
   `host:port`, as the proto says a GRPC url is (`AgentInterface.url`: 'For GRPC, "host:port"').
   It also wants every interface on the origin the card came from, so a gRPC interface on its
-  own port would be refused even as `http://`. ADK is wrong here: nothing in the spec ties a
-  card's interfaces to its origin or to one scheme. A card that lists only our HTTP interfaces
-  (what `serve --card FILE` serves from a file listing just them) works by URL.
+  own port would be refused even as `http://`. ADK is wrong here: nothing in the spec (digest)
+  ties a card's interfaces to its origin or to an HTTP scheme, and a GRPC interface's url is
+  `host:port` by definition. A card that lists only our HTTP interfaces (what `serve --card
+  FILE` serves from a file listing just them) works by URL.
 
 What ADK does with what we send, and who is right (spec digest /work/shared/spec/a2a-1.0.md):
 - an artifact becomes an event that is `partial` unless the update says `lastChunk`, and ADK's
@@ -23,12 +24,14 @@ What ADK does with what we send, and who is right (spec digest /work/shared/spec
   (decision §9.13; before it, ADK kept nothing of `hello`'s echo);
 - a chunked artifact (`chunks 3`: `append` on the 2nd and 3rd, `lastChunk` on the 3rd): ADK
   yields each chunk, the first two partial, but keeps only the last chunk's parts ("chunk 3 of
-  3"), as if the closing update replaced the artifact (ADK's own server sends one such update,
-  `append` false, holding the whole artifact: `_artifact_event_id` in ADK's to_adk_event.py).
-  The spec disagrees: `append` means "extend the parts of the artifact with the same id"
-  (TaskArtifactUpdateEvent, §1.4), so the last chunk holds its own parts only and the artifact
-  is all three; our server and its stored task have them all. ADK is wrong; the test pins what
-  ADK keeps, so it shows when ADK changes;
+  3"), as if the closing update replaced the artifact (ADK's model, per the docstring of
+  `_artifact_event_id` in its to_adk_event.py: chunks "closed by a `last_chunk` update that
+  replaces it whole (`append=False`)", what ADK's own server sends).
+  The spec disagrees: `append` means "append to the earlier artifact with the same id" (digest
+  §1.4, TaskArtifactUpdateEvent; the proto: "Extend the parts of the artifact with the same id
+  instead of replacing it"), so the last chunk holds its own parts only and the artifact is all
+  three; our server and its stored task have them all. ADK is wrong; the test pins what ADK
+  keeps, so it shows when ADK changes;
 - INPUT_REQUIRED becomes a long-running call `mock_function_call_for_required_user_input` with
   our question; a plain text turn, or a function_response to that call, continues the same
   task, and the answer completes it. The continuation's first event (the Task, SUBMITTED)
@@ -37,8 +40,8 @@ What ADK does with what we send, and who is right (spec digest /work/shared/spec
   mode);
 - cancel: ADK cannot. RemoteA2aAgent never calls CancelTask; closing its run (aclose(), what
   cancelling the invocation does) only closes the SSE stream, and the task goes on WORKING here,
-  as a dropped stream should leave it (§3.6: reconnecting is opening a new stream). We cancel it
-  ourselves afterwards.
+  as a dropped stream should leave it (digest §3.6: reconnecting is opening a new stream, and a
+  client may miss events while disconnected). We cancel it ourselves afterwards.
 """
 
 from __future__ import annotations
