@@ -13,8 +13,9 @@ Contract:
   that failed validation. A message that continues a task (INPUT_REQUIRED) calls it again with
   `context.task` set to the task as stored.
 - It reports progress through `events`: status changes, artifacts (whole, or in chunks with
-  `append` / `last_chunk`), or, for a message that starts no task, one direct reply
-  (`events.reply`). A task is created when its first event arrives; its id is `context.task_id`.
+  `append` / `last_chunk`: see `TaskEvents.add_artifact`), or, for a message that starts no
+  task, one direct reply (`events.reply`). A task is created when its first event arrives;
+  its id is `context.task_id`.
 - It ends the run by reaching a terminal state (`complete`, `fail`, `reject`) or an interrupted one
   (`require_input`, `require_auth`) and returning. Returning without either completes the task.
   An event after the task has settled raises `AgentContractError`.
@@ -131,10 +132,22 @@ class TaskEvents(Protocol):
         name: str = "",
         description: str = "",
         append: bool = False,
-        last_chunk: bool = False,
+        last_chunk: bool | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
-        """Records an artifact or a chunk of one; returns its artifact id."""
+        """Records an artifact or a chunk of one; returns its artifact id.
+
+        Whole: without `append` and without `last_chunk` (or with `last_chunk=True`), the
+        artifact is complete in this one event, which says `last_chunk: true` on the wire (spec
+        decision §9.13: peers such as Google ADK take an artifact without it for the start of a
+        chunked one and keep nothing of it). With an `artifact_id` already recorded, it replaces
+        that artifact.
+
+        Chunked: the first chunk passes `last_chunk=False` explicitly (else it is a whole
+        artifact), the next ones `append=True` and its id (`last_chunk` then defaults to False),
+        and the final one `append=True, last_chunk=True`. A chunk's event carries that chunk's
+        parts only; the stored task holds them all.
+        """
         ...
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:

@@ -261,9 +261,12 @@ class TaskRun:
         name: str = "",
         description: str = "",
         append: bool = False,
-        last_chunk: bool = False,
+        last_chunk: bool | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> str:
+        # Without chunking (no append, no explicit last_chunk), the artifact is whole: its one
+        # event is also its last chunk (agent.TaskEvents.add_artifact).
+        whole_or_last = (not append) if last_chunk is None else last_chunk
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
         self._check_open()
@@ -302,7 +305,7 @@ class TaskRun:
             update.context_id = self.context_id
             fill(update.artifact)  # the event carries this chunk only
             update.append = append
-            update.last_chunk = last_chunk
+            update.last_chunk = whole_or_last
             return built
 
         if await self._update(mutate, event):

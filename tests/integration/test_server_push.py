@@ -49,7 +49,10 @@ class Gated:
         artifact_id = None
         for index in range(3):
             artifact_id = await events.add_artifact(
-                [a2a_pb2.Part(text=str(index))], artifact_id=artifact_id, append=index > 0
+                [a2a_pb2.Part(text=str(index))],
+                artifact_id=artifact_id,
+                append=index > 0,
+                last_chunk=index == 2,
             )
         await events.complete()
 

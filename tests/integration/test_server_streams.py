@@ -221,6 +221,7 @@ async def test_slow_subscriber_is_cut_off_without_stalling_others(make_server: F
                     [a2a_pb2.Part(text=f"{index:03d}" + "x" * 50_000)],
                     artifact_id="a",
                     append=index > 0,
+                    last_chunk=index == 49,
                 )
                 await read.get()  # paced by the fast reader, never by the slow one
             await events.complete()
