@@ -756,6 +756,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         f"client side: {settings.client_calls} calls per cell after {settings.client_warmup}, "
         "CPU of the client's own process",
+        "",
         *client_table(client_cells),
         "",
         "| measurement | ours | limit | SDK |",
