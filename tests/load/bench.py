@@ -18,9 +18,15 @@ CancelTask on B reaching a stream on A, and Redis memory per small finished task
 (tests.load.redis_memory). The HTTP bindings at c=32: JSON-RPC SendMessage and SSE streaming,
 ours against the SDK's JSON-RPC server (tests.load.sdk_jsonrpc_server: its Starlette routes
 under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load (aiohttp, pinned
-to the load CPU like the others). The targets are checked and printed, never asserted: the
-exit status is 0 whenever the harness itself worked. `--quick` runs everything tiny (a smoke
-run for CI).
+to the load CPU like the others. The client side (tests.load.client_cpu, each client in a
+child process of its own on the load CPU, against one server of ours on the server CPU serving
+gRPC and JSON-RPC): our A2AClient, the SDK's client and a bare loop (a raw-bytes grpc.aio
+multicallable; an httpx.AsyncClient POST), blocking SendMessage and the four-event
+SendStreamingMessage, on each transport, at c=32, in rounds ours, sdk, bare, ours, ...: the
+CPU per call of the client's own process (process_time over a fixed number of calls after a
+warm-up) and its req/s. `--only clients` runs that part alone. The targets are checked and
+printed, never asserted: the exit status is 0 whenever the harness itself worked. `--quick`
+runs everything tiny (a smoke run for CI).
 
 Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
 no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
@@ -80,6 +86,11 @@ HTTP_ROWS = {  # tests.load.http_load's kinds, and the servers that run each
     "jsonrpc-stream": ("JSON-RPC SendStreamingMessage (SSE)", ("ours", "sdk")),
 }
 HTTP_CONCURRENCY = 32
+CLIENTS = ("ours", "sdk", "bare")
+"""tests.load.client_cpu's clients: A2AClient, the a2a-sdk 1.3.0 client, a bare loop."""
+CLIENT_TRANSPORTS = ("grpc", "jsonrpc")
+CLIENT_LABELS = {"grpc": "gRPC", "jsonrpc": "JSON-RPC"}
+CLIENT_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
@@ -96,10 +107,13 @@ class Settings:
     replica_samples: int
     redis_memory_tasks: int
     python_load: bool
+    client_calls: int = 2000
+    """Timed calls per client-side cell (after `client_warmup` untimed ones)."""
+    client_warmup: int = 300
 
 
 FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, 100_000, False)
-QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False)
+QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False, 200, 50)
 
 
 @dataclass
@@ -122,6 +136,24 @@ class Cell:
         return statistics.median(values) if values else 0.0
 
 
+@dataclass
+class ClientCell:
+    """Every round's figures for one (transport, rpc, client) of the client side."""
+
+    cpu_us: list[float] = field(default_factory=list)
+    rps: list[float] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+
+    def add(self, figures: dict[str, float]) -> None:
+        self.cpu_us.append(figures["cpu_us_per_call"])
+        self.rps.append(figures["rps"])
+        self.errors.append(int(figures["errors"]))
+
+    def median(self, name: str) -> float:
+        values: list[float] = list(getattr(self, name))
+        return statistics.median(values) if values else 0.0
+
+
 # -- processes ------------------------------------------------------------------------------
 
 
@@ -133,7 +165,8 @@ def pinned(command: Sequence[str], cpu: int) -> list[str]:
 
 
 class ServerProcess:
-    """A benchmark server in its own process; `port` once it printed `PORT <n>`."""
+    """A benchmark server in its own process; `port` once it printed `PORT <n>` (and
+    `http_port` if it printed `PORT <grpc> <http>`)."""
 
     def __init__(self, name: str, module_args: Sequence[str]) -> None:
         self.name = name
@@ -147,11 +180,12 @@ class ServerProcess:
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().split()
-        if len(line) != 2 or line[0] != "PORT":
+        if len(line) not in (2, 3) or line[0] != "PORT":
             self.stop()
             self._log.seek(0)
             raise RuntimeError(f"{name} did not start:\n{self._log.read().decode()[-3000:]}")
         self.port = int(line[1])
+        self.http_port = int(line[2]) if len(line) == 3 else None
 
     @property
     def target(self) -> str:
@@ -393,6 +427,79 @@ def http_table(cells: dict[tuple[str, str], Cell]) -> list[str]:
     return lines
 
 
+def client_cost(settings: Settings) -> dict[tuple[str, str, str], ClientCell]:
+    """The client side: each client (tests.load.client_cpu) in a child process of its own on
+    the load CPU, against one server of ours (gRPC and JSON-RPC) on the server CPU; rounds go
+    ours, sdk, bare, ours, ... per cell; medians over rounds."""
+    cells: dict[tuple[str, str, str], ClientCell] = {}
+    with servers({"clients": ["tests.load.servers", "ours", "--both"]}) as started:
+        server = started["clients"]
+        targets = {"grpc": server.target, "jsonrpc": f"http://127.0.0.1:{server.http_port}"}
+        for round_number in range(settings.rounds):
+            for transport in CLIENT_TRANSPORTS:
+                for rpc in RPCS:
+                    for client in CLIENTS:
+                        command = [PYTHON, "-m", "tests.load.client_cpu", "--client", client]
+                        command += ["--transport", transport, "--target", targets[transport]]
+                        command += ["--calls", str(settings.client_calls)]
+                        command += ["--warmup", str(settings.client_warmup)]
+                        command += ["-c", str(CLIENT_CONCURRENCY)]
+                        command += ["--stream"] if rpc == "stream" else []
+                        figures = run_json(pinned(command, LOAD_CPU), timeout=600)
+                        cells.setdefault((transport, rpc, client), ClientCell()).add(figures)
+                        print(
+                            f"  round {round_number + 1} client {CLIENT_LABELS[transport]} "
+                            f"{RPCS[rpc]} {client}: {figures['cpu_us_per_call']:.0f} us CPU/call, "
+                            f"{figures['rps']:.0f} req/s, errors {int(figures['errors'])}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+    return cells
+
+
+def client_table(cells: dict[tuple[str, str, str], ClientCell]) -> list[str]:
+    lines = [
+        "| client side, RPC | transport | client | CPU us/call | req/s | c | errors "
+        "| ours/SDK CPU | ours/bare CPU |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for transport in CLIENT_TRANSPORTS:
+        for rpc in RPCS:
+            ours = cells[(transport, rpc, "ours")].median("cpu_us")
+            for client in CLIENTS:
+                cell = cells[(transport, rpc, client)]
+                ratios = ["", ""]
+                if client == "ours":
+                    ratios = [
+                        ratio(ours, cells[(transport, rpc, "sdk")].median("cpu_us")),
+                        ratio(ours, cells[(transport, rpc, "bare")].median("cpu_us")),
+                    ]
+                lines.append(
+                    f"| {RPCS[rpc]} | {CLIENT_LABELS[transport]} | {client} "
+                    f"| {cell.median('cpu_us'):.0f} | {cell.median('rps'):.0f} "
+                    f"| {CLIENT_CONCURRENCY} | {sum(cell.errors)} | " + " | ".join(ratios) + " |"
+                )
+    return lines
+
+
+def client_verdicts(cells: dict[tuple[str, str, str], ClientCell]) -> list[str]:
+    """The client side's targets: ours <= 0.6 x the SDK's CPU per call, <= 1.2 x bare."""
+    checks: list[tuple[str, float, bool]] = []
+    for transport in CLIENT_TRANSPORTS:
+        for rpc in RPCS:
+            ours = cells[(transport, rpc, "ours")].median("cpu_us")
+            sdk = cells[(transport, rpc, "sdk")].median("cpu_us")
+            bare = cells[(transport, rpc, "bare")].median("cpu_us")
+            where = f"{CLIENT_LABELS[transport]} {RPCS[rpc]}"
+            checks.append(
+                (f"client CPU/call {where} ours/SDK <= 0.6", ours / sdk, ours <= 0.6 * sdk)
+            )
+            checks.append(
+                (f"client CPU/call {where} ours/bare <= 1.2", ours / bare, ours <= 1.2 * bare)
+            )
+    return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
+
+
 def first_event(settings: Settings, targets: dict[str, str]) -> dict[str, float]:
     """Time to first event of SendStreamingMessage at concurrency 1 (Python client)."""
     figures: dict[str, float] = {}
@@ -573,12 +680,22 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), {platform.platform()}"
 
 
+def pinning() -> str:
+    if pinned(["x"], 0)[0] == "taskset":
+        return (
+            f"servers and redis-server on CPU {SERVER_CPU}, load generators and clients on "
+            f"CPU {LOAD_CPU} (taskset)"
+        )
+    return "not pinned (fewer than 2 CPUs or no taskset)"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke run")
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--duration", type=float, help="seconds per measured cell")
     parser.add_argument("--python-load", action="store_true", help="never use ghz")
+    parser.add_argument("--only", choices=("clients",), help="run this part alone")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     settings = dataclasses.replace(
@@ -588,6 +705,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         python_load=args.python_load,
     )
     started = time.time()
+    if args.only == "clients":
+        cells = client_cost(settings)
+        report = [
+            f"machine: {machine()}",
+            f"{pinning()}; {settings.rounds} round(s) of {settings.client_calls} calls per "
+            f"cell after {settings.client_warmup}, medians over rounds",
+            "",
+            *client_table(cells),
+            "",
+            "targets (checked, never asserted):",
+            *client_verdicts(cells),
+            "",
+            f"took {time.time() - started:.0f} s",
+        ]
+        print("\n".join(report), flush=True)
+        return
     with tempfile.TemporaryDirectory() as scratch:
         ghz = None if settings.python_load else find_ghz()
         load = LoadGenerator(ghz, build_protoset(Path(scratch)) if ghz else None)
@@ -602,28 +735,29 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ttfe = first_event(settings, {name: targets[name] for name in SERVER_ARGS})
         audit_figures = audit_cost(load, settings, Path(scratch))
     http_cells = http_throughput(settings)
+    client_cells = client_cost(settings)
     fanout_figures = fanout(settings)
     list_figures = list_latency(settings)
     memory_figures = memory(settings)
     replicas = replica_latency(settings)
     redis_figures = redis_memory(settings)
-    pinning = (
-        f"servers and redis-server on CPU {SERVER_CPU}, load generators on CPU {LOAD_CPU} (taskset)"
-        if pinned(["x"], 0)[0] == "taskset"
-        else "not pinned (fewer than 2 CPUs or no taskset)"
-    )
     small, large = sorted(list_figures)
     subscribe, cancel = replicas["subscribe"], replicas["cancel"]
     redis_kib = redis_figures["kib_per_task"]
     by_kind = redis_figures["bytes_per_task_by_kind"]
     report = [
         f"machine: {machine()}",
-        f"load: {load.name}; {pinning}; {settings.rounds} round(s) of "
+        f"load: {load.name}; {pinning()}; {settings.rounds} round(s) of "
         f"{settings.duration:g} s per cell, medians over rounds",
         "",
         *throughput_table(cells),
         "",
         *http_table(http_cells),
+        "",
+        f"client side: {settings.client_calls} calls per cell after {settings.client_warmup}, "
+        "CPU of the client's own process",
+        "",
+        *client_table(client_cells),
         "",
         "| measurement | ours | limit | SDK |",
         "|---|---:|---:|---:|",
@@ -669,6 +803,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         "targets (checked, never asserted):",
         *verdicts(cells, list_figures, memory_figures, replicas, redis_kib, http_cells),
+        *client_verdicts(client_cells),
         "",
         f"took {time.time() - started:.0f} s",
     ]

@@ -2,14 +2,15 @@
 
     .venv/bin/python -m tests.load.servers ours  [--agent demo|burst|hold] [--preload N]
                                                  [--audit-log F] [--store redis://...]
-                                                 [--config FIELD=INT ...] [--http]
+                                                 [--config FIELD=INT ...] [--http | --both]
     .venv/bin/python -m tests.load.servers limit
 
 Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / SIGINT.
 - `ours`: a2a_grpc.server.app.start_server with the DemoAgent (`--agent burst` adds the
   fan-out agent below; `--preload N` stores N small finished tasks before serving, for ListTasks;
   `--config max_streams_per_connection=100` sets a ServerConfig field; `--http` serves the
-  HTTP port too, JSON-RPC and HTTP+JSON, and prints that port instead of gRPC's).
+  HTTP port too, JSON-RPC and HTTP+JSON, and prints that port instead of gRPC's; `--both`
+  serves it too and prints `PORT <grpc> <http>`, for the client-side rows of the bench).
   `--store URL` keeps the tasks in that Redis, as `a2a-grpc serve --store` does (a replica);
   `--agent hold` (Redis only) adds tests.load.hold_agent, which emits an event when the bench
   client says so.
@@ -134,6 +135,7 @@ async def serve_ours(
     overrides: dict[str, int] | None = None,
     store: str = "",
     http: bool = False,
+    both: bool = False,
 ) -> None:
     agents = {"burst": BurstAgent, "demo": DemoAgent, "hold": lambda: HoldAgent(store)}
     config = ServerConfig(
@@ -143,14 +145,17 @@ async def serve_ours(
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
         store=store,
-        card_port=0 if http else None,
+        card_port=0 if http or both else None,
     )
     config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agents[agent_name]())
     freeze_startup_objects()  # as `a2a-grpc serve` does once started
     if preload_count:
         preload(running.handler.store.table, preload_count)
-    if http:
+    if both:
+        assert running.card_server is not None
+        await _until_signalled(running.port, running.card_server.port)
+    elif http:
         assert running.card_server is not None
         await _until_signalled(running.card_server.port)
     else:
@@ -171,11 +176,11 @@ async def serve_limit() -> None:
     await server.stop(0.5)
 
 
-async def _until_signalled(port: int) -> None:
+async def _until_signalled(*ports: int) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    print(f"PORT {port}", flush=True)
+    print("PORT", *ports, flush=True)
     await stop.wait()
 
 
@@ -206,6 +211,9 @@ def main() -> None:
         "--http", action="store_true", help="ours: serve HTTP too and print its port, not gRPC's"
     )
     parser.add_argument(
+        "--both", action="store_true", help="ours: serve HTTP too, print both ports"
+    )
+    parser.add_argument(
         "--config", action="append", default=[], metavar="FIELD=INT", help="ours: a setting"
     )
     args = parser.parse_args()
@@ -214,7 +222,15 @@ def main() -> None:
         parser.error("--preload needs the in-memory store, --agent hold needs --store")
     if args.kind == "ours":
         asyncio.run(
-            serve_ours(args.agent, args.preload, args.audit_log, overrides, args.store, args.http)
+            serve_ours(
+                args.agent,
+                args.preload,
+                args.audit_log,
+                overrides,
+                args.store,
+                args.http,
+                args.both,
+            )
         )
     else:
         asyncio.run(serve_limit())
