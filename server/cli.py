@@ -734,10 +734,14 @@ def reload(setup: Setup, running: RunningServer) -> None:
                 log.info("SIGHUP: %s", done)
 
 
+_LINE_FORMAT = ["text"]
+"""The --log-format the start-up lines follow (set once by `main`)."""
+
+
 def _say(text: str, program: str = "a2a-grpc") -> None:
     # One write per line (print would write the newline apart when stdout is unbuffered), so
     # the lines of workers sharing one stdout never interleave.
-    print(f"{program}: {text}\n", end="", flush=True)
+    print(logs.startup_line(text, program, _LINE_FORMAT[0]) + "\n", end="", flush=True)
 
 
 def _supervise(setup: Setup, argv: list[str]) -> int:
@@ -773,6 +777,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     args = parser().parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    _LINE_FORMAT[0] = args.log_format
     try:
         loaded = setup(args)
     except ValueError as exc:

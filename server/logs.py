@@ -15,6 +15,31 @@ FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
+def rfc3339(seconds: float) -> str:
+    """`2026-12-01T12:00:00.123Z` for a time.time() reading (UTC, milliseconds)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{stamp}.{int(seconds % 1 * 1000):03d}Z"
+
+
+STARTUP_LOGGER = "a2a_grpc.serve"
+"""The `logger` of the start-up and shutdown lines, in `--log-format json`."""
+
+
+def startup_line(text: str, program: str, form: str = "text") -> str:
+    """One start-up or shutdown line of `serve` (stdout): `PROGRAM: TEXT`, or with `form`
+    "json" one JSON object as JsonFormatter writes records, with `program` as a field."""
+    if form != "json":
+        return f"{program}: {text}"
+    entry = {
+        "time": rfc3339(time.time()),
+        "level": "INFO",
+        "logger": STARTUP_LOGGER,
+        "message": text,
+        "program": program,
+    }
+    return json.dumps(entry, ensure_ascii=False)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: time (RFC 3339 UTC), level, logger, message, the exception
     when there is one, and any `extra=` fields a caller passed (e.g. task_id)."""
@@ -26,8 +51,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": rfc3339(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

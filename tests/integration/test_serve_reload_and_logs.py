@@ -81,6 +81,10 @@ async def serve() -> AsyncIterator[Start]:
         started.append(process)
         assert process.stdout is not None
         first = (await asyncio.wait_for(process.stdout.readline(), BOUND)).decode()
+        if "--log-format" in options and "json" in options:  # the start-up lines follow it
+            entry = json.loads(first)
+            assert entry["logger"] == "a2a_grpc.serve" and entry["level"] == "INFO", first
+            first = entry["message"]
         assert "serving A2A 1.0 over gRPC" in first, first
         return Served(process, int(first.rsplit(":", 1)[1]))
 
