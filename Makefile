@@ -15,13 +15,26 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
+# The virtualenv, made by a Python the project supports (3.11+). One left by an earlier try with
+# an older Python, or whose interpreter no longer runs, is made again rather than reused.
+SUPPORTED := import sys; sys.exit(sys.version_info < (3, 11))
+venv:
+	@$(PYTHON) -c '$(SUPPORTED)' 2>/dev/null || { \
+		echo "make: $(PYTHON) is not Python 3.11 or newer; name one: make install PYTHON=python3.11" >&2; \
+		exit 2; }
+	@if test -e $(VENV) && ! $(PY) -c '$(SUPPORTED)' 2>/dev/null; then \
+		echo "make: $(VENV) was made by an unsupported or broken Python; making it again" >&2; \
+		rm -rf $(VENV); \
+	fi
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+
 # Re-installs only when the project's metadata changed; the editable install picks up code edits.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(MAKE) --no-print-directory venv
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
