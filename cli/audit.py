@@ -3,13 +3,14 @@ client's trail with the servers' trails of the same messages.
 
 Exit codes (core/exit_codes.py): `verify FILE` exits OK when the chain is intact, AUDIT_BROKEN
 when it is broken (a record changed, inserted or removed), USAGE when the file cannot be read,
-AUDIT_TORN when it is intact but holds torn lines (writes cut short by a crash: incomplete
-records, not tampering).
+AUDIT_TORN when it is intact but ends in a torn line (a write cut short by a crash that no
+restart has fenced yet: an incomplete record, not tampering). A torn line that a fence links
+across (the writer restarted and went on) is reported, one line each, and passes.
 
 `match CLIENT SERVER [SERVER ...]` verifies every chain first (as above; USAGE also for a CLIENT
 that holds no client records), then exits AUDIT_DISAGREE when the logs disagree
-(`a2a_grpc.core.audit_match` says what counts), else OK (or AUDIT_TORN when a chain holds torn
-lines).
+(`a2a_grpc.core.audit_match` says what counts), else OK (or AUDIT_TORN when a chain ends in
+an unfenced torn line).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_grpc.core import exit_codes
-from a2a_grpc.core.audit_chain import chained_records, verify
+from a2a_grpc.core.audit_chain import Verdict, chained_records, verify
 from a2a_grpc.core.audit_match import match
 
 PROGRAM = "a2a-grpc audit"
@@ -77,10 +78,7 @@ def _verify(file: str) -> int:
     except ValueError as exc:
         raise _Stop(EXIT_BROKEN, f"{file}: {exc}") from exc
     print(f"{file}: {verdict.records} records, chain intact, head {verdict.head}")
-    if verdict.torn:
-        _torn(file, verdict.torn)
-        return EXIT_TORN
-    return EXIT_OK
+    return EXIT_TORN if _torn(file, verdict) else EXIT_OK
 
 
 def _match(args: argparse.Namespace) -> int:
@@ -94,9 +92,7 @@ def _match(args: argparse.Namespace) -> int:
             raise _Stop(EXIT_UNREADABLE, f"cannot read {file}: {exc.strerror}") from exc
         except ValueError as exc:
             raise _Stop(EXIT_BROKEN, f"{file}: {exc}") from exc
-        if verdict.torn:
-            torn = True
-            _torn(file, verdict.torn)
+        torn = _torn(file, verdict) or torn
         return kept
 
     client = records(args.client)
@@ -124,10 +120,19 @@ def _match(args: argparse.Namespace) -> int:
     return EXIT_TORN if torn else EXIT_OK
 
 
-def _torn(file: str, lines: tuple[int, ...]) -> None:
-    numbers = ", ".join(str(number) for number in lines)
-    print(
-        f"{PROGRAM}: {file}: torn line(s) {numbers}: writes cut short by a crash "
-        "(those records are incomplete; this is not tampering)",
-        file=sys.stderr,
-    )
+def _torn(file: str, verdict: Verdict) -> bool:
+    """Reports the chain's torn lines; True when one is not fenced (the trail is still torn)."""
+    for number in verdict.fenced:
+        print(
+            f"{file}: line {number}: a write cut short by a crash, fenced when the writer "
+            "restarted (that one record is incomplete; the chain goes on intact)"
+        )
+    open_ = [number for number in verdict.torn if number not in verdict.fenced]
+    if open_:
+        numbers = ", ".join(str(number) for number in open_)
+        print(
+            f"{PROGRAM}: {file}: torn line(s) {numbers}: writes cut short by a crash "
+            "(those records are incomplete; this is not tampering)",
+            file=sys.stderr,
+        )
+    return bool(open_)

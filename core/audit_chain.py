@@ -326,6 +326,9 @@ class Verdict(NamedTuple):
     torn: tuple[int, ...] = ()
     """Lines cut short by a crash mid-write: fenced ones the chain goes on from, and possibly
     the last line. Their records are incomplete; nothing around them was changed."""
+    fenced: tuple[int, ...] = ()
+    """The torn lines a fence record links the chain across: the writer restarted after the
+    crash and went on (each cost the one record it was writing)."""
 
 
 def verify(path: Path) -> Verdict:
@@ -350,6 +353,7 @@ def _walk(path: Path, keep: list[tuple[int, dict[str, Any]]] | None) -> Verdict:
     prev = GENESIS
     count = 0
     torn: list[int] = []
+    fenced: list[int] = []
     lines = list(_lines(path))
     for index, (number, line, ended) in enumerate(lines):
         record = _record(line)
@@ -372,6 +376,7 @@ def _walk(path: Path, keep: list[tuple[int, dict[str, Any]]] | None) -> Verdict:
                 and successor.get("torn_after") == prev
             ):
                 torn.append(number)  # fenced on restart: the fence links the chain across it
+                fenced.append(number)
                 prev = digest
                 continue
             raise ValueError(
@@ -382,7 +387,7 @@ def _walk(path: Path, keep: list[tuple[int, dict[str, Any]]] | None) -> Verdict:
             f"line {number} does not follow line {number - 1}: the chain is broken "
             "(a record was changed, inserted or removed)"
         )
-    return Verdict(count, prev, tuple(torn))
+    return Verdict(count, prev, tuple(torn), tuple(fenced))
 
 
 def _is_record(line: bytes) -> bool:

@@ -83,7 +83,8 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(
         AUDIT_TORN,
         "audit",
-        "the audit chain is intact but holds torn lines (writes cut short by a crash)",
+        "the audit chain is intact but ends in a torn line (a write cut short by a crash, not "
+        "yet fenced by a restart; a fenced one passes)",
     ),
     ExitCode(
         AUDIT_INCOMPLETE,

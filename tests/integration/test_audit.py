@@ -91,7 +91,7 @@ def test_the_chain_detects_changes_insertions_and_deletions(tmp_path: Path) -> N
             cost=None,
         )
     trail.close()
-    count, head, torn = verify(log)
+    count, head, torn, _ = verify(log)
     assert count == 5 and head != GENESIS and torn == ()
     good = log.read_text().splitlines()
 
@@ -242,9 +242,13 @@ def test_a_torn_last_line_is_fenced_and_verify_says_torn_not_tampered(tmp_path: 
     lines = log.read_bytes().splitlines()
     assert len(lines) == 5 and json.loads(lines[3])["kind"] == "fence"
     assert json.loads(lines[4])["task_id"] == "t9"
-    assert verify(log) == (4, hashlib.sha256(lines[4]).hexdigest(), (3,))
-    fenced = verify_command(log)
-    assert fenced.returncode == exit_codes.AUDIT_TORN and "4 records, chain intact" in fenced.stdout
+    assert verify(log) == (4, hashlib.sha256(lines[4]).hexdigest(), (3,), (3,))
+    fenced = verify_command(log)  # the crash lost one record and nothing else: it passes
+    assert fenced.returncode == exit_codes.OK and "4 records, chain intact" in fenced.stdout
+    assert f"{log}: line 3: a write cut short by a crash, fenced when the writer restarted" in (
+        fenced.stdout
+    )
+    assert fenced.stderr == ""
 
     lines[1] = lines[1].replace(b'"t1"', b'"tX"')  # tampering is still tampering
     log.write_bytes(b"\n".join(lines) + b"\n")
