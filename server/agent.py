@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from a2a_grpc.core.budget import Money
 from a2a_grpc.core.ids import new_id
-from a2a_grpc.core.media_types import matches
+from a2a_grpc.core.media_types import matches, media_type_of
 from a2a_grpc.core.signing import Signer
 from a2a_grpc.generated import a2a_pb2
 
@@ -115,6 +115,17 @@ class RequestContext:
             or not media_type
             or matches(media_type, self.accepted_output_modes)
         )
+
+    def unaccepted(self, parts: Iterable[a2a_pb2.Part]) -> tuple[str, ...]:
+        """The media types among `parts` the caller does not accept (`accepts`), each once, in
+        order: what an agent that cannot meet `accepted_output_modes` should tell the caller it
+        sends anyway (e.g. in its status message), since the spec names no error for it."""
+        seen: dict[str, None] = {}
+        for part in parts:
+            media_type = media_type_of(part)
+            if not self.accepts(media_type):
+                seen.setdefault(media_type)
+        return tuple(seen)
 
 
 class TaskEvents(Protocol):

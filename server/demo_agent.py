@@ -76,6 +76,17 @@ def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:
     return parts
 
 
+def _unaccepted_note(context: RequestContext, parts: list[a2a_pb2.Part]) -> str | None:
+    """What the echo's status message says when it holds parts the caller does not accept."""
+    unaccepted = context.unaccepted(parts)
+    if not unaccepted:
+        return None
+    return (
+        f"note: the echo holds {', '.join(unaccepted)}, which you do not accept "
+        f"({', '.join(context.accepted_output_modes)}): an echo can only send back what it got"
+    )
+
+
 def _count(words: list[str], default: float) -> float:
     try:
         return float(words[1]) if len(words) > 1 else default
@@ -141,8 +152,9 @@ class DemoAgent:
             await events.working()
             if context.budget is not None:
                 await events.charge(ECHO_PRICE * len(context.message.parts))
-            await events.add_artifact(_as_accepted(context), name="echo")
-            await events.complete()
+            parts = _as_accepted(context)
+            await events.add_artifact(parts, name="echo")
+            await events.complete(_unaccepted_note(context, parts))
 
     async def _chunks(self, events: TaskEvents, count: int) -> None:
         count = max(1, min(count, 1000))

@@ -55,3 +55,21 @@ async def test_the_card_describes_each_keyword_and_which_answer_without_a_task(
             assert list(page.tasks) == []
         else:
             assert first is None or first.HasField("task"), skill.id
+
+
+async def test_an_echo_the_caller_does_not_accept_says_so(make_server: Factory) -> None:
+    harness = await make_server()
+    request = send_request("hello")
+    request.configuration.accepted_output_modes.append("application/json")
+    task = (await harness.stub.SendMessage(request, metadata=VERSION)).task
+    assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert task.artifacts[0].parts[0].text == "hello"  # delivered all the same (no spec error)
+    note = task.status.message.parts[0].text
+    assert note == (
+        "note: the echo holds text/plain, which you do not accept (application/json): an echo "
+        "can only send back what it got"
+    )
+    accepted = send_request("hello")
+    accepted.configuration.accepted_output_modes.append("text/*")
+    plain = (await harness.stub.SendMessage(accepted, metadata=VERSION)).task
+    assert not plain.status.HasField("message")
