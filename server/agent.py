@@ -195,6 +195,12 @@ class TaskEvents(Protocol):
         """
         ...
 
+    def use_skill(self, skill_id: str) -> None:
+        """Names the card skill this run serves (one of the card's `skills` ids): the server's
+        metrics count answers, artifacts and tasks without artifacts by it. An id the card does
+        not list counts as `(other)`; a run that names none as `(none)`."""
+        ...
+
 
 class AgentExecutor(Protocol):
     """An agent. See the module docstring for the full contract."""

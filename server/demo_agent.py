@@ -62,6 +62,10 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
 skills (`DemoAgent.skills`)."""
 
 
+_SKILLS = frozenset(behaviour.keyword for behaviour in BEHAVIOURS)
+"""The card's skill ids: one per behaviour."""
+
+
 def _as_accepted(context: RequestContext) -> list[a2a_pb2.Part]:
     """The message's parts, with a data part the caller does not accept as JSON but does as
     text echoed as its JSON text (the caller's accepted output modes)."""
@@ -124,6 +128,10 @@ class DemoAgent:
     async def execute(self, context: RequestContext, events: TaskEvents) -> None:
         words = context.text().split()
         keyword = words[0].lower() if words else ""
+        if context.task is not None:
+            events.use_skill("ask")  # the only task that takes a second message
+        else:
+            events.use_skill(keyword if keyword in _SKILLS else "echo")
         if context.task is not None:  # the caller answered our question
             await events.working()
             await events.add_artifact(list(context.message.parts), name="answer")

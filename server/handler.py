@@ -48,6 +48,7 @@ from a2a_grpc.server.audit import AuditLog
 from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.dedup import DedupWindow, Idempotency, Outcome
+from a2a_grpc.server.outcomes import Outcomes
 from a2a_grpc.server.push_config_rpcs import PushConfigService
 from a2a_grpc.server.run import TaskRun
 from a2a_grpc.server.signers import MessageVerifier, SignerCards, SignerCardUnavailableError
@@ -134,6 +135,8 @@ class RequestHandler:
         self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
         self._runners: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
+        self.outcomes = Outcomes(skill.id for skill in card.skills)
+        """Answers by kind, artifacts per finished task, by skill (metrics)."""
         self.housekeeping_failures = FailureLog(
             log, "housekeeping (expiring tasks)", level=logging.ERROR
         )
@@ -474,6 +477,12 @@ class RequestHandler:
     def _settled(self, run: TaskRun) -> None:
         if self._active.get(run.task_id) is run:
             del self._active[run.task_id]
+        self.outcomes.observe(
+            run.skill,
+            direct_reply=run.reply_message is not None,
+            state=run.last_state,
+            artifacts=run.artifact_count,
+        )
         self.dedup.settle((run.scope.tenant, run.scope.owner, run.context.message.message_id), run)
         if run.reply_message is not None and self.push is not None:
             self.push.forget_task(run.task_id)  # a direct reply made no task to watch

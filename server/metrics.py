@@ -31,6 +31,7 @@ from prometheus_client.core import (
 )
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.outcomes import ARTIFACT_BUCKETS, Outcomes
 from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ class ServerMetrics:
                 for state, count in sorted(stats.by_state.items()):
                     tasks.add_metric([_state_label(state)], count)
                 yield tasks
+        yield from _outcome_families(handler.outcomes)
         failures = CounterMetricFamily(
             "a2a_component_failures",
             "Failures of the parts behind the calls (the log says the first of an outage, then "
@@ -190,6 +192,39 @@ class ServerMetrics:
                 "Audit records dropped because the backlog was full while writes failed",
                 value=audit.lost,
             )
+
+
+def _outcome_families(outcomes: Outcomes) -> Iterator[Metric]:
+    answers = CounterMetricFamily(
+        "a2a_answers",
+        "Messages answered, by kind: a direct reply (no task) or a task; by the skill the agent "
+        "named for the run",
+        labels=["kind", "skill"],
+    )
+    artifacts = HistogramMetricFamily(
+        "a2a_task_artifacts",
+        "Artifacts a task holds when it finishes (a terminal state)",
+        labels=["skill"],
+    )
+    without = CounterMetricFamily(
+        "a2a_tasks_without_artifacts",
+        "Tasks that finished holding no artifact, by final state",
+        labels=["skill", "state"],
+    )
+    for skill, counts in sorted(outcomes.by_skill.items()):
+        answers.add_metric(["direct_reply", skill], counts.direct_replies)
+        answers.add_metric(["task", skill], counts.tasks)
+        cumulative, buckets = 0, []
+        bounds = (*(str(float(bound)) for bound in ARTIFACT_BUCKETS), "+Inf")
+        for bound, count in zip(bounds, counts.artifact_buckets, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        artifacts.add_metric([skill], buckets, counts.artifacts)
+        for state, count in sorted(counts.without_artifacts.items()):
+            without.add_metric([skill, state], count)
+    yield answers
+    yield artifacts
+    yield without
 
 
 def _state_label(state: int) -> str:

@@ -85,6 +85,9 @@ class TaskRun:
         self._runner: asyncio.Task[None] | None = None
         self._open = True  # until settled (a plain flag: it is read on every event)
         self._warned_output_modes = False
+        self.skill = ""
+        """The card skill the agent said this run serves (`use_skill`), for metrics."""
+        self._artifact_ids: set[str] = set()
         self.stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
         """How the task ends when the server stops the agent (state, status text)."""
         if self._task_exists:
@@ -310,7 +313,19 @@ class TaskRun:
 
         if await self._update(mutate, event):
             await asyncio.sleep(0)  # the readers' turn, see below
+        self._artifact_ids.add(artifact_id)
         return artifact_id
+
+    def use_skill(self, skill_id: str) -> None:
+        self.skill = skill_id
+
+    @property
+    def artifact_count(self) -> int:
+        """Artifacts the task holds: those it had before this run and those this run added."""
+        if self.context.task is None:
+            return len(self._artifact_ids)
+        before = {artifact.artifact_id for artifact in self.context.task.artifacts}
+        return len(before | self._artifact_ids)
 
     async def reply(self, message: a2a_pb2.Message | str) -> None:
         self._check_open()

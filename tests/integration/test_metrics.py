@@ -264,3 +264,30 @@ async def test_grpc_calls_refused_by_the_drain_gate_are_counted(
     # Counted under the 1.0 RPC it is served as, the label its served calls have.
     v03 = {"method": "GetExtendedAgentCard", "code": "UNAVAILABLE", "transport": "grpc-0.3"}
     assert value(samples, "a2a_rpc_requests_total", **v03) == 1
+
+
+async def test_answers_artifacts_and_tasks_without_artifacts_are_counted_by_skill(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(card_port=0)
+    stub = harness.stub
+    await stub.SendMessage(send_request("hello"))  # echo: a task with one artifact
+    await stub.SendMessage(send_request("chunks 3"))  # one artifact, in three chunks
+    await stub.SendMessage(send_request("reply hi"))  # a direct reply
+    await stub.SendMessage(send_request("fail"))  # FAILED, no artifact
+    asked = (await stub.SendMessage(send_request("ask"))).task  # INPUT_REQUIRED: not finished
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_answers_total", kind="task", skill="echo") == 1
+    assert value(samples, "a2a_answers_total", kind="direct_reply", skill="reply") == 1
+    assert value(samples, "a2a_answers_total", kind="task", skill="ask") == 1
+    assert value(samples, "a2a_task_artifacts_count", skill="echo") == 1
+    assert value(samples, "a2a_task_artifacts_sum", skill="chunks") == 1  # chunks: one artifact
+    assert value(samples, "a2a_task_artifacts_count", skill="ask") == 0  # not finished yet
+    assert value(samples, "a2a_tasks_without_artifacts_total", skill="fail", state="failed") == 1
+    answer = send_request("green")
+    answer.message.task_id, answer.message.context_id = asked.id, asked.context_id
+    await stub.SendMessage(answer)  # the answer completes it with an artifact
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_answers_total", kind="task", skill="ask") == 2  # two runs
+    assert value(samples, "a2a_task_artifacts_sum", skill="ask") == 1
+    assert value(samples, "a2a_task_artifacts_bucket", skill="ask", le="1.0") == 1
