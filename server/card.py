@@ -277,7 +277,9 @@ def complete_extended_card(
 def to_json(card: a2a_pb2.AgentCard, *, v03: bool = False) -> str:
     """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json.
 
-    With `v03` (A2A 0.3 callers served) and a 0.3 interface on the card, the document also
+    Without `v03` it is a strict A2A 1.0 card: every member is one of 1.0's AgentCard (what
+    `serve` serves unless `--card-v03-fields`).
+    With `v03` (`--card-v03-fields`) and a 0.3 interface on the card, the document also
     carries what a 0.3 client reads (`url`, `preferredTransport`, `protocolVersion`,
     `additionalInterfaces`, `security` and typed security schemes, see
     `core.v03.agent_card_json`) under every name the 1.0 card does not use, so that one

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import ssl
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from a2a_grpc.core import exit_codes
+from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import start_server
@@ -19,10 +26,13 @@ from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, error_reason, send_request
+from tests.integration.serve_process import run_serve, serving
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 ALICE = (("a2a-version", "1.0"), ("authorization", "Bearer alice-token"))
 BOB = (("a2a-version", "1.0"), ("authorization", "Bearer bob-token"))
+CARD_KEY = ed25519.Ed25519PrivateKey.generate()
+CARD_KEYS = KeySet.of_private_keys({"card-1": CARD_KEY})
 
 
 async def test_card_is_served_with_cache_validators(make_server: Factory) -> None:
@@ -306,3 +316,102 @@ async def test_tokens_and_client_certificates_together_require_both() -> None:
     finally:
         await channel.close()
         await running.stop(0)
+
+
+V03_FIELDS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"}
+
+
+def strict_card(body: str) -> a2a_pb2.AgentCard:
+    """The card as a strict A2A 1.0 reader parses it: any member 1.0 does not define fails."""
+    return json_format.Parse(body, a2a_pb2.AgentCard())
+
+
+@pytest.mark.parametrize("variant", ["default", "tokens", "signed", "tls"])
+async def test_the_served_card_is_a_strict_1_0_card(make_server: Factory, variant: str) -> None:
+    # Issue #31: 0.3's fields next to 1.0's failed the TCK's CARD-STRUCT-001 and strict parsers.
+    options: dict[str, Any] = {"card_port": 0}
+    verify: Any = None
+    if variant == "tokens":
+        options["tokens"] = TOKENS
+    elif variant == "signed":
+        options["card_signer"] = (CARD_KEY, "card-1")
+    elif variant == "tls":
+        ca = Authority()
+        pem = ca.issue("server", server=True)
+        options["tls"] = TlsFiles(pem.certificate, pem.key)
+        verify = ssl.create_default_context(cadata=ca.certificate.decode())
+    harness = await make_server(**options)
+    assert harness.running.card_url is not None
+    async with httpx.AsyncClient(verify=verify or True) as http:
+        response = await http.get(harness.running.card_url)
+    response.raise_for_status()
+    card = strict_card(response.text)
+    assert not V03_FIELDS & set(response.json())
+    # A2A 0.3 is still served, and listed the 1.0 way.
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
+    if variant == "signed":
+        assert verify_card(card, CARD_KEYS) == "card-1"
+
+
+async def test_the_extended_card_over_http_is_a_strict_1_0_card(make_server: Factory) -> None:
+    public = demo_card("127.0.0.1:0")
+    public.capabilities.extended_agent_card = True
+    extended = demo_card("127.0.0.1:0")
+    extended.skills.add(id="secret", name="Secret", description="for members", tags=["x"])
+    harness = await make_server(
+        card=public,
+        extended_card=extended,
+        tokens=TOKENS,
+        card_signer=(CARD_KEY, "card-1"),
+        card_port=0,
+        card_v03_fields=True,  # the extended card is never the HTTP card's document
+    )
+    assert harness.running.card_url is not None
+    base = harness.running.card_url.removesuffix("/.well-known/agent-card.json")
+    headers = {"a2a-version": "1.0", "authorization": "Bearer alice-token"}
+    async with httpx.AsyncClient() as http:
+        response = await http.get(base + "/extendedAgentCard", headers=headers)
+    response.raise_for_status()
+    card = strict_card(response.text)
+    assert "secret" in {skill.id for skill in card.skills}
+    assert verify_card(card, CARD_KEYS) == "card-1"
+
+
+async def test_card_v03_fields_adds_what_0_3_clients_read(make_server: Factory) -> None:
+    plain = await make_server(card_port=0, tokens=TOKENS)
+    both = await make_server(card_port=0, tokens=TOKENS, card_v03_fields=True)
+    async with httpx.AsyncClient() as http:
+        bodies = [(await http.get(str(h.running.card_url))).text for h in (plain, both)]
+    document = json.loads(bodies[1])
+    assert set(document) >= V03_FIELDS
+    assert document["preferredTransport"] == "GRPC" and document["protocolVersion"] == "0.3"
+    with pytest.raises(json_format.ParseError, match="has no field named"):
+        strict_card(bodies[1])
+    # Read the lenient 1.0 way, it is the same card (ports aside).
+    cards = [strict_card(bodies[0])]
+    cards.append(json_format.Parse(bodies[1], a2a_pb2.AgentCard(), ignore_unknown_fields=True))
+    for card in cards:
+        del card.supported_interfaces[:]
+    assert cards[0] == cards[1]
+
+
+async def test_card_v03_fields_needs_0_3_served(make_server: Factory) -> None:
+    harness = await make_server(card_port=0, compat_03=False, card_v03_fields=True)
+    async with httpx.AsyncClient() as http:
+        response = await http.get(str(harness.running.card_url))
+    card = strict_card(response.text)  # no 0.3 interface: nothing for a 0.3 client to call
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
+
+
+def test_serve_serves_a_strict_1_0_card_unless_asked_for_0_3_fields() -> None:
+    for options, strict in (((), True), (("--card-v03-fields",), False)):
+        with serving("--port", "0", "--http-port", "0", *options) as served:
+            assert served.http_base is not None
+            response = httpx.get(served.http_base + "/.well-known/agent-card.json", timeout=10)
+        response.raise_for_status()
+        assert bool(V03_FIELDS & set(response.json())) is not strict
+        if strict:
+            strict_card(response.text)
+    refused = run_serve("--card-v03-fields", "--no-compat-03")
+    assert refused.returncode == exit_codes.USAGE, refused.stderr
+    assert "--card-v03-fields" in refused.stderr
