@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.core import exit_codes
-from a2a_grpc.core.jws import KeySet
-from a2a_grpc.core.signing import verify_card
+from a2a_grpc.core.canonical import canonicalize
+from a2a_grpc.core.jws import KeySet, SignatureError, verify_detached
+from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import start_server
@@ -415,3 +418,49 @@ def test_serve_serves_a_strict_1_0_card_unless_asked_for_0_3_fields() -> None:
     refused = run_serve("--card-v03-fields", "--no-compat-03")
     assert refused.returncode == exit_codes.USAGE, refused.stderr
     assert "--card-v03-fields" in refused.stderr
+
+
+def served_signatures_verify(body: str) -> str:
+    """The kid of a signature on the card as served that verifies over the JCS of the document
+    received without `signatures` (and, through `document`, over the 1.0 card parsed from it)."""
+    document = json.loads(body)
+    served = canonicalize({k: v for k, v in document.items() if k != "signatures"})
+    kids = []
+    for entry in document["signatures"]:
+        token = f"{entry['protected']}..{entry['signature']}"
+        with contextlib.suppress(SignatureError):
+            kids.append(verify_detached(token, served, CARD_KEYS, now=time.time())["kid"])
+    assert kids, "no signature covers the card as served"
+    parsed = json_format.Parse(body, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    assert verify_card(parsed, CARD_KEYS) == "card-1"  # the 1.0 reading verifies too
+    return str(kids[0])
+
+
+@pytest.mark.parametrize("v03_fields", [False, True], ids=["1.0", "with 0.3 fields"])
+async def test_a_signed_card_verifies_against_what_is_served(
+    make_server: Factory, v03_fields: bool
+) -> None:
+    own = ed25519.Ed25519PrivateKey.generate()
+    harness = await make_server(
+        card_port=0,
+        tokens=TOKENS,
+        card_signer=(CARD_KEY, "card-1"),
+        signing_keys=KeySet.of_private_keys({"own-1": own}),
+        card_v03_fields=v03_fields,
+    )
+    url = str(harness.running.card_url)
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(url)).text
+    assert served_signatures_verify(body) == "card-1"
+    assert bool(V03_FIELDS & set(json.loads(body))) is v03_fields
+    # SIGHUP's re-publishing of the keys serves the card the same way, signed again.
+    newer = ed25519.Ed25519PrivateKey.generate()
+    harness.running.reload_signing_keys(KeySet.of_private_keys({"own-1": own, "own-2": newer}))
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(url)).text
+    assert served_signatures_verify(body) == "card-1"
+    assert bool(V03_FIELDS & set(json.loads(body))) is v03_fields
+    if not v03_fields:
+        strict_card(body)
+    parsed = json_format.Parse(body, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    assert set(card_signing_keys(parsed)) == {"own-1", "own-2"}
