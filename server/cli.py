@@ -668,6 +668,11 @@ async def _serve(setup: Setup) -> int:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
         say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
+    if config.compat_03 and config.card_v03_fields and config.card_port is not None:
+        say(
+            "the HTTP card also carries A2A 0.3's fields, for 0.3 clients that read it "
+            "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
+        )
     say(shutdown_plan(config))
     freeze_startup_objects()
     await stop.wait()

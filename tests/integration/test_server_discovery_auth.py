@@ -409,10 +409,15 @@ async def test_card_v03_fields_needs_0_3_served(make_server: Factory) -> None:
 def test_serve_serves_a_strict_1_0_card_unless_asked_for_0_3_fields() -> None:
     for options, strict in (((), True), (("--card-v03-fields",), False)):
         with serving("--port", "0", "--http-port", "0", *options) as served:
-            assert served.http_base is not None
+            assert served.http_base is not None and served.process.stdout is not None
             response = httpx.get(served.http_base + "/.well-known/agent-card.json", timeout=10)
+            # The start-up says so, right after the line on 0.3 callers (one more line follows).
+            while "A2A 0.3 callers are served" not in served.process.stdout.readline():
+                pass
+            said = "A2A 0.3's fields" in served.process.stdout.readline()
         response.raise_for_status()
         assert bool(V03_FIELDS & set(response.json())) is not strict
+        assert said is not strict
         if strict:
             strict_card(response.text)
     refused = run_serve("--card-v03-fields", "--no-compat-03")
