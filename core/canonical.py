@@ -52,6 +52,7 @@ __all__ = [
     "canonical_card_bytes",
     "canonical_message_bytes",
     "canonicalize",
+    "card_document",
     "format_number",
 ]
 
@@ -140,11 +141,19 @@ def canonical_message_bytes(
     return canonicalize(data)
 
 
+def card_document(card: a2a_pb2.AgentCard) -> dict[str, Any]:
+    """The card form described in the module docstring with its `signatures` kept: the JSON
+    object whose JCS without `signatures` is `canonical_card_bytes`, so that a card served as
+    this object carries signatures over exactly what it serves."""
+    data = json_format.MessageToDict(card)
+    _keep_required(card, data)
+    return data
+
+
 def canonical_card_bytes(card: a2a_pb2.AgentCard) -> bytes:
     """The card form described in the module docstring (A2A 1.0 §8.4)."""
-    data = json_format.MessageToDict(card)
+    data = card_document(card)
     data.pop("signatures", None)
-    _keep_required(card, data)
     return canonicalize(data)
 
 

@@ -177,7 +177,9 @@ class RunningServer:
             extended = self._with_signing_keys(extended, keys)
         handler.card, handler.extended_card = card, extended
         if self.card_server is not None:
-            self.card_server.set_card(card, v03=handler.config.compat_03)
+            self.card_server.set_card(
+                card, v03=_card_v03_fields(handler.config), signer=self.card_signer
+            )
 
     def _with_signing_keys(self, card: a2a_pb2.AgentCard, keys: KeySet) -> a2a_pb2.AgentCard:
         updated = a2a_pb2.AgentCard()
@@ -425,7 +427,7 @@ async def start_server(
         server,
     )
     if card_server is not None:
-        card_server.set_card(final_card, v03=config.compat_03)
+        card_server.set_card(final_card, v03=_card_v03_fields(config), signer=card_signer)
         await card_server.start(
             HttpBindings(
                 servicer,
@@ -456,6 +458,11 @@ async def start_server(
         card_signer,
         board,
     )
+
+
+def _card_v03_fields(config: ServerConfig) -> bool:
+    """Whether the HTTP card carries A2A 0.3's fields: asked for, and 0.3 served."""
+    return config.compat_03 and config.card_v03_fields
 
 
 def freeze_startup_objects() -> None:

@@ -14,8 +14,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION
+from a2a_grpc.core.canonical import canonicalize, card_document
 from a2a_grpc.core.errors import UnsupportedOperationError
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jws import KeySet, PrivateKey, sign_detached
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION
@@ -274,23 +275,40 @@ def complete_extended_card(
     return card
 
 
-def to_json(card: a2a_pb2.AgentCard, *, v03: bool = False) -> str:
+def to_json(
+    card: a2a_pb2.AgentCard,
+    *,
+    v03: bool = False,
+    signer: tuple[PrivateKey, str] | None = None,
+) -> str:
     """The card as ProtoJSON (camelCase), as served at /.well-known/agent-card.json.
 
-    With `v03` (A2A 0.3 callers served) and a 0.3 interface on the card, the document also
+    Without `v03` it is a strict A2A 1.0 card: every member is one of 1.0's AgentCard (what
+    `serve` serves unless `--card-v03-fields`), in the card form the signatures cover
+    (`core.canonical.card_document`: REQUIRED fields present even when empty), so that the JCS
+    of the document as served, without `signatures`, is exactly what they sign.
+
+    With `v03` (`--card-v03-fields`) and a 0.3 interface on the card, the document also
     carries what a 0.3 client reads (`url`, `preferredTransport`, `protocolVersion`,
     `additionalInterfaces`, `security` and typed security schemes, see
     `core.v03.agent_card_json`) under every name the 1.0 card does not use, so that one
-    document serves both: a 1.0 client ignores unknown fields, a 0.3 client ignores 1.0's. The
-    official SDK serves its card the same way. The signatures sign the 1.0 card, as a 1.0
-    client parses it; a 0.3 client that checked them against its own reading would fail.
+    document serves both: a lenient 1.0 client ignores unknown fields, a 0.3 client ignores
+    1.0's. The official SDK serves its card the same way. The card's own signatures sign the
+    1.0 card, as a 1.0 client parses it (dropping the 0.3 fields); with `signer` (the key and
+    kid the card is signed with) one more signature, last, signs the document as served, for a
+    verifier that checks the JCS of what it received.
     """
-    if not v03:
-        return json_format.MessageToJson(card, indent=2, sort_keys=True)
-    document = json_format.MessageToDict(card)
-    # No 0.3 interface on the card (UnsupportedOperationError): nothing a 0.3 client could call.
-    with contextlib.suppress(UnsupportedOperationError):
-        _merge(document, agent_card_json(card))
+    document = card_document(card)
+    if v03:
+        # No 0.3 interface on the card (UnsupportedOperationError): nothing a 0.3 client could
+        # call, and nothing added.
+        with contextlib.suppress(UnsupportedOperationError):
+            _merge(document, agent_card_json(card))
+            if signer is not None:
+                served = canonicalize({k: v for k, v in document.items() if k != "signatures"})
+                protected, _, signature = sign_detached(served, *signer).partition("..")
+                entry = {"protected": protected, "signature": signature}
+                document.setdefault("signatures", []).append(entry)
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
 
 

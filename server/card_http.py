@@ -16,6 +16,7 @@ from typing import Protocol
 
 from aiohttp import web
 
+from a2a_grpc.core.jws import PrivateKey
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
 from a2a_grpc.server.http_bindings import HttpBindings
@@ -90,9 +91,16 @@ class CardServer:
         scheme = "http" if self.ssl_context is None else "https"
         return f"{scheme}://{host}:{self.port}"
 
-    def set_card(self, card: a2a_pb2.AgentCard, *, v03: bool = False) -> None:
-        """Serves `card` from now on; with `v03`, with A2A 0.3's fields too (see `to_json`)."""
-        self._body = to_json(card, v03=v03).encode()
+    def set_card(
+        self,
+        card: a2a_pb2.AgentCard,
+        *,
+        v03: bool = False,
+        signer: tuple[PrivateKey, str] | None = None,
+    ) -> None:
+        """Serves `card` from now on; with `v03`, with A2A 0.3's fields too, and then with
+        `signer` (the key and kid `card` is signed with) signed as served too (see `to_json`)."""
+        self._body = to_json(card, v03=v03, signer=signer).encode()
         self._etag = '"' + hashlib.sha256(self._body).hexdigest()[:32] + '"'
         self._last_modified = formatdate(time.time(), usegmt=True)
 

@@ -269,6 +269,12 @@ def parser() -> argparse.ArgumentParser:
         "(default: served)",
     )
     add(
+        "--card-v03-fields",
+        action="store_true",
+        help="also put A2A 0.3's fields (url, preferredTransport, ...) on the card served over "
+        "HTTP, for 0.3 clients that read it there; the card is then no longer a strict 1.0 card",
+    )
+    add(
         "--drain-delay",
         type=float,
         default=d.drain_delay,
@@ -452,6 +458,8 @@ def setup(args: argparse.Namespace) -> Setup:
     http_port = args.http_port
     if http_port is None:
         http_port = 0 if args.port == 0 else args.port + 1
+    if args.card_v03_fields and not args.compat_03:
+        raise ValueError("--card-v03-fields is for A2A 0.3 callers: drop --no-compat-03")
     if (args.worker_index is None) != (args.worker_lifeline is None):
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
     agent, card, card_source = _agent_and_card(args)
@@ -464,6 +472,7 @@ def setup(args: argparse.Namespace) -> Setup:
             max_inline_bytes=args.max_inline_bytes,
             strict_version=args.strict_version,
             compat_03=args.compat_03,
+            card_v03_fields=args.card_v03_fields,
             shutdown_grace=args.shutdown_grace,
             drain_delay=args.drain_delay,
             card_port=None if http_port == HTTP_PORT_OFF else http_port,
@@ -659,6 +668,11 @@ async def _serve(setup: Setup) -> int:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
         say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
+    if config.compat_03 and config.card_v03_fields and config.card_port is not None:
+        say(
+            "the HTTP card also carries A2A 0.3's fields, for 0.3 clients that read it "
+            "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
+        )
     say(shutdown_plan(config))
     freeze_startup_objects()
     await stop.wait()

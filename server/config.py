@@ -104,6 +104,12 @@ class ServerConfig:
     """Refuse requests without `a2a-version` (the spec reads that as 0.3)."""
     compat_03: bool = True
     """Also serve A2A 0.3's `a2a.v1.A2AService` (and list it on the card); `--no-compat-03`."""
+    card_v03_fields: bool = False
+    """With `compat_03`: the card served over HTTP also carries A2A 0.3's fields (`url`,
+    `preferredTransport`, ...), for 0.3 clients that discover the server over HTTP;
+    `--card-v03-fields`. Off, the HTTP card is a strict A2A 1.0 card (a 1.0 reader that
+    refuses unknown fields, such as the TCK's schema, accepts it); 0.3 gRPC callers get their
+    card from GetAgentCard either way."""
     subscriber_queue_size: int = 1024
     """Events a stream may fall behind before it is cut off (it can resubscribe)."""
     dedup_window: float = 3600.0

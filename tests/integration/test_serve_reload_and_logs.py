@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from google.protobuf import json_format
 
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.canonical import canonicalize
+from a2a_grpc.core.jws import KeySet, verify_detached
 from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.auth import TOKENS_ENV
@@ -203,8 +205,9 @@ async def test_sighup_without_tokens_or_tls_says_so_and_serves_on(serve: Start) 
         assert await send(channel) == grpc.StatusCode.OK
 
 
+@pytest.mark.parametrize("options", [(), ("--card-v03-fields",)], ids=["1.0", "with 0.3 fields"])
 async def test_sighup_publishes_new_signing_keys_on_the_card_signed_again(
-    serve: Start, tmp_path: Path
+    serve: Start, tmp_path: Path, options: tuple[str, ...]
 ) -> None:
     old, new = ed25519.Ed25519PrivateKey.generate(), ed25519.Ed25519PrivateKey.generate()
     jwks = tmp_path / "a.jwks.json"
@@ -227,6 +230,7 @@ async def test_sighup_publishes_new_signing_keys_on_the_card_signed_again(
         str(pem),
         "--card-signing-kid",
         "card-1",
+        *options,
     )
     assert served.process.stdout is not None
     second = (await asyncio.wait_for(served.process.stdout.readline(), BOUND)).decode()
@@ -238,6 +242,15 @@ async def test_sighup_publishes_new_signing_keys_on_the_card_signed_again(
             document = (await http.get(url, timeout=BOUND)).json()
         card = json_format.ParseDict(document, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
         assert verify_card(card, card_keys) == "card-1"  # signed again with the new keys on it
+        # The reload serves the card as the start did: with 0.3's fields only when asked, and
+        # with a signature over the document as served.
+        assert ("preferredTransport" in document) is bool(options)
+        if not options:
+            json_format.ParseDict(document, a2a_pb2.AgentCard())  # strict 1.0
+        served_payload = canonicalize({k: v for k, v in document.items() if k != "signatures"})
+        last = document["signatures"][-1]
+        token = f"{last['protected']}..{last['signature']}"
+        verify_detached(token, served_payload, card_keys, now=time.time())
         return set(card_signing_keys(card))
 
     assert await published() == set()

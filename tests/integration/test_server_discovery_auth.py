@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import ssl
+import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from a2a_grpc.core import exit_codes
+from a2a_grpc.core.canonical import canonicalize
+from a2a_grpc.core.jws import KeySet, SignatureError, verify_detached
+from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import start_server
@@ -19,10 +29,13 @@ from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, error_reason, send_request
+from tests.integration.serve_process import run_serve, serving
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 ALICE = (("a2a-version", "1.0"), ("authorization", "Bearer alice-token"))
 BOB = (("a2a-version", "1.0"), ("authorization", "Bearer bob-token"))
+CARD_KEY = ed25519.Ed25519PrivateKey.generate()
+CARD_KEYS = KeySet.of_private_keys({"card-1": CARD_KEY})
 
 
 async def test_card_is_served_with_cache_validators(make_server: Factory) -> None:
@@ -306,3 +319,153 @@ async def test_tokens_and_client_certificates_together_require_both() -> None:
     finally:
         await channel.close()
         await running.stop(0)
+
+
+V03_FIELDS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces"}
+
+
+def strict_card(body: str) -> a2a_pb2.AgentCard:
+    """The card as a strict A2A 1.0 reader parses it: any member 1.0 does not define fails."""
+    return json_format.Parse(body, a2a_pb2.AgentCard())
+
+
+@pytest.mark.parametrize("variant", ["default", "tokens", "signed", "tls"])
+async def test_the_served_card_is_a_strict_1_0_card(make_server: Factory, variant: str) -> None:
+    # Issue #31: 0.3's fields next to 1.0's failed the TCK's CARD-STRUCT-001 and strict parsers.
+    options: dict[str, Any] = {"card_port": 0}
+    verify: Any = None
+    if variant == "tokens":
+        options["tokens"] = TOKENS
+    elif variant == "signed":
+        options["card_signer"] = (CARD_KEY, "card-1")
+    elif variant == "tls":
+        ca = Authority()
+        pem = ca.issue("server", server=True)
+        options["tls"] = TlsFiles(pem.certificate, pem.key)
+        verify = ssl.create_default_context(cadata=ca.certificate.decode())
+    harness = await make_server(**options)
+    assert harness.running.card_url is not None
+    async with httpx.AsyncClient(verify=verify or True) as http:
+        response = await http.get(harness.running.card_url)
+    response.raise_for_status()
+    card = strict_card(response.text)
+    assert not V03_FIELDS & set(response.json())
+    # A2A 0.3 is still served, and listed the 1.0 way.
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
+    if variant == "signed":
+        assert verify_card(card, CARD_KEYS) == "card-1"
+
+
+async def test_the_extended_card_over_http_is_a_strict_1_0_card(make_server: Factory) -> None:
+    public = demo_card("127.0.0.1:0")
+    public.capabilities.extended_agent_card = True
+    extended = demo_card("127.0.0.1:0")
+    extended.skills.add(id="secret", name="Secret", description="for members", tags=["x"])
+    harness = await make_server(
+        card=public,
+        extended_card=extended,
+        tokens=TOKENS,
+        card_signer=(CARD_KEY, "card-1"),
+        card_port=0,
+        card_v03_fields=True,  # the extended card is never the HTTP card's document
+    )
+    assert harness.running.card_url is not None
+    base = harness.running.card_url.removesuffix("/.well-known/agent-card.json")
+    headers = {"a2a-version": "1.0", "authorization": "Bearer alice-token"}
+    async with httpx.AsyncClient() as http:
+        response = await http.get(base + "/extendedAgentCard", headers=headers)
+    response.raise_for_status()
+    card = strict_card(response.text)
+    assert "secret" in {skill.id for skill in card.skills}
+    assert verify_card(card, CARD_KEYS) == "card-1"
+
+
+async def test_card_v03_fields_adds_what_0_3_clients_read(make_server: Factory) -> None:
+    plain = await make_server(card_port=0, tokens=TOKENS)
+    both = await make_server(card_port=0, tokens=TOKENS, card_v03_fields=True)
+    async with httpx.AsyncClient() as http:
+        bodies = [(await http.get(str(h.running.card_url))).text for h in (plain, both)]
+    document = json.loads(bodies[1])
+    assert set(document) >= V03_FIELDS
+    assert document["preferredTransport"] == "GRPC" and document["protocolVersion"] == "0.3"
+    with pytest.raises(json_format.ParseError, match="has no field named"):
+        strict_card(bodies[1])
+    # Read the lenient 1.0 way, it is the same card (ports aside).
+    cards = [strict_card(bodies[0])]
+    cards.append(json_format.Parse(bodies[1], a2a_pb2.AgentCard(), ignore_unknown_fields=True))
+    for card in cards:
+        del card.supported_interfaces[:]
+    assert cards[0] == cards[1]
+
+
+async def test_card_v03_fields_needs_0_3_served(make_server: Factory) -> None:
+    harness = await make_server(card_port=0, compat_03=False, card_v03_fields=True)
+    async with httpx.AsyncClient() as http:
+        response = await http.get(str(harness.running.card_url))
+    card = strict_card(response.text)  # no 0.3 interface: nothing for a 0.3 client to call
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
+
+
+def test_serve_serves_a_strict_1_0_card_unless_asked_for_0_3_fields() -> None:
+    for options, strict in (((), True), (("--card-v03-fields",), False)):
+        with serving("--port", "0", "--http-port", "0", *options) as served:
+            assert served.http_base is not None and served.process.stdout is not None
+            response = httpx.get(served.http_base + "/.well-known/agent-card.json", timeout=10)
+            # The start-up says so, right after the line on 0.3 callers (one more line follows).
+            while "A2A 0.3 callers are served" not in served.process.stdout.readline():
+                pass
+            said = "A2A 0.3's fields" in served.process.stdout.readline()
+        response.raise_for_status()
+        assert bool(V03_FIELDS & set(response.json())) is not strict
+        assert said is not strict
+        if strict:
+            strict_card(response.text)
+    refused = run_serve("--card-v03-fields", "--no-compat-03")
+    assert refused.returncode == exit_codes.USAGE, refused.stderr
+    assert "--card-v03-fields" in refused.stderr
+
+
+def served_signatures_verify(body: str) -> str:
+    """The kid of a signature on the card as served that verifies over the JCS of the document
+    received without `signatures` (and, through `document`, over the 1.0 card parsed from it)."""
+    document = json.loads(body)
+    served = canonicalize({k: v for k, v in document.items() if k != "signatures"})
+    kids = []
+    for entry in document["signatures"]:
+        token = f"{entry['protected']}..{entry['signature']}"
+        with contextlib.suppress(SignatureError):
+            kids.append(verify_detached(token, served, CARD_KEYS, now=time.time())["kid"])
+    assert kids, "no signature covers the card as served"
+    parsed = json_format.Parse(body, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    assert verify_card(parsed, CARD_KEYS) == "card-1"  # the 1.0 reading verifies too
+    return str(kids[0])
+
+
+@pytest.mark.parametrize("v03_fields", [False, True], ids=["1.0", "with 0.3 fields"])
+async def test_a_signed_card_verifies_against_what_is_served(
+    make_server: Factory, v03_fields: bool
+) -> None:
+    own = ed25519.Ed25519PrivateKey.generate()
+    harness = await make_server(
+        card_port=0,
+        tokens=TOKENS,
+        card_signer=(CARD_KEY, "card-1"),
+        signing_keys=KeySet.of_private_keys({"own-1": own}),
+        card_v03_fields=v03_fields,
+    )
+    url = str(harness.running.card_url)
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(url)).text
+    assert served_signatures_verify(body) == "card-1"
+    assert bool(V03_FIELDS & set(json.loads(body))) is v03_fields
+    # SIGHUP's re-publishing of the keys serves the card the same way, signed again.
+    newer = ed25519.Ed25519PrivateKey.generate()
+    harness.running.reload_signing_keys(KeySet.of_private_keys({"own-1": own, "own-2": newer}))
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(url)).text
+    assert served_signatures_verify(body) == "card-1"
+    assert bool(V03_FIELDS & set(json.loads(body))) is v03_fields
+    if not v03_fields:
+        strict_card(body)
+    parsed = json_format.Parse(body, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    assert set(card_signing_keys(parsed)) == {"own-1", "own-2"}

@@ -1,16 +1,24 @@
-"""The agent-card resolver: URL, ProtoJSON parsing, GRPC interface choice, ETag and max-age."""
+"""The agent-card resolver: URL, ProtoJSON parsing, GRPC interface choice, ETag and max-age;
+and the card as the server serves it, with signatures over what it serves."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from google.protobuf import json_format
 
 from a2a_grpc.client.card import CardResolver, card_url, grpc_interface, max_age, parse_card
 from a2a_grpc.client.errors import AgentCardError, UnavailableError
+from a2a_grpc.core.canonical import canonicalize
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.server.card import demo_card
+from a2a_grpc.core.jws import KeySet, SignatureError, verify_detached
+from a2a_grpc.core.signing import sign_card, verify_card
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.card import demo_card, finalize_card, to_json
 
 CARD = {
     "name": "echo",
@@ -157,3 +165,44 @@ def test_the_demo_card_has_a_skill_per_keyword_and_says_which_makes_no_task() ->
         if keyword != "echo":
             assert skill.examples[0].split()[0] == keyword
     assert "no task" in skills["reply"].description and "no task" in card.description
+
+
+CARD_KEY = Ed25519PrivateKey.generate()
+CARD_KEYS = KeySet.of_private_keys({"card-1": CARD_KEY})
+
+
+@pytest.mark.parametrize("v03", [False, True], ids=["1.0", "with 0.3 fields"])
+def test_the_served_card_carries_signatures_over_what_it_serves(v03: bool) -> None:
+    card = finalize_card(
+        demo_card("127.0.0.1:1"),
+        "127.0.0.1:1",
+        http_url="http://127.0.0.1:2",
+        bearer_tokens=True,
+        client_certificates=False,
+        v03=True,
+    )
+    card.skills.add(id="bare", name="Bare", description="no tags")  # tags: REQUIRED, empty
+    signed = sign_card(card, CARD_KEY, "card-1")
+    body = to_json(signed, v03=v03, signer=(CARD_KEY, "card-1"))
+    document = json.loads(body)
+    if v03:
+        with pytest.raises(json_format.ParseError):
+            json_format.Parse(body, a2a_pb2.AgentCard())
+    else:
+        json_format.Parse(body, a2a_pb2.AgentCard())  # strict 1.0
+    # A verifier that checks the JCS of the document it received, without `signatures`.
+    served = canonicalize({k: v for k, v in document.items() if k != "signatures"})
+    tokens = [f"{s['protected']}..{s['signature']}" for s in document["signatures"]]
+    assert any(_verifies(token, served) for token in tokens)
+    # A verifier that parses the card into 1.0's AgentCard first (dropping what 1.0 lacks).
+    parsed = json_format.Parse(body, a2a_pb2.AgentCard(), ignore_unknown_fields=True)
+    assert verify_card(parsed, CARD_KEYS) == "card-1"
+    assert len(tokens) == (2 if v03 else 1)  # with 0.3 fields: one signature for each reading
+
+
+def _verifies(token: str, payload: bytes) -> bool:
+    try:
+        verify_detached(token, payload, CARD_KEYS, now=time.time())
+    except SignatureError:
+        return False
+    return True

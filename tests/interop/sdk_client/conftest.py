@@ -89,6 +89,25 @@ def no_compat_http_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def v03_fields_http_url() -> Iterator[str]:
+    """Like `http_url`, for a server whose HTTP card carries A2A 0.3's fields too
+    (`serve --card-v03-fields`)."""
+    yield from _launch_http("--card-v03-fields")
+
+
+@pytest.fixture(scope="module")
+def secure_v03_fields_http_url() -> Iterator[str]:
+    """Like `secure_http_url`, with `--card-v03-fields`."""
+    yield from _launch_http("--secure", "--card-v03-fields")
+
+
+@pytest.fixture(scope="module")
+def oauth2_v03_fields_http_url() -> Iterator[str]:
+    """Like `oauth2_http_url`, with `--card-v03-fields`."""
+    yield from _launch_http("--oauth2", "--card-v03-fields")
+
+
+@pytest.fixture(scope="module")
 def strict_port() -> Iterator[int]:
     yield from _launch("--strict")
 

@@ -1,6 +1,7 @@
 """Runs our server in its own process for the SDK-client interop tests.
 
-Usage: python our_server.py [--strict | --secure | --unconfigured | --no-compat-03 | --oauth2].
+Usage: python our_server.py [--strict | --secure | --unconfigured | --no-compat-03 | --oauth2]
+[--card-v03-fields].
 Prints
 `PORT <n> HTTP <m>` (the gRPC port, and the HTTP port of the card and the JSON-RPC and HTTP+JSON
 bindings) once serving and stops on SIGTERM.
@@ -13,6 +14,8 @@ bindings) once serving and stops on SIGTERM.
 - `--no-compat-03`: does not serve A2A 0.3 callers (`serve --no-compat-03`).
 - `--oauth2`: a card that declares OAuth2 schemes with 1.0-only parts (a device-code flow,
   `pkceRequired`) and a flow without scopes (declared only: the server does not check OAuth2).
+- `--card-v03-fields`, with any of the above: the HTTP card also carries A2A 0.3's fields
+  (`serve --card-v03-fields`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from a2a_grpc.server.demo_agent import DemoAgent
 REQUIRED_EXTENSION = "urn:x-required"
 
 
-async def main(mode: str) -> None:
+async def main(mode: str, *, v03_fields: bool = False) -> None:
     card = extended = tokens = keys = None
     audit = None
     if mode == "--strict":
@@ -77,6 +80,7 @@ async def main(mode: str) -> None:
         audit_log=audit,
         card_port=0,
         compat_03=mode != "--no-compat-03",
+        card_v03_fields=v03_fields,
     )
     running = await start_server(
         config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys
@@ -91,4 +95,6 @@ async def main(mode: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else ""))
+    flags = sys.argv[1:]
+    modes = [flag for flag in flags if flag != "--card-v03-fields"]
+    asyncio.run(main(modes[0] if modes else "", v03_fields="--card-v03-fields" in flags))

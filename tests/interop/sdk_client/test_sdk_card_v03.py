@@ -1,6 +1,9 @@
 """Our card over HTTP, read as A2A 0.3 and as 1.0 by the official SDK's own parsers.
 
-One document at /.well-known/agent-card.json serves both: the SDK's 0.3 model
+By default the card at /.well-known/agent-card.json is a strict A2A 1.0 card, which the SDK's
+1.0 proto parses without `ignore_unknown_fields`, even while 0.3 callers are served (they get
+their card from GetAgentCard). With `serve --card-v03-fields` one document serves both: the
+SDK's 0.3 model
 (`a2a.compat.v0_3.types.AgentCard`, what 0.3 clients validate a card with) must accept it and
 find our 0.3 gRPC interface in its `url`, and the SDK's 1.0 card resolver must read the same
 1.0 card it would without the 0.3 fields. A card read the 0.3 way then leads the SDK's 0.3
@@ -34,8 +37,23 @@ def fetch(base_url: str) -> dict[str, Any]:
     return document
 
 
-def test_a_0_3_client_reads_the_card_and_finds_the_0_3_interface(secure_http_url: str) -> None:
-    document = fetch(secure_http_url)
+@pytest.mark.parametrize("server", ["http_url", "secure_http_url", "oauth2_http_url"])
+def test_by_default_the_card_is_a_strict_1_0_card(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    base_url: str = request.getfixturevalue(server)
+    response = httpx.get(base_url + CARD_PATH, timeout=10)
+    response.raise_for_status()
+    card = json_format.Parse(response.text, sdk.AgentCard())  # no unknown field allowed
+    assert card == parse_agent_card(response.json())
+    # 0.3 is still served and listed, as a 1.0 interface entry.
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
+
+
+def test_a_0_3_client_reads_the_card_and_finds_the_0_3_interface(
+    secure_v03_fields_http_url: str,
+) -> None:
+    document = fetch(secure_v03_fields_http_url)
     card = v03.AgentCard.model_validate(document)
     core = parse_agent_card(dict(document))
     (interface,) = [i for i in core.supported_interfaces if i.protocol_version == "0.3"]
@@ -55,18 +73,23 @@ def test_a_0_3_client_reads_the_card_and_finds_the_0_3_interface(secure_http_url
 
 
 def test_a_1_0_client_reads_the_same_card_as_without_the_0_3_fields(
-    secure_http_url: str,
+    secure_v03_fields_http_url: str, secure_http_url: str
 ) -> None:
-    document = fetch(secure_http_url)
+    document = fetch(secure_v03_fields_http_url)
     resolved = parse_agent_card(dict(document))
     plain = json_format.ParseDict(document, sdk.AgentCard(), ignore_unknown_fields=True)
     assert resolved == plain
     assert {i.protocol_version for i in resolved.supported_interfaces} >= {"1.0", "0.3"}
     assert resolved.security_schemes and resolved.security_requirements
+    # The same card as the one served without the 0.3 fields (ports aside).
+    without = parse_agent_card(fetch(secure_http_url))
+    for card in (resolved, without):
+        del card.supported_interfaces[:]
+    assert resolved == without
 
 
-async def test_the_card_read_as_0_3_leads_to_a_working_0_3_call(http_url: str) -> None:
-    card = to_core_agent_card(v03.AgentCard.model_validate(fetch(http_url)))
+async def test_the_card_read_as_0_3_leads_to_a_working_0_3_call(v03_fields_http_url: str) -> None:
+    card = to_core_agent_card(v03.AgentCard.model_validate(fetch(v03_fields_http_url)))
     # `url` first, then `additionalInterfaces`, which lists it again (0.3 asks for that).
     assert {(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces} == {
         (card.supported_interfaces[0].url, "GRPC", "0.3")
@@ -90,8 +113,10 @@ def test_without_0_3_callers_the_card_is_1_0_only(no_compat_http_url: str) -> No
     assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
 
 
-def test_oauth2_schemes_with_1_0_only_parts_read_right_both_ways(oauth2_http_url: str) -> None:
-    document = fetch(oauth2_http_url)
+def test_oauth2_schemes_with_1_0_only_parts_read_right_both_ways(
+    oauth2_v03_fields_http_url: str,
+) -> None:
+    document = fetch(oauth2_v03_fields_http_url)
     card = v03.AgentCard.model_validate(document)  # 0.3 wants `scopes` on every flow
     schemes = {name: scheme.root for name, scheme in (card.security_schemes or {}).items()}
     assert all(isinstance(scheme, v03.OAuth2SecurityScheme) for scheme in schemes.values())
