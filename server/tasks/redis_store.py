@@ -165,6 +165,9 @@ class _Keys:
     def push_cursors(self, task_id: str) -> str:
         return f"{self.prefix}:{{{task_id}}}:pushc"
 
+    def push_protocols(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:pushp"
+
     def of_task(self, task_id: str) -> list[str]:
         """Every key of one task, in the order WRITE and FORGET take them."""
         return [
@@ -173,6 +176,7 @@ class _Keys:
             self.push(task_id),
             self.push_version(task_id),
             self.push_cursors(task_id),
+            self.push_protocols(task_id),
         ]
 
     def replica_deliveries(self, replica: str) -> str:
@@ -720,8 +724,8 @@ class RedisTaskStore:
             await self.call(self.client.sadd(key, task_id))
             self._delivering.add(task_id)
         if self._push_versions.get(task_id) != version:
-            configs = await self.push_configs.for_task(task_id)
-            webhooks.configs.mirror(task_id, configs)
+            configs, protocols = await self.push_configs.for_dispatch(task_id)
+            webhooks.configs.mirror(task_id, configs, protocols)
             self._push_versions[task_id] = version
         webhooks.observe(task_id, event, position)
         if terminal:
@@ -741,10 +745,10 @@ class RedisTaskStore:
         members = await self.call(self.client.smembers(keys.replica_deliveries(replica)))
         for member in members:
             task_id = member.decode()
-            configs = await self.push_configs.for_task(task_id)
+            configs, protocols = await self.push_configs.for_dispatch(task_id)
             if not configs:
                 continue
-            webhooks.configs.mirror(task_id, configs)
+            webhooks.configs.mirror(task_id, configs, protocols)
             cursors = await self.call(self.client.hgetall(keys.push_cursors(task_id)))
             entries = await self.call(self.client.xrange(keys.events(task_id), "-", "+"))
             for config in webhooks.configs.stored_for(task_id):
