@@ -12,6 +12,7 @@ pair) are carried over by their bytes, and the fields only the 1.0 side has are 
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any, TypeVar
 
@@ -334,6 +335,103 @@ def task(given: a2a_pb2.Task) -> v03.Task:
     out.history.extend(message(m) for m in given.history)
     if given.HasField("metadata"):
         out.metadata.CopyFrom(given.metadata)
+    return out
+
+
+_STATE_JSON = {
+    v03.TASK_STATE_SUBMITTED: "submitted",
+    v03.TASK_STATE_WORKING: "working",
+    v03.TASK_STATE_INPUT_REQUIRED: "input-required",
+    v03.TASK_STATE_COMPLETED: "completed",
+    v03.TASK_STATE_CANCELLED: "canceled",
+    v03.TASK_STATE_FAILED: "failed",
+    v03.TASK_STATE_REJECTED: "rejected",
+    v03.TASK_STATE_AUTH_REQUIRED: "auth-required",
+}
+"""0.3 states -> their names in A2A 0.3's JSON schema (`TaskState`); anything else is `unknown`."""
+
+
+def task_json(given: a2a_pb2.Task) -> dict[str, Any]:
+    """`task` as A2A 0.3's JSON schema has it (`Task` in its a2a.json, `kind: "task"`): what the
+    0.3 SDKs' push senders POST to a webhook and their receivers read (README "Push
+    notifications"). The fields are those of `task`, with 0.3 JSON's names and shapes: parts
+    carry their `kind`, a status message is `message`, states and roles are lower-case words."""
+    translated = task(given)
+    out: dict[str, Any] = {"kind": "task", "id": translated.id, "contextId": translated.context_id}
+    status_out: dict[str, Any] = {"state": _STATE_JSON.get(translated.status.state, "unknown")}
+    if translated.status.HasField("update"):
+        status_out["message"] = _message_json(translated.status.update)
+    if translated.status.HasField("timestamp"):
+        status_out["timestamp"] = translated.status.timestamp.ToJsonString()
+    out["status"] = status_out
+    if translated.artifacts:
+        out["artifacts"] = [_artifact_json(a) for a in translated.artifacts]
+    if translated.history:
+        out["history"] = [_message_json(m) for m in translated.history]
+    if translated.HasField("metadata"):
+        out["metadata"] = json_format.MessageToDict(translated.metadata)
+    return out
+
+
+def _message_json(given: v03.Message) -> dict[str, Any]:
+    """A 0.3 message in 0.3 JSON; a role left unspecified reads as `agent` (0.3 JSON requires
+    one, and the messages a task holds without one are the agent's status messages)."""
+    out: dict[str, Any] = {
+        "kind": "message",
+        "messageId": given.message_id,
+        "role": "user" if given.role == v03.ROLE_USER else "agent",
+        "parts": [_part_json(p) for p in given.content],
+    }
+    if given.context_id:
+        out["contextId"] = given.context_id
+    if given.task_id:
+        out["taskId"] = given.task_id
+    if given.extensions:
+        out["extensions"] = list(given.extensions)
+    if given.HasField("metadata"):
+        out["metadata"] = json_format.MessageToDict(given.metadata)
+    return out
+
+
+def _artifact_json(given: v03.Artifact) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "artifactId": given.artifact_id,
+        "parts": [_part_json(p) for p in given.parts],
+    }
+    if given.name:
+        out["name"] = given.name
+    if given.description:
+        out["description"] = given.description
+    if given.extensions:
+        out["extensions"] = list(given.extensions)
+    if given.HasField("metadata"):
+        out["metadata"] = json_format.MessageToDict(given.metadata)
+    return out
+
+
+def _part_json(given: v03.Part) -> dict[str, Any]:
+    """`{"kind": "text", "text"}`, `{"kind": "file", "file": {"bytes" (base64) | "uri",
+    "mimeType", "name"}}` or `{"kind": "data", "data"}`, with the part's metadata."""
+    kind = given.WhichOneof("part")
+    out: dict[str, Any]
+    if kind == "file":
+        given_file = given.file
+        file: dict[str, Any] = {}
+        if given_file.WhichOneof("file") == "file_with_uri":
+            file["uri"] = given_file.file_with_uri
+        else:
+            file["bytes"] = base64.b64encode(given_file.file_with_bytes).decode("ascii")
+        if given_file.mime_type:
+            file["mimeType"] = given_file.mime_type
+        if given_file.name:
+            file["name"] = given_file.name
+        out = {"kind": "file", "file": file}
+    elif kind == "data":
+        out = {"kind": "data", "data": json_format.MessageToDict(given.data.data)}
+    else:
+        out = {"kind": "text", "text": given.text}
+    if given.HasField("metadata"):
+        out["metadata"] = json_format.MessageToDict(given.metadata)
     return out
 
 

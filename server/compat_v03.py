@@ -283,7 +283,7 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
             await context.send_initial_metadata(
                 ((EXTENSIONS_KEY, echoed), (LEGACY_EXTENSIONS_KEY, echoed))
             )
-        return call
+        return call._replace(protocol=translate.PROTOCOL_VERSION)  # its webhooks speak 0.3
 
     async def _abort(
         self,

@@ -67,7 +67,7 @@ from a2a_grpc.server.tasks.memory import InMemoryTaskStore
 from a2a_grpc.server.tasks.redis_dedup import SharedDedupWindow
 from a2a_grpc.server.tasks.redis_store import RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
-from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.webhooks import V10, PushConfigStore, WebhookDispatcher
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,9 @@ class CallContext(NamedTuple):
 
     principal: str = ""
     extensions: tuple[str, ...] = ()
+    protocol: str = V10
+    """The protocol version of the service called ("0.3" through the 0.3 service): the version
+    a webhook this call registers speaks."""
 
 
 def _budget(message: a2a_pb2.Message) -> Money | None:
@@ -173,6 +176,7 @@ class RequestHandler:
         if webhooks is not None:
             push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs_per_task)
             store.on_evict = webhooks.forget_task
+            webhooks.snapshot = table.peek  # what a 0.3 webhook is sent
         return cls(
             agent,
             card,
@@ -354,7 +358,9 @@ class RequestHandler:
             if existing is None and inline is None:  # the common case, without a coroutine more
                 await self.store.reserve(scope, size, context.task_id)  # the run uses or frees it
             else:
-                await self._claim_room_or_task(existing, scope, size, context, inline)
+                await self._claim_room_or_task(
+                    existing, scope, size, context, inline, call.protocol
+                )
         except BaseException:
             if subscription is not None:
                 subscription.cancel()
@@ -390,23 +396,24 @@ class RequestHandler:
         size: int,
         context: RequestContext,
         inline: a2a_pb2.TaskPushNotificationConfig | None,
+        protocol: str,
     ) -> None:
         """Room for a new task (StoreFullError now, rather than when the agent first speaks),
-        or the claim on an interrupted one, with the inline webhook registered; on failure
-        nothing is left claimed."""
+        or the claim on an interrupted one, with the inline webhook registered (in the caller's
+        `protocol`); on failure nothing is left claimed."""
         task_id = context.task_id
         push = self.push
         if existing is None:
             await self.store.reserve(scope, size, task_id)  # used or released by the run
             if inline is not None and push is not None:
                 try:
-                    await push.register(inline, task_id, scope.tenant)
+                    await push.register(inline, task_id, scope.tenant, protocol)
                 except BaseException:
                     await self.store.release(scope, task_id)
                     raise
             return
         if inline is not None and push is not None:  # the task exists: a config may wait
-            await push.register(inline, task_id, scope.tenant)
+            await push.register(inline, task_id, scope.tenant, protocol)
         await self._resume(existing, scope, context.message)
 
     async def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> Signer | None:
@@ -625,7 +632,8 @@ class RequestHandler:
     async def create_task_push_notification_config(
         self, request: a2a_pb2.TaskPushNotificationConfig, call: CallContext
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        return await self.push_configs().create(request, Scope(request.tenant, call.principal))
+        scope = Scope(request.tenant, call.principal)
+        return await self.push_configs().create(request, scope, call.protocol)
 
     async def get_task_push_notification_config(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, call: CallContext

@@ -16,7 +16,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Scope, TaskStore
 from a2a_grpc.server.validation import raise_violations
-from a2a_grpc.server.webhooks import PushConfigStore, WebhookDispatcher, WebhookRefusedError
+from a2a_grpc.server.webhooks import V10, PushConfigStore, WebhookDispatcher, WebhookRefusedError
 
 CONFIGS_PAGE_SIZE = 100
 """Push configs per ListTaskPushNotificationConfigs page when the request sets none."""
@@ -27,9 +27,15 @@ class PushConfigs(Protocol):
     """Where configs are kept: this process (`LocalPushConfigs`) or Redis (shared)."""
 
     async def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig
+        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Stores a copy (minting an id when it has none); returns a copy as stored."""
+        """Stores a copy (minting an id when it has none), registered in `protocol`, the
+        version its webhook speaks (kept beside the config, which stays as a 1.0 reader sees
+        it); returns a copy as stored."""
+        ...
+
+    async def protocols(self, task_id: str) -> dict[str, str]:
+        """The protocol version of each of the task's configs not registered in 1.0."""
         ...
 
     async def count(self, task_id: str) -> int: ...
@@ -54,9 +60,12 @@ class LocalPushConfigs:
         self.configs = configs
 
     async def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig
+        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        return self.configs.put(config)
+        return self.configs.put(config, protocol)
+
+    async def protocols(self, task_id: str) -> dict[str, str]:
+        return self.configs.protocols(task_id)
 
     async def count(self, task_id: str) -> int:
         return self.configs.count(task_id)
@@ -82,7 +91,10 @@ class PushConfigService:
 
     A config lives until it is deleted or its task leaves the task store. Create keeps a
     caller-chosen `id` (replacing a config with the same id) and mints one otherwise. A task has
-    at most `max_per_task` configs, which bounds the work each of its events causes.
+    at most `max_per_task` configs, which bounds the work each of its events causes. A config
+    is registered in the protocol version of the call that made it (`protocol`: "1.0", or
+    "0.3" through the 0.3 service), which its webhook's bodies follow; replacing it takes the
+    replacing call's version. Reads show the config the same in every version.
     """
 
     def __init__(
@@ -151,23 +163,28 @@ class PushConfigService:
         raise InvalidParamsError(problem, field_violations=[FieldViolation(field, problem)])
 
     async def register(
-        self, config: a2a_pb2.TaskPushNotificationConfig, task_id: str, tenant: str
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        task_id: str,
+        tenant: str,
+        protocol: str = V10,
     ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Stores an already validated config for `task_id` (also used for inline configs)."""
+        """Stores an already validated config for `task_id` (also used for inline configs),
+        registered in `protocol`."""
         stored = a2a_pb2.TaskPushNotificationConfig()
         stored.CopyFrom(config)
         stored.task_id = task_id
         stored.tenant = tenant
-        return await self.configs.put(stored)
+        return await self.configs.put(stored, protocol)
 
     async def create(
-        self, request: a2a_pb2.TaskPushNotificationConfig, scope: Scope
+        self, request: a2a_pb2.TaskPushNotificationConfig, scope: Scope, protocol: str = V10
     ) -> a2a_pb2.TaskPushNotificationConfig:
         _require_task_id(request.task_id, "task_id")
         await self.validate(request, "config")
         await self._task(request.task_id, scope)
         await self.check_room(request.task_id, request.id, "task_id")
-        return await self.register(request, request.task_id, scope.tenant)
+        return await self.register(request, request.task_id, scope.tenant, protocol)
 
     async def get(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, scope: Scope

@@ -1,9 +1,13 @@
 """Push notifications: webhook registrations per task, and their at-least-once delivery.
 
 Delivery contract:
-- Every status and artifact update of a task is POSTed to each of its webhooks as a ProtoJSON
-  StreamResponse, `Content-Type: application/a2a+json`, with `Authorization: <scheme>
-  <credentials>` from the config and `X-A2A-Notification-Token` when a token is set.
+- Every status and artifact update of a task is POSTed to each of its webhooks, in the version
+  the webhook was registered in: to a 1.0 webhook as a ProtoJSON StreamResponse,
+  `Content-Type: application/a2a+json`; to a 0.3 one (registered through the 0.3 service) as
+  the task as it stands after the update, in A2A 0.3's JSON (`core.v03.task_json`),
+  `Content-Type: application/json`, which is what the 0.3 SDKs' own senders POST and their
+  receivers read. Both carry `Authorization: <scheme> <credentials>` from the config and
+  `X-A2A-Notification-Token` when a token is set.
 - In order per webhook: one worker per webhook sends one event at a time.
 - At least once: a failed POST (connection error, timeout, non-2xx) is retried with exponential
   backoff; after `max_attempts` the webhook is given up (logged) and gets nothing more.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import re
 import socket
@@ -39,11 +44,17 @@ from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import TERMINAL_STATES
 from a2a_grpc.core.tracing import outgoing_headers
+from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03
+from a2a_grpc.core.v03 import task_json
 from a2a_grpc.generated import a2a_pb2
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/a2a+json"
+CONTENT_TYPE_V03 = "application/json"
+"""What the 0.3 SDKs' senders (a2a-sdk 0.3 over httpx, a2a-go v0.3.3) send their task JSON as."""
+V10 = "1.0"
+"""The protocol version of a webhook registered through the 1.0 service (the default)."""
 TOKEN_HEADER = "X-A2A-Notification-Token"
 MAX_URL_CHARS = 2048
 MAX_RECEIVER_LOGS = 2048
@@ -276,17 +287,43 @@ class PushConfigStore:
 
     def __init__(self) -> None:
         self._configs: dict[str, dict[str, a2a_pb2.TaskPushNotificationConfig]] = {}
+        # The protocol version of every config not registered in 1.0, by task id then config
+        # id: kept beside the config, which stays the 1.0 message every reader sees.
+        self._protocols: dict[str, dict[str, str]] = {}
         self.watched: Container[str] = self._configs.keys()
         """The ids of the tasks that have configs (a live view)."""
 
-    def put(self, config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
-        """Stores a copy (minting an id when it has none) and returns a copy as stored."""
+    def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """Stores a copy (minting an id when it has none), registered in `protocol` (the
+        version its webhook is sent in), and returns a copy as stored."""
         stored = a2a_pb2.TaskPushNotificationConfig()
         stored.CopyFrom(config)
         if not stored.id:
             stored.id = new_id()
         self._configs.setdefault(stored.task_id, {})[stored.id] = stored
+        self._set_protocol(stored.task_id, stored.id, protocol)
         return _copy(stored)
+
+    def protocol(self, task_id: str, config_id: str) -> str:
+        """The protocol version the config was registered in (V10 for an unknown one)."""
+        protocols = self._protocols.get(task_id)
+        return V10 if protocols is None else protocols.get(config_id, V10)
+
+    def protocols(self, task_id: str) -> dict[str, str]:
+        """The protocol version of each of the task's configs not registered in 1.0."""
+        return dict(self._protocols.get(task_id, {}))
+
+    def _set_protocol(self, task_id: str, config_id: str, protocol: str) -> None:
+        if protocol != V10:
+            self._protocols.setdefault(task_id, {})[config_id] = protocol
+            return
+        protocols = self._protocols.get(task_id)
+        if protocols is not None:
+            protocols.pop(config_id, None)
+            if not protocols:
+                del self._protocols[task_id]
 
     def count(self, task_id: str) -> int:
         return len(self._configs.get(task_id, ()))
@@ -308,22 +345,42 @@ class PushConfigStore:
             configs.pop(config_id, None)
             if not configs:
                 del self._configs[task_id]
+        self._set_protocol(task_id, config_id, V10)
 
     def drop_task(self, task_id: str) -> None:
         self._configs.pop(task_id, None)
+        self._protocols.pop(task_id, None)
 
-    def mirror(self, task_id: str, configs: list[a2a_pb2.TaskPushNotificationConfig]) -> None:
-        """Makes the task's configs `configs` (read from a shared store), keeping the stored
-        object of every config that did not change, so its delivery goes on undisturbed."""
+    def mirror(
+        self,
+        task_id: str,
+        configs: list[a2a_pb2.TaskPushNotificationConfig],
+        protocols: dict[str, str] | None = None,
+    ) -> None:
+        """Makes the task's configs `configs` (read from a shared store, with the `protocols`
+        of those not registered in 1.0), keeping the stored object of every config that did
+        not change, so its delivery goes on undisturbed."""
+        protocols = protocols or {}
         current = self._configs.get(task_id, {})
         mirrored: dict[str, a2a_pb2.TaskPushNotificationConfig] = {}
         for config in configs:
             kept = current.get(config.id)
-            mirrored[config.id] = kept if kept is not None and kept == config else config
+            same = kept is not None and kept == config
+            same = same and self.protocol(task_id, config.id) == protocols.get(config.id, V10)
+            mirrored[config.id] = kept if same and kept is not None else config
         if mirrored:
             self._configs[task_id] = mirrored
         else:
             self._configs.pop(task_id, None)
+        kept_protocols = {
+            config_id: protocol
+            for config_id, protocol in protocols.items()
+            if config_id in mirrored and protocol != V10
+        }
+        if kept_protocols:
+            self._protocols[task_id] = kept_protocols
+        else:
+            self._protocols.pop(task_id, None)
 
     def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
         """The stored objects themselves (read-only use by the dispatcher)."""
@@ -351,6 +408,7 @@ def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotific
 @dataclass
 class _Webhook:
     config: a2a_pb2.TaskPushNotificationConfig
+    protocol: str = V10  # the version it was registered in, which its bodies are in
     # Each event with the trace context it was published in (W3C headers to send along) and
     # its position in a shared store's event log (None in one process).
     queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]], str | None]] = field(
@@ -395,6 +453,9 @@ class WebhookDispatcher:
         self.on_delivered: Callable[[str, str, str], Awaitable[None]] | None = None
         """Awaited with (task id, config id, position) after each event with a position was
         delivered (a shared store keeps the cursor, so another replica can go on from it)."""
+        self.snapshot: Callable[[str], a2a_pb2.Task | None] | None = None
+        """The task as it stands now, by id (the memory store's table): the body of a 0.3
+        webhook when `observe` is not given the task."""
 
     @property
     def watched(self) -> Container[str]:
@@ -402,33 +463,84 @@ class WebhookDispatcher:
         return self.configs.watched
 
     def observe(
-        self, task_id: str, event: a2a_pb2.StreamResponse, position: str | None = None
+        self,
+        task_id: str,
+        event: a2a_pb2.StreamResponse,
+        position: str | None = None,
+        task: a2a_pb2.Task | None = None,
     ) -> None:
         """Queues a status or artifact update for every webhook of the task. Never waits.
 
-        Costs one serialization, plus a queue entry per webhook of the task (a capped number).
-        `position`: the event's place in a shared store's log, reported to `on_delivered`.
+        Costs one serialization per protocol version among the task's webhooks, plus a queue
+        entry per webhook of the task (a capped number). `position`: the event's place in a
+        shared store's log, reported to `on_delivered`. `task`: the task as the event left it,
+        what a 0.3 webhook is sent (else `snapshot` is asked).
         """
         if not _delivered_kind(event):
             return
         body: bytes | None = None
-        trace_headers: list[tuple[str, str]] = []
-        for config in self.configs.stored_for(task_id):
+        body_v03: bytes | None = None
+        trace_headers: list[tuple[str, str]] | None = None
+        configs = self.configs
+        for config in configs.stored_for(task_id):
+            if trace_headers is None:
+                trace_headers = outgoing_headers()
+            if configs.protocol(task_id, config.id) == V03:
+                if body_v03 is None:
+                    body_v03 = self._task_body(task_id, event, task)
+                self._enqueue(config, body_v03, trace_headers, position, _is_terminal(event))
+                continue
             if body is None:
                 body = json_format.MessageToJson(event, indent=None).encode()
-                trace_headers = outgoing_headers()
             self._enqueue(config, body, trace_headers, position, _is_terminal(event))
 
     def replay(
-        self, config: a2a_pb2.TaskPushNotificationConfig, events: list[tuple[str, bytes]]
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        events: list[tuple[str, bytes]],
+        task: a2a_pb2.Task | None = None,
     ) -> None:
         """Queues `events` ((position, serialized StreamResponse), oldest first) for one
-        webhook: what another replica recorded but had not delivered when it stopped."""
-        for position, raw in events:
-            event = a2a_pb2.StreamResponse.FromString(raw)
-            if _delivered_kind(event):
-                body = json_format.MessageToJson(event, indent=None).encode()
-                self._enqueue(config, body, [], position, _is_terminal(event))
+        webhook: what another replica recorded but had not delivered when it stopped.
+
+        A 0.3 webhook is sent the task, not the events, so it gets one POST of `task` (the task
+        as it stands now) at the last event's position: every body the missed events would have
+        made is an older state of the same task."""
+        delivered = [
+            (position, event)
+            for position, event in (
+                (position, a2a_pb2.StreamResponse.FromString(raw)) for position, raw in events
+            )
+            if _delivered_kind(event)
+        ]
+        if not delivered:
+            return
+        if self.configs.protocol(config.task_id, config.id) == V03:
+            position, last = delivered[-1]
+            terminal = any(_is_terminal(event) for _, event in delivered)
+            body = self._task_body(config.task_id, last, task)
+            self._enqueue(config, body, [], position, terminal)
+            return
+        for position, event in delivered:
+            body = json_format.MessageToJson(event, indent=None).encode()
+            self._enqueue(config, body, [], position, _is_terminal(event))
+
+    def _task_body(
+        self, task_id: str, event: a2a_pb2.StreamResponse, task: a2a_pb2.Task | None
+    ) -> bytes:
+        """The body of a 0.3 webhook: the task in A2A 0.3's JSON. Without the task (it left
+        the store meanwhile), the one the event describes: its ids and its status."""
+        if task is None and self.snapshot is not None:
+            task = self.snapshot(task_id)
+        if task is None:
+            task = a2a_pb2.Task(id=task_id)
+            if event.HasField("status_update"):
+                task.context_id = event.status_update.context_id
+                task.status.CopyFrom(event.status_update.status)
+            else:
+                task.context_id = event.artifact_update.context_id
+                task.artifacts.append(event.artifact_update.artifact)
+        return json.dumps(task_json(task), separators=(",", ":"), ensure_ascii=False).encode()
 
     def _enqueue(
         self,
@@ -443,7 +555,8 @@ class WebhookDispatcher:
         if webhook is None or webhook.config is not config:  # new, or replaced by Create
             if webhook is not None:
                 webhook.dead = True  # the old URL gets nothing more
-            webhook = hooks[config.id] = _Webhook(config)
+            protocol = self.configs.protocol(config.task_id, config.id)
+            webhook = hooks[config.id] = _Webhook(config, protocol)
         if webhook.dead:
             return
         if webhook.queue.qsize() >= self.policy.queue_size:
@@ -479,7 +592,8 @@ class WebhookDispatcher:
         self, webhook: _Webhook, body: bytes, trace_headers: list[tuple[str, str]]
     ) -> bool:
         config = webhook.config
-        headers = {"Content-Type": CONTENT_TYPE, **dict(trace_headers)}
+        content_type = CONTENT_TYPE_V03 if webhook.protocol == V03 else CONTENT_TYPE
+        headers = {"Content-Type": content_type, **dict(trace_headers)}
         if config.HasField("authentication") and config.authentication.scheme:
             credentials = config.authentication.credentials
             headers["Authorization"] = f"{config.authentication.scheme} {credentials}".strip()

@@ -6,34 +6,50 @@ from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.webhooks import V10
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.redis_store import RedisTaskStore
 
 
 class RedisPushConfigs:
-    """Push configs in Redis, beside their task: a hash of config id -> config, and a version
-    that every change increments (so the replica delivering the task's events knows to read
-    them again). Listed by id."""
+    """Push configs in Redis, beside their task: a hash of config id -> config, a hash of config
+    id -> protocol version for the configs not registered in 1.0 (the config itself stays the
+    1.0 message every reader sees), and a version that every change increments (so the replica
+    delivering the task's events knows to read them again). Listed by id."""
 
     def __init__(self, store: RedisTaskStore) -> None:
         self.store = store
 
     async def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig
+        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
     ) -> a2a_pb2.TaskPushNotificationConfig:
         stored = a2a_pb2.TaskPushNotificationConfig()
         stored.CopyFrom(config)
         if not stored.id:
             stored.id = new_id()
-        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString())
+        recorded = "" if protocol == V10 else protocol
+        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString(), recorded)
         return stored
 
     async def _change(self, task_id: str, *change: Any) -> None:
         keys = self.store.keys
         await self.store.run_script(
-            "PUSH_CHANGE", [keys.push(task_id), keys.push_version(task_id)], list(change)
+            "PUSH_CHANGE",
+            [keys.push(task_id), keys.push_version(task_id), keys.push_protocols(task_id)],
+            list(change),
         )
+
+    async def protocols(self, task_id: str) -> dict[str, str]:
+        store = self.store
+        raw = await store.call(store.client.hgetall(store.keys.push_protocols(task_id)))
+        return {config_id.decode(): protocol.decode() for config_id, protocol in raw.items()}
+
+    async def for_dispatch(
+        self, task_id: str
+    ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], dict[str, str]]:
+        """`for_task` and `protocols`, for the replica delivering the task's webhooks."""
+        return await self.for_task(task_id), await self.protocols(task_id)
 
     async def count(self, task_id: str) -> int:
         return int(await self.store.call(self.store.client.hlen(self.store.keys.push(task_id))))
@@ -61,5 +77,7 @@ class RedisPushConfigs:
     async def drop_task(self, task_id: str) -> None:
         keys = self.store.keys
         await self.store.call(
-            self.store.client.delete(keys.push(task_id), keys.push_version(task_id))
+            self.store.client.delete(
+                keys.push(task_id), keys.push_version(task_id), keys.push_protocols(task_id)
+            )
         )

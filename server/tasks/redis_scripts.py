@@ -133,13 +133,13 @@ return 1
 """
 
 FORGET = """
--- KEYS: the five keys of each task (task, events, push configs, push version, push cursors),
--- task after task.  Deletes them all; returns, per task, what its index entries need:
--- {tenant, owner, state, ctx, ik} (false each when it was gone).
+-- KEYS: the six keys of each task (task, events, push configs, push version, push cursors,
+-- push protocols), task after task.  Deletes them all; returns, per task, what its index
+-- entries need: {tenant, owner, state, ctx, ik} (false each when it was gone).
 local found = {}
-for first = 1, #KEYS, 5 do
+for first = 1, #KEYS, 6 do
   found[#found + 1] = redis.call('HMGET', KEYS[first], 'tenant', 'owner', 'state', 'ctx', 'ik')
-  redis.call('DEL', unpack(KEYS, first, first + 4))
+  redis.call('DEL', unpack(KEYS, first, first + 5))
 end
 return found
 """
@@ -178,11 +178,18 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
 """
 
 PUSH_CHANGE = """
--- KEYS: push configs, push version.  ARGV: "set", id, config | "delete", id.
+-- KEYS: push configs, push version, push protocols.  ARGV: "set", id, config, protocol ("" for
+-- 1.0, which is not recorded) | "delete", id.
 if ARGV[1] == 'set' then
   redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
+  if ARGV[4] ~= '' then
+    redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+  else
+    redis.call('HDEL', KEYS[3], ARGV[2])
+  end
 else
   redis.call('HDEL', KEYS[1], ARGV[2])
+  redis.call('HDEL', KEYS[3], ARGV[2])
 end
 return redis.call('INCR', KEYS[2])
 """

@@ -165,6 +165,9 @@ class _Keys:
     def push_cursors(self, task_id: str) -> str:
         return f"{self.prefix}:{{{task_id}}}:pushc"
 
+    def push_protocols(self, task_id: str) -> str:
+        return f"{self.prefix}:{{{task_id}}}:pushp"
+
     def of_task(self, task_id: str) -> list[str]:
         """Every key of one task, in the order WRITE and FORGET take them."""
         return [
@@ -173,6 +176,7 @@ class _Keys:
             self.push(task_id),
             self.push_version(task_id),
             self.push_cursors(task_id),
+            self.push_protocols(task_id),
         ]
 
     def replica_deliveries(self, replica: str) -> str:
@@ -700,7 +704,7 @@ class RedisTaskStore:
         owned.member = member
         if event is not None and self.webhooks is not None and int(result[4]):
             position = result[2].decode() if isinstance(result[2], bytes) else str(result[2])
-            await self._deliver(task_id, int(result[4]), event, terminal, position)
+            await self._deliver(task_id, int(result[4]), event, terminal, position, owned.task)
 
     async def _deliver(
         self,
@@ -709,10 +713,12 @@ class RedisTaskStore:
         event: a2a_pb2.StreamResponse,
         terminal: bool,
         position: str,
+        task: a2a_pb2.Task,
     ) -> None:
-        """Hands an event this replica wrote to the webhooks of its task (the writer delivers),
-        after reading the task's configs again if they changed on any replica. The task joins
-        this replica's delivery set, so whoever reaps the replica goes on from the cursors."""
+        """Hands an event this replica wrote (and `task`, as the write left it) to the webhooks
+        of its task (the writer delivers), after reading the task's configs again if they
+        changed on any replica. The task joins this replica's delivery set, so whoever reaps
+        the replica goes on from the cursors."""
         webhooks = self.webhooks
         assert webhooks is not None
         if task_id not in self._delivering:
@@ -720,10 +726,10 @@ class RedisTaskStore:
             await self.call(self.client.sadd(key, task_id))
             self._delivering.add(task_id)
         if self._push_versions.get(task_id) != version:
-            configs = await self.push_configs.for_task(task_id)
-            webhooks.configs.mirror(task_id, configs)
+            configs, protocols = await self.push_configs.for_dispatch(task_id)
+            webhooks.configs.mirror(task_id, configs, protocols)
             self._push_versions[task_id] = version
-        webhooks.observe(task_id, event, position)
+        webhooks.observe(task_id, event, position, task)
         if terminal:
             self._push_versions.pop(task_id, None)
 
@@ -741,12 +747,14 @@ class RedisTaskStore:
         members = await self.call(self.client.smembers(keys.replica_deliveries(replica)))
         for member in members:
             task_id = member.decode()
-            configs = await self.push_configs.for_task(task_id)
+            configs, protocols = await self.push_configs.for_dispatch(task_id)
             if not configs:
                 continue
-            webhooks.configs.mirror(task_id, configs)
+            webhooks.configs.mirror(task_id, configs, protocols)
             cursors = await self.call(self.client.hgetall(keys.push_cursors(task_id)))
             entries = await self.call(self.client.xrange(keys.events(task_id), "-", "+"))
+            # A 0.3 webhook is sent the task as it stands (read after its events).
+            loaded = await self._load(task_id) if protocols else None
             for config in webhooks.configs.stored_for(task_id):
                 cursor = parse_stream_id((cursors.get(config.id.encode()) or b"0-0").decode())
                 missed = [
@@ -754,7 +762,7 @@ class RedisTaskStore:
                     for entry_id, fields in entries
                     if parse_stream_id(entry_id.decode()) > cursor
                 ]
-                webhooks.replay(config, missed)
+                webhooks.replay(config, missed, None if loaded is None else loaded.task)
             if task_id not in self._delivering:
                 await self.call(self.client.sadd(keys.replica_deliveries(self.replica_id), task_id))
                 self._delivering.add(task_id)

@@ -16,13 +16,16 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from a2a_grpc.core import status
+from a2a_grpc.core import v03 as translate
 from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import StartupError
 from a2a_grpc.server.card import demo_card
 from tests.integration.conftest import VERSION, Factory, Harness, Held, send_request
-from tests.integration.test_server_push import dispatcher
+from tests.integration.sdk_v03_task_reader import read_with_sdk
+from tests.integration.test_server_push import Gated, dispatcher, events_of
+from tests.integration.webhook_receiver import Receiver
 
 V03 = (("a2a-version", "0.3"),)
 
@@ -405,6 +408,207 @@ async def test_push_configs_over_0_3(make_server: Factory) -> None:
         )
     assert reason_of(caught.value) == "TASK_NOT_FOUND"
     agent.go.set()
+
+
+def v03_webhook(url: str, **fields: Any) -> a2a_v03_pb2.PushNotificationConfig:
+    return a2a_v03_pb2.PushNotificationConfig(url=url, **fields)
+
+
+def summary(task: dict[str, Any]) -> tuple[str, list[str]]:
+    """A task as the SDK's 0.3 model read it: its state, and the texts of its artifacts."""
+    texts = [p["text"] for a in task.get("artifacts", []) for p in a["parts"]]
+    return task["status"]["state"], texts
+
+
+async def test_a_0_3_webhook_is_sent_the_task_as_the_0_3_sdk_reads_it(
+    make_server: Factory,
+) -> None:
+    """A config made through the 0.3 service gets the task in 0.3 JSON after every update (as
+    the 0.3 SDKs' senders post it); a 1.0 config of the same task still gets StreamResponses."""
+    agent = Gated()
+    harness = await make_server(agent=agent, webhooks=dispatcher())
+    old, new = await Receiver().start(), await Receiver().start()
+    try:
+        stub = v03_stub(harness)
+        task = (await stub.SendMessage(v03_send("x", blocking=False))).task
+        webhook = v03_webhook(
+            old.url,
+            token="tok-3",
+            authentication=a2a_v03_pb2.AuthenticationInfo(schemes=["Bearer"], credentials="s"),
+        )
+        await stub.CreateTaskPushNotificationConfig(
+            a2a_v03_pb2.CreateTaskPushNotificationConfigRequest(
+                parent=f"tasks/{task.id}",
+                config_id="c03",
+                config=a2a_v03_pb2.TaskPushNotificationConfig(push_notification_config=webhook),
+            )
+        )
+        await harness.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id="c10", url=new.url),
+            metadata=VERSION,
+        )
+        agent.go.set()
+        received = await old.wait_for(4)
+        tasks = read_with_sdk([delivery.body for delivery in received])
+        assert [summary(t) for t in tasks] == [
+            ("working", ["0"]),
+            ("working", ["0", "1"]),
+            ("working", ["0", "1", "2"]),
+            ("completed", ["0", "1", "2"]),
+        ]
+        assert {(t["kind"], t["id"], t["contextId"]) for t in tasks} == {
+            ("task", task.id, task.context_id)
+        }
+        assert tasks[-1]["history"][0]["parts"] == [{"kind": "text", "text": "x"}]
+        headers = received[0].headers
+        assert headers["Content-Type"] == "application/json"
+        assert headers["Authorization"] == "Bearer s"
+        assert headers["X-A2A-Notification-Token"] == "tok-3"
+        events = events_of(await new.wait_for(4))  # the 1.0 webhook: unchanged
+        assert [e.WhichOneof("payload") for e in events] == ["artifact_update"] * 3 + [
+            "status_update"
+        ]
+        assert new.received[0].headers["Content-Type"] == "application/a2a+json"
+    finally:
+        await old.stop()
+        await new.stop()
+
+
+def test_every_part_and_state_of_a_0_3_task_body_reads_in_the_sdk_model() -> None:
+    """`task_json` (the 0.3 webhook body) for each part kind and each state, parsed by the SDK."""
+    task = a2a_pb2.Task(id="t", context_id="c")
+    task.status.state = a2a_pb2.TASK_STATE_CANCELED
+    task.status.timestamp.FromJsonString("2026-01-02T03:04:05Z")
+    task.status.message.CopyFrom(
+        a2a_pb2.Message(message_id="s", role=a2a_pb2.ROLE_AGENT, parts=[a2a_pb2.Part(text="bye")])
+    )
+    artifact = task.artifacts.add(artifact_id="a", name="out")
+    artifact.parts.add(raw=b"\x00\x01", media_type="application/octet-stream", filename="f.bin")
+    artifact.parts.add(url="https://a.example/f", media_type="text/plain")
+    artifact.parts.add().data.struct_value.update({"k": [1, "v"]})
+    artifact.parts.add().data.number_value = 3
+    task.history.add(message_id="u", role=a2a_pb2.ROLE_USER).parts.add(text="hi")
+    task.metadata.update({"m": True})
+    bodies = [json.dumps(translate.task_json(task)).encode()]
+    for state in a2a_pb2.TaskState.values():
+        other = a2a_pb2.Task(id="t", context_id="c")
+        other.status.state = state  # type: ignore[assignment]
+        bodies.append(json.dumps(translate.task_json(other)).encode())
+    first, *others = read_with_sdk(bodies)
+    assert first["status"] == {
+        "state": "canceled",
+        "timestamp": "2026-01-02T03:04:05Z",
+        "message": {
+            "kind": "message",
+            "messageId": "s",
+            "role": "agent",
+            "parts": [{"kind": "text", "text": "bye"}],
+        },
+    }
+    assert first["artifacts"] == [
+        {
+            "artifactId": "a",
+            "name": "out",
+            "parts": [
+                {
+                    "kind": "file",
+                    "file": {
+                        "bytes": "AAE=",
+                        "mimeType": "application/octet-stream",
+                        "name": "f.bin",
+                    },
+                },
+                {"kind": "file", "file": {"uri": "https://a.example/f", "mimeType": "text/plain"}},
+                {"kind": "data", "data": {"k": [1, "v"]}},
+                {"kind": "data", "data": {"value": 3}, "metadata": {"data_part_compat": True}},
+            ],
+        }
+    ]
+    assert first["history"] == [
+        {
+            "kind": "message",
+            "messageId": "u",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hi"}],
+        }
+    ]
+    assert first["metadata"] == {"m": True}
+    assert [t["status"]["state"] for t in others] == [  # type: ignore[index]
+        "unknown",
+        "submitted",
+        "working",
+        "completed",
+        "failed",
+        "canceled",
+        "input-required",
+        "rejected",
+        "auth-required",
+    ]
+
+
+async def test_an_inline_0_3_webhook_is_sent_0_3_tasks(make_server: Factory) -> None:
+    agent = Gated()
+    harness = await make_server(agent=agent, webhooks=dispatcher())
+    receiver = await Receiver().start()
+    try:
+        inline = v03_webhook(receiver.url)
+        await v03_stub(harness).SendMessage(v03_send("x", blocking=False, push_notification=inline))
+        agent.go.set()
+        # Registered before the run began, so WORKING too, then the three chunks and COMPLETED.
+        tasks = read_with_sdk([delivery.body for delivery in await receiver.wait_for(5)])
+        assert [summary(t)[0] for t in tasks] == ["working"] * 4 + ["completed"]
+    finally:
+        await receiver.stop()
+
+
+async def test_a_config_reads_the_same_in_both_versions_and_a_replacement_sets_its_version(
+    make_server: Factory,
+) -> None:
+    """The version is not part of the config: a 0.3 config read through 1.0 is the 1.0 config
+    of the same fields, and the reverse. Replacing a config (same id) through the other service
+    makes its webhook speak that service's version."""
+    agent = Gated()
+    harness = await make_server(agent=agent, webhooks=dispatcher())
+    receiver = await Receiver().start()
+    try:
+        stub = v03_stub(harness)
+        task = (await stub.SendMessage(v03_send("x", blocking=False))).task
+        parent = f"tasks/{task.id}"
+        made = await stub.CreateTaskPushNotificationConfig(
+            a2a_v03_pb2.CreateTaskPushNotificationConfigRequest(
+                parent=parent,
+                config_id="c",
+                config=a2a_v03_pb2.TaskPushNotificationConfig(
+                    push_notification_config=v03_webhook(receiver.url, token="t")
+                ),
+            )
+        )
+        read = await harness.stub.GetTaskPushNotificationConfig(
+            a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="c"),
+            metadata=VERSION,
+        )
+        expected = a2a_pb2.TaskPushNotificationConfig(
+            task_id=task.id, id="c", url=receiver.url, token="t"
+        )
+        assert read.SerializeToString(deterministic=True) == expected.SerializeToString(
+            deterministic=True
+        )
+        replaced = await harness.stub.CreateTaskPushNotificationConfig(
+            a2a_pb2.TaskPushNotificationConfig(
+                task_id=task.id, id="c", url=receiver.url, token="t"
+            ),
+            metadata=VERSION,
+        )
+        assert replaced == read
+        again = await stub.GetTaskPushNotificationConfig(
+            a2a_v03_pb2.GetTaskPushNotificationConfigRequest(name=made.name)
+        )
+        assert again == made
+        agent.go.set()
+        events = events_of(await receiver.wait_for(4))  # replaced through 1.0: 1.0 bodies
+        assert events[-1].status_update.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    finally:
+        await receiver.stop()
 
 
 # -- the card, auth, health, reflection, --no-compat-03 -------------------------------------

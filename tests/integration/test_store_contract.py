@@ -17,6 +17,7 @@ import redis.asyncio
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.broker import Broker
+from a2a_grpc.server.push_config_rpcs import LocalPushConfigs, PushConfigs
 from a2a_grpc.server.tasks.base import (
     FirstStatus,
     InvalidPageTokenError,
@@ -32,8 +33,10 @@ from a2a_grpc.server.tasks.base import (
     eviction_batch,
 )
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
+from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
+from a2a_grpc.server.webhooks import PushConfigStore
 from tests.integration.certs import Authority
 from tests.redis_servers import RedisCluster, RedisServer, free_ports
 
@@ -509,6 +512,56 @@ async def test_finished_tasks_go_after_their_ttl_with_their_events(make_store: M
         for key in (keys.task("t1"), keys.events("t1"), keys.push("t1")):
             assert not await store.client.exists(key)
         assert await store.client.zscore(keys.room_all, "t1") is None
+
+
+def push_configs_of(store: TaskStore) -> PushConfigs:
+    """Where the store's push configs live: beside the tasks in Redis, else in this process."""
+    if isinstance(store, RedisTaskStore):
+        return store.push_configs
+    return LocalPushConfigs(PushConfigStore())
+
+
+async def test_a_push_config_keeps_its_protocol_version_beside_it(make_store: MakeStore) -> None:
+    """The version a webhook speaks is stored next to its config, never in it: a reader of the
+    config gets the 1.0 message it gave. Replacing the config sets the version again; deleting
+    it, or dropping the task's configs, forgets it."""
+    store = await make_store()
+    await created(store, "t1")
+    configs = push_configs_of(store)
+    given = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="c03", url="https://a.example/h")
+    plain = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="c10", url="https://b.example/h")
+    assert await configs.put(given, "0.3") == given
+    await configs.put(plain)
+    got = await configs.get("t1", "c03")
+    assert got is not None
+    assert got.SerializeToString(deterministic=True) == given.SerializeToString(deterministic=True)
+    assert await configs.for_task("t1") == [given, plain]
+    assert await configs.protocols("t1") == {"c03": "0.3"}
+    if isinstance(store, RedisTaskStore):  # another replica on the same Redis reads it too
+        other = RedisPushConfigs(await make_store())
+        assert await other.protocols("t1") == {"c03": "0.3"}
+    await configs.put(given)  # replaced through 1.0
+    assert await configs.protocols("t1") == {}
+    await configs.put(given, "0.3")
+    await configs.delete("t1", "c03")
+    assert await configs.protocols("t1") == {}
+    await configs.put(given, "0.3")
+    await configs.drop_task("t1")
+    assert await configs.protocols("t1") == {}
+
+
+async def test_a_finished_task_takes_its_push_protocols_with_it(make_store: MakeStore) -> None:
+    store = await make_store(terminal_ttl=0)
+    await created(store, "t1")
+    configs = push_configs_of(store)
+    await configs.put(
+        a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="c", url="https://a.example/h"), "0.3"
+    )
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    assert await store.evict_expired() == 1
+    if isinstance(store, RedisTaskStore):  # the memory store's configs go with on_evict
+        assert not await store.client.exists(store.keys.push_protocols("t1"))
+        assert await configs.protocols("t1") == {}
 
 
 async def test_a_full_store_makes_room_from_finished_tasks_only(make_store: MakeStore) -> None:

@@ -15,8 +15,9 @@ import redis.asyncio as aioredis
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.core import status
-from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT
+from tests.integration.sdk_v03_task_reader import read_with_sdk
 from tests.integration.webhook_receiver import Receiver
 from tests.replicas.conftest import StartReplica
 from tests.replicas.harness import Replica
@@ -269,6 +270,48 @@ async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
             json.loads(delivery.body)["statusUpdate"]["status"]["state"] for delivery in received
         ]
         assert states[:2] == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+    finally:
+        await receiver.stop()
+
+
+async def test_a_0_3_webhook_taken_over_by_another_replica_still_gets_0_3_tasks(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """The version a webhook was registered in lives in Redis with its config, so the replica
+    that takes over its delivery sends 0.3 tasks too (the SDK's 0.3 model reads them)."""
+    receiver = await Receiver(always_fail=True).start()
+    try:
+        a = await replicas("--task-lease", "1")
+        await replicas("--task-lease", "1")  # B: the survivor that takes over
+        a.stub  # noqa: B018 (opens the channel the 0.3 stub shares)
+        assert a.channel is not None
+        stub = a2a_v03_pb2_grpc.A2AServiceStub(a.channel)  # type: ignore[no-untyped-call]
+        message_id = f"m{next(_ids)}-hold-w03"
+        await stub.SendMessage(
+            a2a_v03_pb2.SendMessageRequest(
+                request=a2a_v03_pb2.Message(
+                    message_id=message_id,
+                    role=a2a_v03_pb2.ROLE_USER,
+                    content=[a2a_v03_pb2.Part(text="hold w03")],
+                ),
+                configuration=a2a_v03_pb2.SendMessageConfiguration(
+                    blocking=False,
+                    push_notification=a2a_v03_pb2.PushNotificationConfig(url=receiver.url),
+                ),
+            )
+        )
+        _, task_id = await redis.blpop([f"test:started:{message_id}"], timeout=30)
+        await receiver.wait_for_attempts(1)  # A recorded WORKING and could not deliver it
+        await a.kill()
+        receiver.always_fail = False
+        async with asyncio.timeout(30), receiver.arrived:  # B took over, then failed the task
+            await receiver.arrived.wait_for(
+                lambda: any(b'"failed"' in delivery.body for delivery in receiver.received)
+            )
+        tasks = read_with_sdk([delivery.body for delivery in receiver.received])
+        assert {(t["kind"], t["id"]) for t in tasks} == {("task", task_id.decode())}
+        assert tasks[-1]["status"]["state"] == "failed"  # type: ignore[index]
+        assert {d.headers["Content-Type"] for d in receiver.received} == {"application/json"}
     finally:
         await receiver.stop()
 
