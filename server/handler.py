@@ -389,8 +389,9 @@ class RequestHandler:
         inline: a2a_pb2.TaskPushNotificationConfig | None,
     ) -> None:
         """Room for a new task (StoreFullError now, rather than when the agent first speaks),
-        or the claim on an interrupted one, with the inline webhook registered; on failure
-        nothing is left claimed."""
+        or the claim on an interrupted one, whose answer is counted against the byte budget as
+        it lands (StoreFullError when unfinished tasks fill it: the task waits as it was), with
+        the inline webhook registered; on failure nothing is left claimed."""
         task_id = context.task_id
         push = self.push
         if existing is None:

@@ -569,6 +569,7 @@ class RedisTaskStore:
         message: a2a_pb2.Message | None = None,
         *,
         event_metadata: dict[str, Any] | None = None,
+        force_room: bool = False,  # no byte budget here (base.py): nothing to count
     ) -> bool:
         owned = self._owned.get(task_id)
         if owned is None:
@@ -773,6 +774,8 @@ class RedisTaskStore:
         task_id: str,
         mutate: Callable[[a2a_pb2.Task], None],
         event: EventBuilder | None = None,
+        *,
+        size: int = 0,  # no byte budget here (base.py): nothing to count
     ) -> bool:
         owned = self._owned.get(task_id)
         if owned is None:
