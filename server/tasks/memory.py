@@ -39,6 +39,9 @@ class InMemoryTaskStore:
         self.on_remote_cancel: Callable[[str], None] | None = None
         self.on_health: Callable[[bool], None] | None = None
         self._running: set[str] = set()  # ids of the tasks a run works on
+        # Room reserved and not yet used, by task id: its bytes count from `reserve` on, so
+        # `release` must know how many to give back.
+        self._promised: dict[str, int] = {}
 
     @property
     def on_evict(self) -> Callable[[str], None] | None:
@@ -53,9 +56,10 @@ class InMemoryTaskStore:
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         self.table.reserve(scope, size)
+        self._promised[task_id] = size
 
     async def release(self, scope: Scope, task_id: str) -> None:
-        self.table.release(scope)
+        self.table.release(scope, self._promised.pop(task_id, 0))
 
     async def create(
         self,
@@ -70,6 +74,7 @@ class InMemoryTaskStore:
         first_message = None if first_status is None else first_status.message
         if first_message is not None:  # counted when it lands, like any status message
             self.table.make_room(_status_size(first_message))  # StoreFullError: nothing stored
+        self._promised.pop(task_id, None)
         if first_status is not None and not broker.has_subscribers(task_id):
             # Nobody sees the task as it was given: it is stored at its first status at once
             # (one stamp and one index entry: 484.9k -> 473.6k instructions per send).

@@ -107,7 +107,8 @@ class TaskTable:
 
     @property
     def bytes(self) -> int:
-        """Bytes of tasks counted against `max_bytes` (serialized sizes)."""
+        """Bytes of tasks counted against `max_bytes` (serialized sizes), with the room
+        `reserve` promised to tasks not created yet."""
         return self._bytes
 
     def reserve(self, scope: Scope, size: int = 0) -> None:
@@ -116,8 +117,9 @@ class TaskTable:
 
         Raises LiveTaskLimitError when the scope's owner or tenant holds its share of live
         tasks; evicts the oldest finished tasks as needed, and raises StoreFullError when every
-        slot or byte left is held by (or promised to) an unfinished task. Give unused room
-        back with `release(scope)`.
+        slot or byte left is held by (or promised to) an unfinished task. The `size` counts
+        from now on (calls that reserve at once cannot overshoot the budget together). Give
+        unused room back with `release(scope, size)`.
         """
         tenant, owner = scope
         owner_live = self._live_by_owner.get(owner, 0)
@@ -131,6 +133,7 @@ class TaskTable:
                 )
         if self.max_bytes is not None:
             self.make_room(size)
+        self._bytes += size
         self._reserved += 1
         self._live_by_owner[owner] = owner_live + 1
         self._live_by_tenant[tenant] = tenant_live + 1
@@ -166,8 +169,9 @@ class TaskTable:
                 "may hold: retry when some have finished"
             )
 
-    def release(self, scope: Scope) -> None:
-        """Gives back room promised by `reserve` that no task will use."""
+    def release(self, scope: Scope, size: int = 0) -> None:
+        """Gives back room promised by `reserve(scope, size)` that no task will use."""
+        self._bytes -= size
         self._reserved = max(0, self._reserved - 1)
         self._unlive(scope)
 
@@ -210,8 +214,9 @@ class TaskTable:
 
         For callers that built `task` themselves and never touch it again (the server's task
         runs); everything else should use `create`. Stamps the status time like `create`. With
-        `reserved_size` (the size given to `reserve`), the task takes room promised by `reserve`,
-        never raises StoreFullError, and counts as that many bytes until it settles (measuring
+        `reserved_size` (the size given to `reserve`), the task takes room promised (and already
+        counted) by `reserve`, never raises StoreFullError, and counts as that many bytes until
+        it settles (measuring
         it would cost a serialization, ~3k instructions, on every new task), plus `grow`: what
         was added to the task beyond the reserved size (e.g. its first status message), counted
         as `apply` counts it (StoreFullError before anything is stored when it does not fit).
@@ -230,7 +235,7 @@ class TaskTable:
             self._reserved -= 1
         status = task.status
         now = self._stamp(status)
-        self._bytes += size
+        self._bytes += grow  # `reserve` counted the rest
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
         record = _Record(task, self._index.intern(scope), now, size)
         self._records[task_id] = record

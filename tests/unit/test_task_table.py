@@ -261,7 +261,19 @@ def test_a_task_is_measured_again_when_it_settles() -> None:
     store.set_status("t", a2a_pb2.TASK_STATE_COMPLETED)
     assert store.bytes > before + 5000
     store.reserve(SCOPE, 10**9 - 1)  # the whole budget: the finished task must go
-    assert store.get("t", SCOPE) is None and store.bytes == 0
+    assert store.get("t", SCOPE) is None and store.bytes == 10**9 - 1  # the promised room
+
+
+def test_reserved_room_counts_at_once_so_calls_reserving_together_cannot_overshoot() -> None:
+    store = TaskTable(max_bytes=10_000)
+    store.reserve(SCOPE, 6000)  # its task is not created yet: the agent has not spoken
+    with pytest.raises(StoreFullError):
+        store.reserve(SCOPE, 6000)
+    store.release(SCOPE, 6000)  # e.g. the agent answered with a direct reply
+    assert store.bytes == 0
+    store.reserve(SCOPE, 6000)
+    store.adopt(big_task("t", 5900), SCOPE, reserved_size=6000)
+    assert store.bytes == 6000  # counted once
 
 
 def test_writes_to_a_live_task_are_counted_when_they_land() -> None:
