@@ -23,9 +23,11 @@ Contract of every `TaskStore`:
   message (`set_status`, `create`'s first status). A write that does not fit evicts finished
   tasks, oldest first; when live tasks fill the budget it raises `StoreFullError` and changes
   nothing, so nothing accepted before is lost. Only `force_room` status changes (the server's
-  own short final statuses, and cancels) land regardless, counted. A store without a byte
-  budget (Redis: bound it with its own `maxmemory`) takes the same arguments and never raises
-  `StoreFullError` for bytes.
+  own short final statuses, and cancels) land regardless, counted. The Redis store counts no
+  bytes itself (its bound is Redis's own `maxmemory`, with `noeviction`): it takes the same
+  arguments, and a write Redis refuses at its maxmemory raises `StoreFullError` and changes
+  nothing, as over a budget (but no finished task is evicted to make room, and a `force_room`
+  write is refused too while Redis stays full).
 """
 
 from __future__ import annotations

@@ -497,6 +497,43 @@ async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
         await two.close()
 
 
+async def test_a_redis_at_its_maxmemory_refuses_writes_as_a_full_store(
+    make_redis_server: Any,
+) -> None:
+    """Redis's byte bound is its own `maxmemory` (with noeviction): a write it refuses there is
+    StoreFullError, as over a byte budget, and changes nothing (the run's copy is read again)."""
+    server = make_redis_server(
+        extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]
+    )
+    store = RedisTaskStore.connect(server.url)
+    await store.start()
+    try:
+        await created(store, "t1")
+        written = 0
+
+        def add_artifact(task: a2a_pb2.Task) -> None:
+            task.artifacts.add(artifact_id=f"a{written}").parts.add().text = "x" * 500_000
+
+        with pytest.raises(StoreFullError, match="maxmemory"):
+            for _ in range(40):
+                await store.update("t1", add_artifact, size=500_000)
+                written += 1
+        stored = await store.get("t1", ALICE)
+        assert stored is not None and len(stored.artifacts) == written  # the refused one is not
+        with pytest.raises(StoreFullError):
+            await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING, text_of(100_000))
+        stored = await store.get("t1", ALICE)
+        assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+        assert len(stored.artifacts) == written
+        await store.client.config_set("maxmemory", "0")  # room again: the next write lands
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        stored = await store.get("t1", ALICE)  # without what was refused
+        assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert 1 <= written == len(stored.artifacts) and len(stored.history) == 1
+    finally:
+        await store.close()
+
+
 async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
     server = make_redis_server()
     store = RedisTaskStore.connect(server.url, timeout=0.5)
