@@ -23,6 +23,9 @@ Contract:
   `asyncio.CancelledError` is raised at its current `await`. Clean up and let it propagate.
 - An exception escaping `execute` marks the task FAILED with a generic message; the caller sees
   no exception text. The server logs it and keeps serving.
+- What an event adds to the task (an artifact, a status message) is counted against the server's
+  task memory when it lands. When unfinished tasks fill it, that write is not applied: the task
+  ends FAILED saying so (what it stored before is kept) and `TaskMemoryFullError` is raised.
 - `events` methods never block on slow readers: the server fans events out without waiting.
 - The caller's OpenTelemetry trace context is current while `execute` runs: its spans, and the
   calls it makes with `a2a_grpc.client`, continue the caller's trace.
@@ -68,6 +71,13 @@ class AgentContractError(RuntimeError):
 
 class BudgetExceededError(Exception):
     """Raised by `quote` / `charge` once the task has ended over budget; let it propagate."""
+
+
+class TaskMemoryFullError(Exception):
+    """Raised by an event method (`add_artifact`, a status change with a message) when what it
+    adds does not fit in the server's task memory (`serve --max-store-bytes`) because unfinished
+    tasks fill it. The write was not applied; the task has already ended FAILED with a status
+    message saying so, and everything it stored before is kept. Let it propagate."""
 
 
 @dataclass(frozen=True, slots=True)

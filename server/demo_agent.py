@@ -135,7 +135,10 @@ class DemoAgent:
         if context.task is not None:  # the caller answered our question
             await events.working()
             await events.add_artifact(list(context.message.parts), name="answer")
-            await events.complete(f"Thanks, got it: {context.text()}")
+            # The answer is in the history and echoed as the artifact: the status message
+            # quotes only its start (quoting it whole kept two more copies of it, the status
+            # message and its history entry: an answered task held four, not two).
+            await events.complete(f"Thanks, got it: {_quote(context.text())}")
         elif keyword == "ask":
             await events.require_input("What would you like me to echo? Reply on this task.")
         elif keyword == "chunks":
@@ -188,3 +191,11 @@ class DemoAgent:
             await asyncio.sleep(step)
             elapsed += step
         await events.complete(f"done after {seconds:g} s")
+
+
+QUOTE_CHARS = 200
+"""How much of an answer the demo agent's final status message quotes."""
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "…"

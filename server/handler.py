@@ -399,8 +399,10 @@ class RequestHandler:
         protocol: str,
     ) -> None:
         """Room for a new task (StoreFullError now, rather than when the agent first speaks),
-        or the claim on an interrupted one, with the inline webhook registered (in the caller's
-        `protocol`); on failure nothing is left claimed."""
+        or the claim on an interrupted one, whose answer is counted against the byte budget as
+        it lands (StoreFullError when unfinished tasks fill it: the task waits as it was), with
+        the inline webhook registered (in the caller's `protocol`); on failure nothing is left
+        claimed."""
         task_id = context.task_id
         push = self.push
         if existing is None:

@@ -26,6 +26,7 @@ from a2a_grpc.server.agent import (
     AgentExecutor,
     BudgetExceededError,
     RequestContext,
+    TaskMemoryFullError,
     agent_message,
 )
 from a2a_grpc.server.spend import Ledger, OverBudget
@@ -33,6 +34,7 @@ from a2a_grpc.server.tasks.base import (
     EventBuilder,
     FirstStatus,
     Scope,
+    StoreFullError,
     TaskFinishedError,
     TaskStore,
 )
@@ -41,6 +43,13 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("a2a_grpc.server")
 
 AGENT_FAILED_TEXT = "the agent failed while working on this task"
+
+TASK_MEMORY_FULL_TEXT = (
+    "the server's task memory is full of unfinished tasks: the agent's {what} ({size} bytes) "
+    "could not be stored, so the task ended here; what it stored before is kept. Retry later "
+    "as a new task, listing this one in reference_task_ids"
+)
+"""The status message of a task FAILED because a write of its agent did not fit."""
 
 MessageLike = a2a_pb2.Message | str | None
 
@@ -139,7 +148,7 @@ class TaskRun:
     async def _execute(self, agent: AgentExecutor) -> None:
         try:
             await agent.execute(self.context, self)
-        except BudgetExceededError:
+        except (BudgetExceededError, TaskMemoryFullError):
             pass  # the task has already ended REJECTED / FAILED with the reason
         except asyncio.CancelledError:
             if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
@@ -180,6 +189,9 @@ class TaskRun:
                 backlog = await self._create_task(FirstStatus(state, status_message, spend))
         except TaskFinishedError as finished:
             self._ended_elsewhere(finished)
+        except StoreFullError:  # only what a write adds is refused: here, its message
+            size = 0 if status_message is None else 2 * status_message.ByteSize()
+            await self._no_room("status message", size)
         self.last_state = state
         if state in SETTLED_STATES:
             self._mark_settled()
@@ -190,8 +202,9 @@ class TaskRun:
         # The status update that ends a run carries the spend (budget extension).
         spend = self._ledger.metadata() if state in SETTLED_STATES else None
         try:
+            # The server's own short message: never refused for room.
             backlog = await self.store.set_status(
-                self.task_id, state, message, event_metadata=spend
+                self.task_id, state, message, event_metadata=spend, force_room=True
             )
         except TaskFinishedError as finished:
             self._ended_elsewhere(finished)
@@ -223,12 +236,28 @@ class TaskRun:
         await self._update(lambda task: task.metadata.update(spend))
 
     async def _update(
-        self, mutate: Callable[[a2a_pb2.Task], None], event: EventBuilder | None = None
+        self,
+        mutate: Callable[[a2a_pb2.Task], None],
+        event: EventBuilder | None = None,
+        *,
+        size: int = 0,
+        what: str = "",
     ) -> bool:
         try:
-            return await self.store.update(self.task_id, mutate, event)
+            return await self.store.update(self.task_id, mutate, event, size=size)
         except TaskFinishedError as finished:
             self._ended_elsewhere(finished)
+        except StoreFullError:
+            await self._no_room(what, size)
+
+    async def _no_room(self, what: str, size: int) -> NoReturn:
+        """A write of the agent did not fit in the store's byte budget (live tasks fill it): the
+        task ends FAILED saying so, keeping what it stored before, and the agent stops."""
+        await self._ensure_task()  # a first event refused: the task exists in its reserved room
+        text = TASK_MEMORY_FULL_TEXT.format(what=what, size=size)
+        await self._record(a2a_pb2.TASK_STATE_FAILED, self._agent_message(text))
+        self._mark_settled()
+        raise TaskMemoryFullError(text)
 
     async def _refuse_spend(self, state: int, refusal: OverBudget) -> NoReturn:
         """Ends the task in `state` with a status message saying why, then stops the agent."""
@@ -311,7 +340,10 @@ class TaskRun:
             update.last_chunk = whole_or_last
             return built
 
-        if await self._update(mutate, event):
+        # Counted when it lands: the parts' serialized size (what the names and metadata add is
+        # counted when the task settles).
+        size = sum([part.ByteSize() for part in parts])
+        if await self._update(mutate, event, size=size, what="artifact"):
             await asyncio.sleep(0)  # the readers' turn, see below
         self._artifact_ids.add(artifact_id)
         return artifact_id
@@ -403,7 +435,10 @@ class TaskRun:
         message = None if text is None else self._agent_message(text)
         spend = self._ledger.metadata() if state in SETTLED_STATES else None
         try:
-            await self.store.set_status(self.task_id, state, message, event_metadata=spend)
+            # The server's own end of the run (short or no message): never refused for room.
+            await self.store.set_status(
+                self.task_id, state, message, event_metadata=spend, force_room=True
+            )
             self.last_state = state
         except TaskFinishedError as finished:
             self.last_state = finished.state  # ended elsewhere meanwhile: nothing to record

@@ -17,6 +17,17 @@ Contract of every `TaskStore`:
   the events after it (no gap, no repeat).
 - Failures: a shared store that cannot reach its backend within its timeout raises
   `StoreUnavailableError` (retryable); nothing half-written is visible afterwards.
+- Byte budget (a store that has one: the in-memory store's `--max-store-bytes`): every write is
+  counted when it lands, not only when a task is created or settles: the room `reserve`
+  promises a new task, an answer `resume` adds, an artifact (`update(..., size=)`), a status
+  message (`set_status`, `create`'s first status). A write that does not fit evicts finished
+  tasks, oldest first; when live tasks fill the budget it raises `StoreFullError` and changes
+  nothing, so nothing accepted before is lost. Only `force_room` status changes (the server's
+  own short final statuses, and cancels) land regardless, counted. The Redis store counts no
+  bytes itself (its bound is Redis's own `maxmemory`, with `noeviction`): it takes the same
+  arguments, and a write Redis refuses at its maxmemory raises `StoreFullError` and changes
+  nothing, as over a budget (but no finished task is evicted to make room, and a `force_room`
+  write is refused too while Redis stays full).
 """
 
 from __future__ import annotations
@@ -181,7 +192,8 @@ class TaskStore(Protocol):
     ) -> bool:
         """Stores a new task (taking ownership of `task`) in the room `reserve` promised,
         stamps its status time, marks it worked on by this replica, and publishes it (a
-        StreamResponse with the task) to subscribers of its id.
+        StreamResponse with the task) to subscribers of its id. A first status message beyond
+        that room is counted: StoreFullError, nothing stored, when it does not fit.
 
         With `first_status`, then changes its status as `set_status` does, in the same write
         (readers see the task first as it was given, then the status update); returns what
@@ -196,13 +208,15 @@ class TaskStore(Protocol):
         message: a2a_pb2.Message | None = None,
         *,
         event_metadata: dict[str, Any] | None = None,
+        force_room: bool = False,
     ) -> bool:
         """A status change: `state`, and `message` as the status message (also appended to the
         history; None clears it), stamped with the store's clock, published as a status update
         (with `event_metadata`). Streams close after a terminal state; send streams also after
         an interrupted one. Returns True when a reader has a backlog (the writer should yield).
 
-        TaskFinishedError when the task is already terminal.
+        TaskFinishedError when the task is already terminal. StoreFullError, nothing changed,
+        when the message does not fit in the byte budget, unless `force_room` (counted anyway).
         """
         ...
 
@@ -211,9 +225,14 @@ class TaskStore(Protocol):
         task_id: str,
         mutate: Callable[[a2a_pb2.Task], None],
         event: EventBuilder | None = None,
+        *,
+        size: int = 0,
     ) -> bool:
         """Applies `mutate` to the task (not its status) and publishes `event()` when given.
-        Returns the backlog signal like `set_status`. TaskFinishedError when terminal."""
+        Returns the backlog signal like `set_status`. TaskFinishedError when terminal.
+
+        `size`: the bytes `mutate` adds (an artifact's parts), counted before it runs;
+        StoreFullError, with `mutate` not run, when they do not fit in the byte budget."""
         ...
 
     async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
@@ -227,7 +246,8 @@ class TaskStore(Protocol):
         history, the task is SUBMITTED again (published) and worked on by this replica.
 
         Returns the task as it was before, None when it is unknown in `scope`. TaskBusyError
-        while a run works on it; TaskFinishedError when it is terminal.
+        while a run works on it; TaskFinishedError when it is terminal; StoreFullError when the
+        message does not fit in the byte budget (the task stays as it was, waiting).
         """
         ...
 

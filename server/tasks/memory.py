@@ -39,6 +39,9 @@ class InMemoryTaskStore:
         self.on_remote_cancel: Callable[[str], None] | None = None
         self.on_health: Callable[[bool], None] | None = None
         self._running: set[str] = set()  # ids of the tasks a run works on
+        # Room reserved and not yet used, by task id: its bytes count from `reserve` on, so
+        # `release` must know how many to give back.
+        self._promised: dict[str, int] = {}
 
     @property
     def on_evict(self) -> Callable[[str], None] | None:
@@ -53,9 +56,10 @@ class InMemoryTaskStore:
 
     async def reserve(self, scope: Scope, size: int, task_id: str) -> None:
         self.table.reserve(scope, size)
+        self._promised[task_id] = size
 
     async def release(self, scope: Scope, task_id: str) -> None:
-        self.table.release(scope)
+        self.table.release(scope, self._promised.pop(task_id, 0))
 
     async def create(
         self,
@@ -67,11 +71,16 @@ class InMemoryTaskStore:
     ) -> bool:
         task_id = task.id
         broker = self.broker
+        first_message = None if first_status is None else first_status.message
+        if first_message is not None:  # counted when it lands, like any status message
+            self.table.make_room(_status_size(first_message))  # StoreFullError: nothing stored
+        self._promised.pop(task_id, None)
         if first_status is not None and not broker.has_subscribers(task_id):
             # Nobody sees the task as it was given: it is stored at its first status at once
             # (one stamp and one index entry: 484.9k -> 473.6k instructions per send).
-            apply_status(task, first_status.state, first_status.message)
-            self.table.adopt(task, scope, reserved_size=reserved_size)
+            apply_status(task, first_status.state, first_message)
+            grow = 0 if first_message is None else _status_size(first_message)
+            self.table.adopt(task, scope, reserved_size=reserved_size, grow=grow)
             if first_status.state not in SETTLED_STATES:
                 self._running.add(task_id)
             return False
@@ -81,7 +90,8 @@ class InMemoryTaskStore:
             broker.publish(task_id, a2a_pb2.StreamResponse(task=task))
         if first_status is None:
             return False
-        return self._set_status(task_id, *first_status)
+        # Its room was made above, before anything was stored.
+        return self._set_status(task_id, *first_status, force_room=True)
 
     async def set_status(
         self,
@@ -90,8 +100,9 @@ class InMemoryTaskStore:
         message: a2a_pb2.Message | None = None,
         *,
         event_metadata: dict[str, Any] | None = None,
+        force_room: bool = False,
     ) -> bool:
-        return self._set_status(task_id, state, message, event_metadata)
+        return self._set_status(task_id, state, message, event_metadata, force_room=force_room)
 
     def _set_status(
         self,
@@ -99,8 +110,15 @@ class InMemoryTaskStore:
         state: int,
         message: a2a_pb2.Message | None,
         event_metadata: dict[str, Any] | None = None,
+        *,
+        force_room: bool = False,
     ) -> bool:
-        task = self.table.set_status(task_id, state, message)
+        if message is None:  # the common case: nothing to count until the task settles
+            task = self.table.set_status(task_id, state, None)
+        else:
+            task = self.table.set_status(
+                task_id, state, message, grow=_status_size(message), refuse=not force_room
+            )
         if state in SETTLED_STATES:
             self._running.discard(task_id)  # the run's claim ends
         broker = self.broker
@@ -120,8 +138,10 @@ class InMemoryTaskStore:
         task_id: str,
         mutate: Callable[[a2a_pb2.Task], None],
         event: EventBuilder | None = None,
+        *,
+        size: int = 0,
     ) -> bool:
-        self.table.apply(task_id, mutate, status_changed=False)
+        self.table.apply(task_id, mutate, status_changed=False, grow=size)
         if event is not None and self.broker.has_subscribers(task_id):
             return self.broker.publish(task_id, event())
         return False
@@ -142,11 +162,19 @@ class InMemoryTaskStore:
             raise TaskFinishedError(task_id, state)
         if task_id in self._running:
             raise TaskBusyError(task_id)
-        stored = a2a_pb2.Message()
-        stored.CopyFrom(message)
-        stored.task_id = task_id
-        stored.context_id = task.context_id
-        table.apply(task_id, lambda t: t.history.append(stored), status_changed=False)
+        context_id = task.context_id
+
+        def add(stored_task: a2a_pb2.Task) -> None:
+            # Copied once, straight into the history (a copy first, then `append`, which
+            # copies again, held the answer twice until the first copy was collected).
+            stored = stored_task.history.add()
+            stored.CopyFrom(message)
+            stored.task_id = task_id
+            stored.context_id = context_id
+
+        # The answer is counted when it lands (StoreFullError, with nothing changed, when live
+        # tasks fill the budget); ids are counted as at most 2 x 40 bytes more.
+        table.apply(task_id, add, status_changed=False, grow=message.ByteSize() + _IDS_SIZE)
         self._running.add(task_id)
         self._set_status(task_id, a2a_pb2.TASK_STATE_SUBMITTED, None)
         return task
@@ -156,7 +184,7 @@ class InMemoryTaskStore:
     ) -> a2a_pb2.Task | None:
         if self.table.scope_of(task_id) != scope:
             return None
-        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message)
+        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message, force_room=True)
         return self.table.get(task_id, scope)
 
     async def cancel_parked(self, task_id: str, message: a2a_pb2.Message) -> Scope | None:
@@ -164,7 +192,7 @@ class InMemoryTaskStore:
         if task is None or task_id in self._running or task.status.state not in INTERRUPTED_STATES:
             return None
         message.context_id = task.context_id
-        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message)
+        self._set_status(task_id, a2a_pb2.TASK_STATE_CANCELED, message, force_room=True)
         return self.table.scope_of(task_id)
 
     async def get(
@@ -212,3 +240,13 @@ class InMemoryTaskStore:
 
     async def close(self) -> None:
         pass
+
+
+_IDS_SIZE = 80
+"""What setting a message's task and context ids may add to its size (two ids and tags)."""
+
+
+def _status_size(message: a2a_pb2.Message) -> int:
+    """What a status message adds to its task: it is kept twice, as the status message and in
+    the history."""
+    return 2 * message.ByteSize()

@@ -373,9 +373,14 @@ class RedisTaskStore:
     async def call(self, awaitable: Awaitable[T]) -> T:
         """One Redis round trip, bounded by `timeout` (the client's connect and read timeouts:
         an asyncio.timeout around each call as well cost 6 % of a send's CPU);
-        StoreUnavailableError when it fails."""
+        StoreUnavailableError when it fails; StoreFullError when Redis refuses a write at its
+        `maxmemory` (the store's only byte bound: see base.py)."""
         try:
             result = await awaitable
+        except redis.exceptions.OutOfMemoryError as exc:  # maxmemory with noeviction: it answers
+            raise StoreFullError(
+                "the task store (Redis) is at its maxmemory and refuses writes; retry later"
+            ) from exc
         except redis.exceptions.AuthenticationError as exc:  # a ConnectionError, but not "down"
             self.report_failure(f"refuses the credentials in its URL ({exc})")
             raise StoreUnavailableError(
@@ -573,6 +578,7 @@ class RedisTaskStore:
         message: a2a_pb2.Message | None = None,
         *,
         event_metadata: dict[str, Any] | None = None,
+        force_room: bool = False,  # no byte budget here (base.py): nothing to count
     ) -> bool:
         owned = self._owned.get(task_id)
         if owned is None:
@@ -581,6 +587,9 @@ class RedisTaskStore:
             await self._change_status(owned, state, message, event_metadata, runner=None)
         except _VersionMoved as moved:
             raise await self._refused(moved) from None
+        except StoreFullError:
+            self._owned.pop(task_id, None)  # the change was not written: read the task again
+            raise
         return False  # each write awaits Redis: the readers get their turn anyway
 
     async def _change_status(
@@ -781,6 +790,8 @@ class RedisTaskStore:
         task_id: str,
         mutate: Callable[[a2a_pb2.Task], None],
         event: EventBuilder | None = None,
+        *,
+        size: int = 0,  # no byte budget here (base.py): nothing to count
     ) -> bool:
         owned = self._owned.get(task_id)
         if owned is None:
@@ -794,6 +805,9 @@ class RedisTaskStore:
             await self._write(owned, owned.member, built, "", "-", [])
         except _VersionMoved as moved:
             raise await self._refused(moved) from None
+        except StoreFullError:
+            self._owned.pop(task_id, None)  # `mutate` was not written: read the task again
+            raise
         return False
 
     async def _refused(self, moved: _VersionMoved) -> TaskFinishedError:

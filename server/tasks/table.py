@@ -7,11 +7,13 @@ Synchronous; `InMemoryTaskStore` (memory.py) puts the `TaskStore` contract over 
   an unknown id would be (None / not listed).
 - Not thread-safe; all calls happen on the server's event loop and none of them awaits.
 - Bounded: at most `max_tasks` tasks and `max_bytes` bytes of tasks (their serialized size,
-  measured when a task is created and each time it settles). Terminal tasks are evicted
-  oldest-settled first when the store is full (1/64 of the store, at most 64 tasks, at a time),
-  and after `terminal_ttl` seconds in any case (`evict_expired`, which the server also runs on
-  a timer). When live tasks fill it the store refuses new ones with `StoreFullError` rather than
-  drop work in progress.
+  measured when a task is created and each time it settles, and in between grown by what every
+  write adds when it lands: `apply(..., grow=)`, `set_status(..., grow=)`). Terminal tasks are
+  evicted oldest-settled first when the store is full (1/64 of the store, at most 64 tasks, at a
+  time), and after `terminal_ttl` seconds in any case (`evict_expired`, which the server also
+  runs on a timer). When live tasks fill it the store refuses new tasks, and writes that would
+  grow a task past the budget, with `StoreFullError` (the write is not applied) rather than drop
+  work in progress.
 - Fair: one owner may hold at most `max_live_per_owner` live (non-terminal) tasks, one tenant
   at most `max_live_per_tenant`; over that, `reserve` raises `LiveTaskLimitError`.
 - Parked tasks (INPUT_REQUIRED / AUTH_REQUIRED) are listed oldest first by `parked_since`, so
@@ -105,7 +107,8 @@ class TaskTable:
 
     @property
     def bytes(self) -> int:
-        """Bytes of tasks counted against `max_bytes` (serialized sizes)."""
+        """Bytes of tasks counted against `max_bytes` (serialized sizes), with the room
+        `reserve` promised to tasks not created yet."""
         return self._bytes
 
     def reserve(self, scope: Scope, size: int = 0) -> None:
@@ -114,8 +117,9 @@ class TaskTable:
 
         Raises LiveTaskLimitError when the scope's owner or tenant holds its share of live
         tasks; evicts the oldest finished tasks as needed, and raises StoreFullError when every
-        slot or byte left is held by (or promised to) an unfinished task. Give unused room
-        back with `release(scope)`.
+        slot or byte left is held by (or promised to) an unfinished task. The `size` counts
+        from now on (calls that reserve at once cannot overshoot the budget together). Give
+        unused room back with `release(scope, size)`.
         """
         tenant, owner = scope
         owner_live = self._live_by_owner.get(owner, 0)
@@ -127,17 +131,29 @@ class TaskTable:
                 raise StoreFullError(
                     f"the server holds {self.max_tasks} unfinished tasks; retry later"
                 )
-        max_bytes = self.max_bytes
-        if max_bytes is not None:
-            while self._bytes + size > max_bytes:
-                if not self._evict_oldest_terminal():
-                    raise StoreFullError(
-                        f"the server's unfinished tasks fill its task memory ({max_bytes} bytes); "
-                        "retry later"
-                    )
+        if self.max_bytes is not None:
+            self.make_room(size)
+        self._bytes += size
         self._reserved += 1
         self._live_by_owner[owner] = owner_live + 1
         self._live_by_tenant[tenant] = tenant_live + 1
+
+    def make_room(self, size: int, *, refuse: bool = True) -> None:
+        """Makes room for a write of `size` bytes about to land: evicts the oldest finished
+        tasks until it fits in `max_bytes`. When live tasks fill the budget, StoreFullError
+        (nothing changed), or with `refuse=False` nothing (the write lands over the budget:
+        for the server's own short final statuses and cancels)."""
+        max_bytes = self.max_bytes
+        if max_bytes is None:
+            return
+        while self._bytes + size > max_bytes:
+            if not self._evict_oldest_terminal():
+                if not refuse:
+                    return
+                raise StoreFullError(
+                    f"the server's unfinished tasks fill its task memory ({max_bytes} bytes); "
+                    "retry later"
+                )
 
     def _check_share(self, owner_live: int, tenant_live: int) -> None:
         most = self.max_live_per_owner
@@ -153,8 +169,9 @@ class TaskTable:
                 "may hold: retry when some have finished"
             )
 
-    def release(self, scope: Scope) -> None:
-        """Gives back room promised by `reserve` that no task will use."""
+    def release(self, scope: Scope, size: int = 0) -> None:
+        """Gives back room promised by `reserve(scope, size)` that no task will use."""
+        self._bytes -= size
         self._reserved = max(0, self._reserved - 1)
         self._unlive(scope)
 
@@ -185,28 +202,40 @@ class TaskTable:
         self.adopt(stored, scope)
         return self._copy(stored)
 
-    def adopt(self, task: a2a_pb2.Task, scope: Scope, *, reserved_size: int | None = None) -> None:
+    def adopt(
+        self,
+        task: a2a_pb2.Task,
+        scope: Scope,
+        *,
+        reserved_size: int | None = None,
+        grow: int = 0,
+    ) -> None:
         """Stores a new task without copying it: the store takes ownership of `task`.
 
         For callers that built `task` themselves and never touch it again (the server's task
         runs); everything else should use `create`. Stamps the status time like `create`. With
-        `reserved_size` (the size given to `reserve`), the task takes room promised by `reserve`,
-        never raises StoreFullError, and counts as that many bytes until it settles (measuring
-        it would cost a serialization, ~3k instructions, on every new task).
+        `reserved_size` (the size given to `reserve`), the task takes room promised (and already
+        counted) by `reserve`, never raises StoreFullError, and counts as that many bytes until
+        it settles (measuring
+        it would cost a serialization, ~3k instructions, on every new task), plus `grow`: what
+        was added to the task beyond the reserved size (e.g. its first status message), counted
+        as `apply` counts it (StoreFullError before anything is stored when it does not fit).
         """
         task_id = task.id
         if task_id in self._records or task_id in self._finished:
             raise ValueError(f"task {task_id!r} already exists")
         if reserved_size is not None:
+            if grow:
+                self.make_room(grow)
             self._reserved = max(0, self._reserved - 1)
-            size = reserved_size
+            size = reserved_size + grow
         else:
             size = task.ByteSize()
             self.reserve(scope, size)
             self._reserved -= 1
         status = task.status
         now = self._stamp(status)
-        self._bytes += size
+        self._bytes += grow  # `reserve` counted the rest
         # One Scope object per tenant and owner, shared by their records (fewer objects to track).
         record = _Record(task, self._index.intern(scope), now, size)
         self._records[task_id] = record
@@ -226,16 +255,28 @@ class TaskTable:
         return self._copy(self.apply(task_id, mutate, status_changed=status_changed))
 
     def apply(
-        self, task_id: str, mutate: Callable[[a2a_pb2.Task], None], *, status_changed: bool
+        self,
+        task_id: str,
+        mutate: Callable[[a2a_pb2.Task], None],
+        *,
+        status_changed: bool,
+        grow: int = 0,
     ) -> a2a_pb2.Task:
         """`update` without the copy out: returns the stored task itself, to read and let go.
 
-        The caller must not keep or mutate the returned task (it is the store's own).
+        The caller must not keep or mutate the returned task (it is the store's own). `grow`:
+        the bytes `mutate` adds (e.g. an artifact's serialized size), counted before it runs:
+        finished tasks are evicted to make room, and when live tasks fill the budget
+        StoreFullError is raised and `mutate` does not run.
         """
         record = self._records.get(task_id) or self._not_live(task_id)
         task = record.task
         if task.status.state in TERMINAL_STATES:  # made terminal without `status_changed`
             raise TaskFinishedError(task_id, task.status.state)
+        if grow:
+            self.make_room(grow)
+            record.size += grow
+            self._bytes += grow
         mutate(task)
         if status_changed:
             record.updated_ns = self._stamp(task.status)
@@ -244,15 +285,27 @@ class TaskTable:
         return task
 
     def set_status(
-        self, task_id: str, state: int, message: a2a_pb2.Message | None = None
+        self,
+        task_id: str,
+        state: int,
+        message: a2a_pb2.Message | None = None,
+        *,
+        grow: int = 0,
+        refuse: bool = True,
     ) -> a2a_pb2.Task:
         """A status change: `state`, and `message` as the status message (also appended to the
         history; None clears it). Stamped like `apply(..., status_changed=True)`, and like `apply`
         it returns the stored task itself, to read and let go. A terminal task never changes
-        again: that raises TaskFinishedError.
+        again: that raises TaskFinishedError. `grow`: the bytes the change adds (the message
+        twice: status and history), counted as `apply` counts them; with `refuse=False` the
+        change lands even when live tasks fill the budget.
         """
         record = self._records.get(task_id) or self._not_live(task_id)
         task = record.task
+        if grow:
+            self.make_room(grow, refuse=refuse)
+            record.size += grow
+            self._bytes += grow
         apply_status(task, state, message)
         record.updated_ns = self._stamp(task.status)
         self._index.changed(task_id)
@@ -378,9 +431,9 @@ class TaskTable:
             self._parked.pop(task_id, None)  # answered: it works again
 
     def _settled(self, task_id: str, record: _Record, state: int) -> None:
-        """A terminal or interrupted state: the task's size is measured again (its artifacts
-        and history have grown since it was last measured). A terminal task is kept
-        serialized from now on."""
+        """A terminal or interrupted state: the task's size is measured again, exactly (the
+        writes since it was last measured were counted by what each added, an estimate that
+        leaves out field tags). A terminal task is kept serialized from now on."""
         task = record.task
         if state in TERMINAL_STATES:
             serialized = task.SerializeToString()

@@ -73,3 +73,20 @@ async def test_an_echo_the_caller_does_not_accept_says_so(make_server: Factory) 
     accepted.configuration.accepted_output_modes.append("text/*")
     plain = (await harness.stub.SendMessage(accepted, metadata=VERSION)).task
     assert not plain.status.HasField("message")
+
+
+async def test_an_answer_is_kept_in_the_history_and_the_artifact_and_only_quoted_after(
+    make_server: Factory,
+) -> None:
+    harness = await make_server()
+    asked = await harness.stub.SendMessage(send_request("ask"))
+    answer = "word " * 10_000
+    request = send_request(answer)
+    request.message.task_id = asked.task.id
+    done = (await harness.stub.SendMessage(request)).task
+    assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert done.history[2].parts[0].text == answer  # after "ask" and the question
+    assert done.artifacts[0].parts[0].text == answer
+    quoted = done.status.message.parts[0].text
+    assert quoted == f"Thanks, got it: {answer[: demo_agent.QUOTE_CHARS]}…"
+    assert len(done.SerializeToString()) < 2 * len(answer) + 2000  # two copies, not four

@@ -9,6 +9,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents, TaskMemoryFullError
 from tests.integration.conftest import Factory, error_reason, send_request
 from tests.integration.test_server_retry_classes import details
 
@@ -57,6 +58,72 @@ async def test_store_byte_budget_refuses_new_work_when_live_tasks_fill_it(
     assert "task memory" in (caught.value.details() or "")
     small = await harness.stub.SendMessage(send_request("hi"))  # what still fits is served
     assert small.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+class Filler:
+    """`park N`: asks for input holding N bytes; anything else: a small artifact, then one of
+    60,000 bytes (the exception that second write raised, if any, in `raised`)."""
+
+    def __init__(self) -> None:
+        self.raised: Exception | None = None
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        if context.text().startswith("park"):
+            await events.require_input("x" * int(context.text().split()[1]))
+            return
+        await events.working()
+        await events.add_artifact([a2a_pb2.Part(text="small")], name="first")
+        try:
+            await events.add_artifact([a2a_pb2.Part(text="z" * 60_000)], name="big")
+        except TaskMemoryFullError as exc:
+            self.raised = exc
+            raise
+
+
+async def test_an_agent_s_write_past_the_byte_budget_fails_its_task_keeping_the_rest(
+    make_server: Factory,
+) -> None:
+    agent = Filler()
+    harness = await make_server(agent, max_store_bytes=100_000)
+    # The question is kept twice (status message and history): 60 KB of live task.
+    parked = await harness.stub.SendMessage(send_request("park 30000"))
+    assert parked.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    done = await harness.stub.SendMessage(send_request("fill"))
+    task = done.task
+    assert task.status.state == a2a_pb2.TASK_STATE_FAILED
+    assert "task memory is full" in task.status.message.parts[0].text
+    assert "artifact (60004 bytes)" in task.status.message.parts[0].text  # the part, serialized
+    assert [artifact.name for artifact in task.artifacts] == ["first"]  # what landed is kept
+    assert task.history[0].parts[0].text == "fill"
+    assert isinstance(agent.raised, TaskMemoryFullError)
+    kept = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=parked.task.id))
+    assert kept.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED  # the parked task is intact
+    assert harness.store.bytes <= 100_000
+
+
+async def test_an_answer_that_does_not_fit_beside_live_tasks_is_refused(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(max_store_bytes=100_000)
+    asked = []
+    for _ in range(2):  # parked tasks cannot be evicted
+        reply = await harness.stub.SendMessage(send_request("ask " + "y" * 40_000))
+        asked.append(reply.task)
+    answer = send_request("z" * 30_000)
+    answer.message.task_id = asked[0].id
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await harness.stub.SendMessage(answer)
+    refused_for_now(caught.value)
+    assert "task memory" in (caught.value.details() or "")
+    # Nothing accepted is lost: the task waits as it was, and takes an answer that fits.
+    kept = await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=asked[0].id))
+    assert kept.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert len(kept.history) == len(asked[0].history)
+    short = send_request("a short answer")
+    short.message.task_id = asked[0].id
+    done = await harness.stub.SendMessage(short)
+    assert done.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert harness.store.bytes <= 100_000
 
 
 async def test_one_caller_cannot_hold_the_whole_store(make_server: Factory) -> None:

@@ -280,6 +280,56 @@ async def test_resume_claims_an_interrupted_task_once(make_store: MakeStore) -> 
         await store.resume("t1", ALICE, answer)
 
 
+def text_of(size: int, message_id: str = "big") -> a2a_pb2.Message:
+    message = a2a_pb2.Message(message_id=message_id, role=a2a_pb2.ROLE_USER)
+    message.parts.add().text = "x" * size
+    return message
+
+
+async def test_every_write_counts_against_the_byte_budget(make_store: MakeStore) -> None:
+    """Answers, artifacts and status messages are counted when they land; over a budget that
+    live tasks fill, each is refused with StoreFullError and changes nothing. A store without a
+    byte budget (its stats count no bytes: Redis, bounded by its own maxmemory) takes the same
+    writes and refuses none of them for bytes."""
+    probe = await make_store()
+    budgeted = (await probe.stats()).bytes is not None
+    store = await make_store(max_bytes=30_000) if budgeted else probe
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    await created(store, "t2")
+    await store.set_status("t2", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    await store.resume("t1", ALICE, text_of(20_000))  # fits
+
+    def add_artifact(task: a2a_pb2.Task) -> None:
+        task.artifacts.add(artifact_id="a").parts.add().text = "y" * 10_000
+
+    refused: list[str] = []
+    for name, write in (
+        ("answer", lambda: store.resume("t2", ALICE, text_of(20_000, "big2"))),
+        ("artifact", lambda: store.update("t1", add_artifact, size=10_000)),
+        ("status", lambda: store.set_status("t1", a2a_pb2.TASK_STATE_WORKING, text_of(5_000))),
+    ):
+        try:
+            await write()
+        except StoreFullError:
+            refused.append(name)
+    if not budgeted:
+        assert refused == []
+        return
+    assert refused == ["answer", "artifact", "status"]
+    waiting = await store.get("t2", ALICE)  # the refused answer left its task as it was
+    assert waiting is not None and waiting.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert len(waiting.history) == 2
+    working = await store.get("t1", ALICE)
+    assert working is not None and not working.artifacts
+    assert working.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+    # The server's own final status lands regardless, counted; once finished, t1 makes room.
+    await store.set_status("t1", a2a_pb2.TASK_STATE_FAILED, agent_text("no room"), force_room=True)
+    await store.resume("t2", ALICE, text_of(20_000, "big2"))
+    assert await store.get("t1", ALICE) is None
+    assert (await store.stats()).bytes <= 30_000  # type: ignore[operator]
+
+
 async def test_cancel_ends_the_task_and_its_streams(make_store: MakeStore) -> None:
     store = await make_store()
     await created(store, "t1")
@@ -448,6 +498,43 @@ async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_redis_at_its_maxmemory_refuses_writes_as_a_full_store(
+    make_redis_server: Any,
+) -> None:
+    """Redis's byte bound is its own `maxmemory` (with noeviction): a write it refuses there is
+    StoreFullError, as over a byte budget, and changes nothing (the run's copy is read again)."""
+    server = make_redis_server(
+        extra_args=["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]
+    )
+    store = RedisTaskStore.connect(server.url)
+    await store.start()
+    try:
+        await created(store, "t1")
+        written = 0
+
+        def add_artifact(task: a2a_pb2.Task) -> None:
+            task.artifacts.add(artifact_id=f"a{written}").parts.add().text = "x" * 500_000
+
+        with pytest.raises(StoreFullError, match="maxmemory"):
+            for _ in range(40):
+                await store.update("t1", add_artifact, size=500_000)
+                written += 1
+        stored = await store.get("t1", ALICE)
+        assert stored is not None and len(stored.artifacts) == written  # the refused one is not
+        with pytest.raises(StoreFullError):
+            await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING, text_of(100_000))
+        stored = await store.get("t1", ALICE)
+        assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+        assert len(stored.artifacts) == written
+        await store.client.config_set("maxmemory", "0")  # room again: the next write lands
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        stored = await store.get("t1", ALICE)  # without what was refused
+        assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_COMPLETED
+        assert 1 <= written == len(stored.artifacts) and len(stored.history) == 1
+    finally:
+        await store.close()
 
 
 async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:

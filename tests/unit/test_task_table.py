@@ -261,7 +261,69 @@ def test_a_task_is_measured_again_when_it_settles() -> None:
     store.set_status("t", a2a_pb2.TASK_STATE_COMPLETED)
     assert store.bytes > before + 5000
     store.reserve(SCOPE, 10**9 - 1)  # the whole budget: the finished task must go
-    assert store.get("t", SCOPE) is None and store.bytes == 0
+    assert store.get("t", SCOPE) is None and store.bytes == 10**9 - 1  # the promised room
+
+
+def test_reserved_room_counts_at_once_so_calls_reserving_together_cannot_overshoot() -> None:
+    store = TaskTable(max_bytes=10_000)
+    store.reserve(SCOPE, 6000)  # its task is not created yet: the agent has not spoken
+    with pytest.raises(StoreFullError):
+        store.reserve(SCOPE, 6000)
+    store.release(SCOPE, 6000)  # e.g. the agent answered with a direct reply
+    assert store.bytes == 0
+    store.reserve(SCOPE, 6000)
+    store.adopt(big_task("t", 5900), SCOPE, reserved_size=6000)
+    assert store.bytes == 6000  # counted once
+
+
+def test_writes_to_a_live_task_are_counted_when_they_land() -> None:
+    store = TaskTable(max_bytes=18_000)
+    store.create(big_task("done", 4000, a2a_pb2.TASK_STATE_COMPLETED), SCOPE)
+    done = store.bytes
+    store.create(big_task("live", 100), SCOPE)
+    before = store.bytes
+
+    def add_artifact(t: a2a_pb2.Task) -> None:
+        t.artifacts.add(artifact_id="a", parts=[a2a_pb2.Part(text="y" * 9000)])
+
+    store.apply("live", add_artifact, status_changed=False, grow=9000)
+    assert store.bytes == before + 9000  # counted at once, not when the task settles
+    answer = a2a_pb2.Message(message_id="s", parts=[a2a_pb2.Part(text="z" * 3000)])
+    # A status message lands twice (status and history): 6000 more do not fit beside the
+    # finished task, which goes to make room.
+    store.set_status("live", a2a_pb2.TASK_STATE_WORKING, answer, grow=6000)
+    assert store.get("done", SCOPE) is None and store.bytes == before + 15_000 - done
+
+
+def test_a_write_that_does_not_fit_beside_live_tasks_is_refused_and_changes_nothing() -> None:
+    store = TaskTable(max_bytes=10_000)
+    store.create(big_task("live", 6000), SCOPE)
+    kept = store.get("live", SCOPE)
+    counted = store.bytes
+
+    def add_artifact(t: a2a_pb2.Task) -> None:
+        t.artifacts.add(artifact_id="a", parts=[a2a_pb2.Part(text="y" * 5000)])
+
+    with pytest.raises(StoreFullError, match="task memory"):
+        store.apply("live", add_artifact, status_changed=False, grow=5000)
+    big = a2a_pb2.Message(message_id="s", parts=[a2a_pb2.Part(text="z" * 3000)])
+    with pytest.raises(StoreFullError):
+        store.set_status("live", a2a_pb2.TASK_STATE_COMPLETED, big, grow=6000)
+    assert store.get("live", SCOPE) == kept and store.bytes == counted
+    # The server's own final status lands regardless (counted): the run can always end.
+    store.set_status("live", a2a_pb2.TASK_STATE_FAILED, big, grow=6000, refuse=False)
+    assert store.get("live", SCOPE).status.state == a2a_pb2.TASK_STATE_FAILED  # type: ignore[union-attr]
+
+
+def test_a_first_status_message_beyond_the_reserved_room_is_counted() -> None:
+    store = TaskTable(max_bytes=10_000)
+    store.create(big_task("live", 6000), SCOPE)
+    store.reserve(SCOPE, 100)
+    with pytest.raises(StoreFullError):
+        store.adopt(big_task("new", 100), SCOPE, reserved_size=100, grow=5000)
+    assert store.get("new", SCOPE) is None  # nothing stored; the reservation still holds
+    store.adopt(big_task("new", 100), SCOPE, reserved_size=100, grow=1000)
+    assert store.bytes > 6000 + 100 + 1000
 
 
 def test_live_tasks_are_capped_per_owner_and_per_tenant() -> None:
