@@ -18,7 +18,7 @@ How ADK takes our card:
   `host:port` by definition. A card that lists only our HTTP interfaces (what `serve --card
   FILE` serves from a file listing just them) works by URL.
 
-What ADK does with what we send, and who is right (spec digest /work/shared/spec/a2a-1.0.md):
+What ADK does with what we send, and who is right (against the A2A 1.0 spec digest):
 - an artifact becomes an event that is `partial` unless the update says `lastChunk`, and ADK's
   runner keeps no partial event: that is why a whole artifact must say `lastChunk: true`
   (decision §9.13; before it, ADK kept nothing of `hello`'s echo);

@@ -2,7 +2,7 @@
 HTTP+JSON calls (no a2a_grpc client code but the card resolver), so that a failing client test
 points at the client, not at the fixture.
 
-Where a peer departs from the spec (/work/shared/spec digest sections in brackets), the test
+Where a peer departs from the spec (the A2A 1.0 spec digest's sections in brackets), the test
 pins what the peer does and says who is right:
 - a2a-sdk 1.3.0 treats a request without `A2A-Version` as 0.3 and answers -32009
   VersionNotSupported on its 1.0-only interfaces. That is the spec's letter (§3.1: "missing
