@@ -22,6 +22,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import AUDIT_HEALTH_SERVICE
 from a2a_grpc.server.audit import GENESIS, AuditLog, verify
 from tests.integration.conftest import Factory, send_request
+from tests.integration.serve_process import run_serve
 from tests.integration.test_server_retry_classes import details
 
 TOKENS = {"alice-token": "alice"}
@@ -261,23 +262,7 @@ def test_an_unusable_audit_log_path_is_a_one_line_start_up_error(
     tmp_path: Path, where: str
 ) -> None:
     path = tmp_path if where == "directory" else tmp_path / "no" / "such" / "audit.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "a2a_grpc.cli.main",
-            "serve",
-            "--port",
-            "0",
-            "--http-port",
-            "-1",
-            "--audit-log",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = run_serve("--port", "0", "--http-port", "-1", "--audit-log", str(path))
     assert result.returncode == exit_codes.USAGE
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("a2a-grpc serve: cannot append to the audit")
@@ -288,23 +273,7 @@ def test_a_file_that_is_not_an_audit_trail_is_refused_before_anything_is_written
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("shopping list\nmilk\n")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "a2a_grpc.cli.main",
-            "serve",
-            "--port",
-            "0",
-            "--http-port",
-            "-1",
-            "--audit-log",
-            str(notes),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = run_serve("--port", "0", "--http-port", "-1", "--audit-log", str(notes))
     assert result.returncode == exit_codes.USAGE
     (line,) = result.stderr.strip().splitlines()
     assert line == (
