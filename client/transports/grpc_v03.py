@@ -11,62 +11,22 @@ streams are read as raw bytes, as over 1.0, so a response with two payload membe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import grpc
-from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from a2a_grpc.client.card import GRPC_BINDING
 from a2a_grpc.client.errors import from_rpc_error
 from a2a_grpc.client.events import decode_payload
 from a2a_grpc.client.transports.base import Metadata
+from a2a_grpc.client.transports.v03_rpcs import V03_RPCS
 from a2a_grpc.core import v03
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.service import V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
-
-_UNARY: dict[str, tuple[str, Callable[[Any], Message], type[Message], Callable[[Any], Message]]] = {
-    # 1.0 RPC: (0.3 method, request 1.0 → 0.3, 0.3 response class, result 0.3 → 1.0)
-    "GetTask": ("GetTask", v03.get_task_request_v03, old.Task, v03.task_from_v03),
-    "CancelTask": ("CancelTask", v03.cancel_request_v03, old.Task, v03.task_from_v03),
-    "CreateTaskPushNotificationConfig": (
-        "CreateTaskPushNotificationConfig",
-        v03.create_config_request_v03,
-        old.TaskPushNotificationConfig,
-        v03.push_config_from_v03,
-    ),
-    "GetTaskPushNotificationConfig": (
-        "GetTaskPushNotificationConfig",
-        v03.get_config_request_v03,
-        old.TaskPushNotificationConfig,
-        v03.push_config_from_v03,
-    ),
-    "ListTaskPushNotificationConfigs": (
-        "ListTaskPushNotificationConfig",
-        v03.list_configs_request_v03,
-        old.ListTaskPushNotificationConfigResponse,
-        v03.push_configs_from_v03,
-    ),
-    "GetExtendedAgentCard": (
-        "GetAgentCard",
-        lambda _: old.GetAgentCardRequest(),
-        old.AgentCard,
-        v03.agent_card_from_v03,
-    ),
-    "DeleteTaskPushNotificationConfig": (
-        "DeleteTaskPushNotificationConfig",
-        v03.delete_config_request_v03,
-        empty_pb2.Empty,
-        lambda empty: empty,
-    ),
-}
-_STREAMS: dict[str, tuple[str, Callable[[Any], Message]]] = {
-    "SendStreamingMessage": ("SendStreamingMessage", v03.send_request_v03),
-    "SubscribeToTask": ("TaskSubscription", v03.subscribe_request_v03),
-}
 
 
 class GrpcV03Transport:
@@ -101,11 +61,11 @@ class GrpcV03Transport:
             send = v03.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
             raw = await self._unary("SendMessage", send, timeout, metadata)
             return v03.send_response_from_v03(decode_payload(old.SendMessageResponse, raw))
-        if rpc not in _UNARY:
+        if rpc not in V03_RPCS:
             raise UnsupportedOperationError(
                 f"{rpc} is not part of A2A 0.3 (this agent's interface)"
             )
-        method, to_v03, response_class, from_v03 = _UNARY[rpc]
+        method, to_v03, response_class, from_v03 = V03_RPCS[rpc]
         raw = await self._unary(method, to_v03(request), timeout, metadata)
         try:
             response = response_class.FromString(raw)
@@ -128,7 +88,7 @@ class GrpcV03Transport:
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> _V03Stream:
-        method, to_v03 = _STREAMS[rpc]
+        method, to_v03, _, _ = V03_RPCS[rpc]
         call = self._method(method, True)(to_v03(request), timeout=timeout, metadata=metadata)
         return _V03Stream(call)
 
