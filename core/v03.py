@@ -338,7 +338,7 @@ def task(given: a2a_pb2.Task) -> v03.Task:
     return out
 
 
-_STATE_JSON = {
+STATE_WORDS = {
     v03.TASK_STATE_SUBMITTED: "submitted",
     v03.TASK_STATE_WORKING: "working",
     v03.TASK_STATE_INPUT_REQUIRED: "input-required",
@@ -358,7 +358,7 @@ def task_json(given: a2a_pb2.Task) -> dict[str, Any]:
     carry their `kind`, a status message is `message`, states and roles are lower-case words."""
     translated = task(given)
     out: dict[str, Any] = {"kind": "task", "id": translated.id, "contextId": translated.context_id}
-    status_out: dict[str, Any] = {"state": _STATE_JSON.get(translated.status.state, "unknown")}
+    status_out: dict[str, Any] = {"state": STATE_WORDS.get(translated.status.state, "unknown")}
     if translated.status.HasField("update"):
         status_out["message"] = _message_json(translated.status.update)
     if translated.status.HasField("timestamp"):

@@ -26,18 +26,8 @@ from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperation
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
 
-_STATES = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELLED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "unknown": "TASK_STATE_UNSPECIFIED",
-}
-"""0.3 JSON's task states → the 0.3 proto's names."""
+_STATES = {word: old.TaskState.Name(state) for state, word in v03.STATE_WORDS.items()}
+"""0.3 JSON's task states → the 0.3 proto's names (an unknown word reads as unspecified)."""
 _ROLES = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 
 
