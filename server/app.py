@@ -24,7 +24,15 @@ from a2a_grpc.core.signing import (
     sign_card,
 )
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.addresses import (
+from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.agent_loader import executor_problem
+from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
+from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
+from a2a_grpc.server.protocol.handler import CANCEL_SETTLE_S, RequestHandler
+from a2a_grpc.server.push.webhooks import WebhookDispatcher
+from a2a_grpc.server.tasks.base import StoreUnavailableError
+from a2a_grpc.server.transports.addresses import (
     PublicAddresses,
     bare_host,
     bind_problem,
@@ -32,30 +40,22 @@ from a2a_grpc.server.addresses import (
     listen_problem,
     public_addresses,
 )
-from a2a_grpc.server.agent import AgentExecutor
-from a2a_grpc.server.agent_loader import executor_problem
-from a2a_grpc.server.audit import AuditLog
-from a2a_grpc.server.auth import (
+from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
+from a2a_grpc.server.transports.grpc.servicer_v03 import RPC_NAMES as V03_RPC_NAMES
+from a2a_grpc.server.transports.grpc.servicer_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
+from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
+from a2a_grpc.server.transports.http.bindings import HttpBindings
+from a2a_grpc.server.transports.http.server import CardServer
+from a2a_grpc.server.trust.audit import AuditLog
+from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
     AuthInterceptor,
     BearerTokens,
     ClientCertificates,
 )
-from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
-from a2a_grpc.server.card_http import CardServer
-from a2a_grpc.server.compat_v03 import RPC_NAMES as V03_RPC_NAMES
-from a2a_grpc.server.compat_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
-from a2a_grpc.server.compat_v03 import V03Servicer
-from a2a_grpc.server.config import ServerConfig, redacted_url
-from a2a_grpc.server.handler import CANCEL_SETTLE_S, RequestHandler
-from a2a_grpc.server.http_bindings import HttpBindings
-from a2a_grpc.server.metrics import RpcMetrics, ServerMetrics
-from a2a_grpc.server.servicer import A2AServicer, add_to_server
-from a2a_grpc.server.signers import SignerCards
-from a2a_grpc.server.tasks.base import StoreUnavailableError
-from a2a_grpc.server.tls import ServerCertificates, TlsFiles
-from a2a_grpc.server.webhooks import WebhookDispatcher
+from a2a_grpc.server.trust.signers import SignerCards
+from a2a_grpc.server.trust.tls import ServerCertificates, TlsFiles
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """`a2a-grpc serve`: runs the server until SIGTERM or SIGINT, then shuts down gracefully.
 
 With `--workers N` (N > 1) this process is only the supervisor of N worker processes that share
-the port; server/workers.py states how they start, stop and fail.
+the port; server/ops/workers.py states how they start, stop and fail.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server import logs
-from a2a_grpc.server.addresses import bare_host, bind_problem, is_wildcard
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import load_agent
 from a2a_grpc.server.app import (
@@ -32,13 +30,15 @@ from a2a_grpc.server.app import (
     freeze_startup_objects,
     start_server,
 )
-from a2a_grpc.server.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.card import agent_card, load_card
 from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.telemetry import configure_from_environment
-from a2a_grpc.server.tls import TlsFiles
-from a2a_grpc.server.workers import Supervisor, serve_worker_command, watch_lifeline
+from a2a_grpc.server.ops import logs
+from a2a_grpc.server.ops.telemetry import configure_from_environment
+from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
+from a2a_grpc.server.transports.addresses import bare_host, bind_problem, is_wildcard
+from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
+from a2a_grpc.server.trust.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ def parser() -> argparse.ArgumentParser:
         "--store and a fixed --port; the first process supervises them, forwards SIGTERM/SIGINT "
         "and stops them all when one exits (default: %(default)s)",
     )
-    # Set by the supervisor of --workers N in each worker it starts (server/workers.py).
+    # Set by the supervisor of --workers N in each worker it starts (server/ops/workers.py).
     add("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     add("--worker-lifeline", type=int, default=None, help=argparse.SUPPRESS)
     return command
@@ -785,7 +785,7 @@ def main(argv: list[str]) -> int:
     """Runs `serve` with `argv` (the options after `serve`); returns the exit status
     (core/exit_codes.py): OK after a clean stop, CANNOT_LISTEN when a port cannot be bound,
     USAGE for a configuration that cannot be served (one line on stderr, never the store URL's
-    password); with `--workers N`, see server/workers.py."""
+    password); with `--workers N`, see server/ops/workers.py."""
     # A SIGHUP before the reload handler is installed is ignored rather than fatal (its default
     # action); workers inherit this until their own handler is in place.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

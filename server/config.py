@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from a2a_grpc.server.addresses import parse_advertise, parse_http_url
-from a2a_grpc.server.webhooks import DeliveryPolicy
+from a2a_grpc.server.push.webhooks import DeliveryPolicy
+from a2a_grpc.server.transports.addresses import parse_advertise, parse_http_url
 
 MiB = 1024 * 1024
 
@@ -179,7 +179,7 @@ class ServerConfig:
     it runs them); a task whose replica stopped without finishing it (crashed, killed) is FAILED
     within this time. More than 0, at most 3600."""
     workers: int = 1
-    """Server processes sharing `port` (see server/workers.py). More than one needs a shared
+    """Server processes sharing `port` (see server/ops/workers.py). More than one needs a shared
     `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
     stream_write_timeout: float = 30.0
@@ -196,7 +196,8 @@ class ServerConfig:
     advertise: str = ""
     """`HOST[:PORT]` the card lists for gRPC instead of the listen address (the port defaults
     to the bound one); also the host of the HTTP bindings' URL unless `advertise_http` is set.
-    Empty: the listen host, or the machine's host name for a wildcard (server/addresses.py)."""
+    Empty: the listen host, or the machine's host name for a wildcard
+    (server/transports/addresses.py)."""
     advertise_http: str = ""
     """`http(s)://host[:port][/path]`: the base URL the card lists for the HTTP bindings (JSON-RPC
     at `URL/`, HTTP+JSON under `URL`). Empty: derived as `advertise` says."""

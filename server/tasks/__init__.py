@@ -1,2 +1,2 @@
 """Task stores: the contract (base); this process's memory (memory, table, index); Redis shared
-by replicas (redis_store and its redis_* modules)."""
+by replicas (redis/); and the stream fan-out both use (broker)."""

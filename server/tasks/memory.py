@@ -13,7 +13,6 @@ from typing import Any
 
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.broker import Broker, Subscription
 from a2a_grpc.server.tasks.base import (
     EventBuilder,
     FirstStatus,
@@ -23,6 +22,7 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
 )
+from a2a_grpc.server.tasks.broker import Broker, Subscription
 from a2a_grpc.server.tasks.changes import apply_status, status_event
 from a2a_grpc.server.tasks.table import TaskTable
 

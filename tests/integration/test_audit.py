@@ -20,7 +20,7 @@ from a2a_grpc.core.budget import with_budget
 from a2a_grpc.core.canonical import canonical_message_bytes
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import AUDIT_HEALTH_SERVICE
-from a2a_grpc.server.audit import GENESIS, AuditLog, verify
+from a2a_grpc.server.trust.audit import GENESIS, AuditLog, verify
 from tests.integration.conftest import Factory, send_request
 from tests.integration.serve_process import run_serve
 from tests.integration.test_server_retry_classes import details

@@ -16,7 +16,7 @@ from a2a_grpc.core.budget import Money, cost_of, with_budget
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.card import demo_card
-from a2a_grpc.server.card_http import CARD_PATH
+from a2a_grpc.server.transports.http.server import CARD_PATH
 from tests.integration.bindings import (
     Binding,
     CallError,

@@ -13,7 +13,7 @@ from a2a_grpc.client.messages import user_message
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money, budget_of, cost_of, with_budget
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.spend import DEFAULT_CURRENCY
+from a2a_grpc.server.protocol.spend import DEFAULT_CURRENCY
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
 
 

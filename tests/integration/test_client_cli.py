@@ -22,7 +22,7 @@ from a2a_grpc.core.errors import TaskNotFoundError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import start_server
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.tls import TlsFiles
+from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory
 from tests.integration.scripted_agent import Peer, abort_with, chunk_event, peer, status_event, task

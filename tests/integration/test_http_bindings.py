@@ -22,10 +22,10 @@ from opentelemetry import trace
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import start_server
-from a2a_grpc.server.audit import verify
-from a2a_grpc.server.card_http import CARD_PATH
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.tls import TlsFiles
+from a2a_grpc.server.transports.http.server import CARD_PATH
+from a2a_grpc.server.trust.audit import verify
+from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.bindings import rest_error, sse_data
 from tests.integration.certs import Authority
 from tests.integration.conftest import VERSION, Factory, Harness, Held, collect

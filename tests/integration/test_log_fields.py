@@ -9,7 +9,7 @@ import logging
 import aiohttp
 import pytest
 
-from a2a_grpc.server.logs import CallFields
+from a2a_grpc.server.ops.logs import CallFields
 from tests.integration.conftest import Factory, send_request
 from tests.integration.logging_agent import LoggingAgent
 

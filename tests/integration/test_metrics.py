@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
-from a2a_grpc.server.metrics import INVALID_REQUEST_RPC, METRICS_PATH
+from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC, METRICS_PATH
 from tests.integration.conftest import Factory, Harness, Held, send_request
 from tests.integration.test_compat_v03 import V03, v03_send, v03_stub
 from tests.integration.test_server_push import dispatcher

@@ -45,7 +45,7 @@ async def test_a_redis_outage_is_logged_once_and_counted(
     assert read.status.state == a2a_pb2.TASK_STATE_COMPLETED
     said = [(r.levelname, r.name, r.getMessage()) for r in caplog.records]
     assert all(record.exc_info is None for record in caplog.records), said
-    store = "a2a_grpc.server.tasks.redis_store"
+    store = "a2a_grpc.server.tasks.redis.store"
     (went,) = [line for line in said if line[:2] == ("WARNING", store)]
     # The first failure seen names it: a call, or the event connection (whichever broke first).
     assert went[2].startswith("the task store (Redis): ")

@@ -1,4 +1,4 @@
-"""The store's coalescing Redis client (server/tasks/redis_client.py) on a real redis-server:
+"""The store's coalescing Redis client (server/tasks/redis/client.py) on a real redis-server:
 commands of one event-loop turn share one pipeline, and each still gets its own reply or error."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import redis.exceptions
 
-from a2a_grpc.server.tasks import redis_client
-from a2a_grpc.server.tasks.redis_client import CoalescingRedis
+from a2a_grpc.server.tasks.redis import client as redis_client
+from a2a_grpc.server.tasks.redis.client import CoalescingRedis
 from tests.redis_servers import RedisServer
 
 

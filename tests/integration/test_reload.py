@@ -12,8 +12,8 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2_grpc
 from a2a_grpc.server.app import RunningServer
-from a2a_grpc.server.card_http import CARD_PATH
-from a2a_grpc.server.tls import TlsFiles
+from a2a_grpc.server.transports.http.server import CARD_PATH
+from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, send_request
 

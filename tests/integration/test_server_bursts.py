@@ -144,7 +144,7 @@ async def test_open_streams_have_their_own_limit_and_leave_calls_alone(
     # A stream its caller cancels gives its slot back. The servicer logs (at DEBUG) when it has
     # freed a cancelled stream's slot: the one moment a client cannot observe.
     freed = asyncio.Event()
-    servicer_log = logging.getLogger("a2a_grpc.server.servicer")
+    servicer_log = logging.getLogger("a2a_grpc.server.transports.grpc.servicer")
     on_freed = _OnRecord("slot freed", freed)
     level = servicer_log.level
     servicer_log.addHandler(on_freed)

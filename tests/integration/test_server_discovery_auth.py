@@ -26,7 +26,7 @@ from a2a_grpc.server.app import start_server
 from a2a_grpc.server.card import demo_card, load_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.tls import TlsFiles
+from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, error_reason, send_request
 from tests.integration.serve_process import run_serve, serving

@@ -196,7 +196,7 @@ async def test_accepted_output_modes_reach_the_agent(
     assert [part.text for part in as_text] == ["hello", '{"n": 1.0}']
     request = send_request("hello")
     request.configuration.accepted_output_modes.append("image/png")  # the agent cannot comply
-    with caplog.at_level("WARNING", logger="a2a_grpc.server.run"):
+    with caplog.at_level("WARNING", logger="a2a_grpc.server.protocol.run"):
         task = (await demo.stub.SendMessage(request)).task
     assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED  # delivered all the same
     assert "the caller accepts only image/png" in caplog.text

@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.webhooks import (
+from a2a_grpc.server.push.webhooks import (
     DeliveryPolicy,
     IPAddress,
     PushConfigStore,

@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.broker import Broker
-from a2a_grpc.server.push_config_rpcs import LocalPushConfigs, PushConfigs
+from a2a_grpc.server.protocol.push_config_rpcs import LocalPushConfigs, PushConfigs
+from a2a_grpc.server.push.webhooks import PushConfigStore
 from a2a_grpc.server.tasks.base import (
     FirstStatus,
     InvalidPageTokenError,
@@ -32,11 +32,11 @@ from a2a_grpc.server.tasks.base import (
     TaskStore,
     eviction_batch,
 )
+from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
-from a2a_grpc.server.tasks.redis_store import REPLICA_STOPPED_TEXT, RedisTaskStore
+from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
+from a2a_grpc.server.tasks.redis.store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
-from a2a_grpc.server.webhooks import PushConfigStore
 from tests.integration.certs import Authority
 from tests.redis_servers import RedisCluster, RedisServer, free_ports
 

@@ -48,7 +48,7 @@ async def main(index: int, lifeline: int, behaviour: str) -> int:
 
 
 def supervise(count: int, behaviour: str, stop_timeout: float) -> int:
-    from a2a_grpc.server.workers import Supervisor
+    from a2a_grpc.server.ops.workers import Supervisor
 
     def command(index: int, lifeline: int) -> list[str]:
         return [sys.executable, __file__, str(index), str(lifeline), behaviour]

@@ -49,9 +49,9 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     from a2a_grpc.server.card import demo_card
     from a2a_grpc.server.config import ServerConfig
     from a2a_grpc.server.demo_agent import DemoAgent
-    from a2a_grpc.server.handler import RequestHandler
-    from a2a_grpc.server.metrics import RpcMetrics
-    from a2a_grpc.server.servicer import A2AServicer
+    from a2a_grpc.server.ops.metrics import RpcMetrics
+    from a2a_grpc.server.protocol.handler import RequestHandler
+    from a2a_grpc.server.transports.grpc.servicer import A2AServicer
 
     build = RequestHandler.on_redis if store else RequestHandler.in_memory
     config = ServerConfig(max_tasks=max_tasks, store=store)

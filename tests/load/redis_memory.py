@@ -27,7 +27,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
 
 SAMPLED_PER_KIND = 200
 # Key name -> its kind: task and message ids, digests and context ids folded away.

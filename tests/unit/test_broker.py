@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.broker import Broker, SubscriberOverflowError
+from a2a_grpc.server.tasks.broker import Broker, SubscriberOverflowError
 
 
 def event(n: int) -> a2a_pb2.StreamResponse:

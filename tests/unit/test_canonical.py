@@ -273,7 +273,7 @@ def test_card_form_walks_maps_and_leaves_struct_values_alone() -> None:
 
 
 def test_audit_lines_are_jcs(tmp_path: Path) -> None:
-    from a2a_grpc.server.audit import AuditLog
+    from a2a_grpc.server.trust.audit import AuditLog
 
     path = tmp_path / "audit.jsonl"
     audit = AuditLog(path)  # no event loop here: records are written at once

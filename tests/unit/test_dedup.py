@@ -9,8 +9,8 @@ import pytest
 
 from a2a_grpc.core.errors import InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.dedup import DedupWindow
-from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.protocol.dedup import DedupWindow
+from a2a_grpc.server.protocol.run import TaskRun
 from a2a_grpc.server.tasks.base import Scope
 
 

@@ -22,28 +22,28 @@ LAYERS = {
 }
 PROTOCOL_CORE = (
     "tasks/changes",
-    "tasks/redis_store",
-    "tasks/redis_events",
-    "tasks/redis_push",
-    "tasks/redis_dedup",
-    "handler",
-    "run",
+    "tasks/redis/store",
+    "tasks/redis/events",
+    "tasks/redis/push",
+    "tasks/redis/dedup",
+    "protocol/handler",
+    "protocol/run",
     "tasks/base",
     "tasks/memory",
     "tasks/table",
     "tasks/index",
-    "broker",
-    "dedup",
-    "validation",
+    "tasks/broker",
+    "protocol/dedup",
+    "protocol/validation",
     "agent",
-    "signers",
+    "trust/signers",
 )
 TRANSPORT = (
-    "a2a_grpc.server.auth",
-    "a2a_grpc.server.servicer",
+    "a2a_grpc.server.trust.auth",
+    "a2a_grpc.server.transports.grpc.servicer",
     "a2a_grpc.server.app",
-    "a2a_grpc.server.http_bindings",
-    "a2a_grpc.server.card_http",
+    "a2a_grpc.server.transports.http.bindings",
+    "a2a_grpc.server.transports.http.server",
 )
 
 
@@ -54,8 +54,8 @@ def imported_modules(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            if node.module == "a2a_grpc.server":  # from a2a_grpc.server import validation
-                names.update(f"a2a_grpc.server.{alias.name}" for alias in node.names)
+            if node.module.startswith("a2a_grpc."):  # from a2a_grpc.server.protocol import run
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -82,4 +82,6 @@ def test_the_protocol_core_imports_no_grpc_and_no_transport(name: str) -> None:
 
 def test_the_walk_sees_imports() -> None:
     assert "a2a_grpc.core.errors" in imported_modules(ROOT / "client" / "errors.py")
-    assert "a2a_grpc.server.validation" in imported_modules(ROOT / "server" / "handler.py")
+    assert "a2a_grpc.server.protocol.validation" in imported_modules(
+        ROOT / "server" / "protocol" / "handler.py"
+    )

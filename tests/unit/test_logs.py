@@ -8,16 +8,23 @@ import sys
 
 import pytest
 
-from a2a_grpc.server import cli, logs
+from a2a_grpc.server import cli
+from a2a_grpc.server.ops import logs
 
 
 def test_json_lines_carry_time_level_logger_message_and_extras() -> None:
     record = logging.LogRecord(
-        "a2a_grpc.server.run", logging.WARNING, __file__, 1, "task %s failed", ("t1",), None
+        "a2a_grpc.server.protocol.run",
+        logging.WARNING,
+        __file__,
+        1,
+        "task %s failed",
+        ("t1",),
+        None,
     )
     record.task_id = "t1"
     entry = json.loads(logs.JsonFormatter().format(record))
-    assert entry["level"] == "WARNING" and entry["logger"] == "a2a_grpc.server.run"
+    assert entry["level"] == "WARNING" and entry["logger"] == "a2a_grpc.server.protocol.run"
     assert entry["message"] == "task t1 failed" and entry["task_id"] == "t1"
     assert entry["time"].endswith("Z") and "T" in entry["time"]
 
@@ -64,7 +71,7 @@ def test_call_fields_come_from_the_call_then_the_run_and_extras_win() -> None:
     import contextvars
 
     from a2a_grpc.generated import a2a_pb2
-    from a2a_grpc.server import log_context
+    from a2a_grpc.server.protocol import log_context
 
     assert not {"method", "principal", "task_id", "context_id"} & set(_filtered().__dict__)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from a2a_grpc.server.tasks.base import Scope
-from a2a_grpc.server.tasks.redis_store import SCOPE_NAMES_MAX_CHARS, _Keys
+from a2a_grpc.server.tasks.redis.store import SCOPE_NAMES_MAX_CHARS, _Keys
 
 
 def test_scope_names_are_the_documented_keys_and_long_scopes_are_not_kept() -> None:

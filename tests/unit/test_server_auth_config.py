@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from a2a_grpc.server.auth import (
+from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
     AuthenticationError,

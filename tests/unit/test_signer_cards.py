@@ -19,7 +19,7 @@ from a2a_grpc.core.signing import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card, to_json
-from a2a_grpc.server.signers import SignerCards, SignerCardUnavailableError
+from a2a_grpc.server.trust.signers import SignerCards, SignerCardUnavailableError
 
 KEY = Ed25519PrivateKey.generate()
 URL = "https://a.example/.well-known/agent-card.json"

@@ -8,7 +8,7 @@ import pytest
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION, Money
 from a2a_grpc.server.agent import AgentContractError
-from a2a_grpc.server.spend import DEFAULT_CURRENCY, Ledger
+from a2a_grpc.server.protocol.spend import DEFAULT_CURRENCY, Ledger
 
 
 def test_quotes_and_charges_against_a_budget() -> None:

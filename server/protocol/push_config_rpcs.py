@@ -14,9 +14,14 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
 )
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.protocol.validation import raise_violations
+from a2a_grpc.server.push.webhooks import (
+    V10,
+    PushConfigStore,
+    WebhookDispatcher,
+    WebhookRefusedError,
+)
 from a2a_grpc.server.tasks.base import Scope, TaskStore
-from a2a_grpc.server.validation import raise_violations
-from a2a_grpc.server.webhooks import V10, PushConfigStore, WebhookDispatcher, WebhookRefusedError
 
 CONFIGS_PAGE_SIZE = 100
 """Push configs per ListTaskPushNotificationConfigs page when the request sets none."""

@@ -7,9 +7,9 @@ from typing import Any
 
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.dedup import DedupWindow, Key, Outcome
+from a2a_grpc.server.protocol.dedup import DedupWindow, Key, Outcome
 from a2a_grpc.server.tasks.base import Scope
-from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 
 
 def message_digest(message: a2a_pb2.Message) -> str:

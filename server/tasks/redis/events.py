@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.broker import Subscription
 from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
+from a2a_grpc.server.tasks.broker import Subscription
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+    from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server import log_context
 from a2a_grpc.server.agent import (
     AgentContractError,
     AgentExecutor,
@@ -29,7 +28,8 @@ from a2a_grpc.server.agent import (
     TaskMemoryFullError,
     agent_message,
 )
-from a2a_grpc.server.spend import Ledger, OverBudget
+from a2a_grpc.server.protocol import log_context
+from a2a_grpc.server.protocol.spend import Ledger, OverBudget
 from a2a_grpc.server.tasks.base import (
     EventBuilder,
     FirstStatus,

@@ -27,10 +27,15 @@ from a2a_grpc.core import v03 as translate
 from a2a_grpc.core.errors import VersionNotSupportedError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
-from a2a_grpc.server import log_context
-from a2a_grpc.server.handler import CallContext
-from a2a_grpc.server.servicer import A2AServicer, Context, ServiceParams, check_parsed
-from a2a_grpc.server.telemetry import annotate
+from a2a_grpc.server.ops.telemetry import annotate
+from a2a_grpc.server.protocol import log_context
+from a2a_grpc.server.protocol.handler import CallContext
+from a2a_grpc.server.transports.grpc.servicer import (
+    A2AServicer,
+    Context,
+    ServiceParams,
+    check_parsed,
+)
 
 TRANSPORT = "grpc-0.3"
 """The `transport` label of 0.3 calls in the metrics (their `method` is the 1.0 RPC)."""

@@ -19,8 +19,8 @@ from aiohttp import web
 from a2a_grpc.core.jws import PrivateKey
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
-from a2a_grpc.server.http_bindings import HttpBindings
-from a2a_grpc.server.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
+from a2a_grpc.server.ops.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
+from a2a_grpc.server.transports.http.bindings import HttpBindings
 
 CARD_PATH = "/.well-known/agent-card.json"
 LIVE_PATH = "/healthz"

@@ -58,11 +58,11 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server import log_context
-from a2a_grpc.server.auth import Authenticator, caller_of, set_caller
-from a2a_grpc.server.handler import CallContext
-from a2a_grpc.server.metrics import INVALID_REQUEST_RPC
-from a2a_grpc.server.servicer import A2AServicer
+from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC
+from a2a_grpc.server.protocol import log_context
+from a2a_grpc.server.protocol.handler import CallContext
+from a2a_grpc.server.transports.grpc.servicer import A2AServicer
+from a2a_grpc.server.trust.auth import Authenticator, caller_of, set_caller
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ from prometheus_client.core import (
 )
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.outcomes import ARTIFACT_BUCKETS, Outcomes
+from a2a_grpc.server.protocol.outcomes import ARTIFACT_BUCKETS, Outcomes
 from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.servicer import A2AServicer
+    from a2a_grpc.server.transports.grpc.servicer import A2AServicer
 
 log = logging.getLogger(__name__)
 

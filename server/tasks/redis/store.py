@@ -57,9 +57,8 @@ from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.broker import Subscription
-from a2a_grpc.server.dedup import Outcome
-from a2a_grpc.server.tasks import redis_client, redis_scripts
+from a2a_grpc.server.protocol.dedup import Outcome
+from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     EventBuilder,
@@ -74,11 +73,13 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     eviction_batch,
 )
+from a2a_grpc.server.tasks.broker import Subscription
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
 from a2a_grpc.server.tasks.index import decode_page_token, encode_page_token, trim_history
-from a2a_grpc.server.tasks.redis_events import EventReader, RemoteOutcome, parse_stream_id
-from a2a_grpc.server.tasks.redis_push import RedisPushConfigs
-from a2a_grpc.server.webhooks import WebhookDispatcher
+from a2a_grpc.server.tasks.redis import client as redis_client
+from a2a_grpc.server.tasks.redis import scripts as redis_scripts
+from a2a_grpc.server.tasks.redis.events import EventReader, RemoteOutcome, parse_stream_id
+from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 
 log = logging.getLogger(__name__)
 

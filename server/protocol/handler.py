@@ -42,16 +42,14 @@ from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureErro
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server import validation
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
-from a2a_grpc.server.audit import AuditLog
-from a2a_grpc.server.broker import Broker
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.dedup import DedupWindow, Idempotency, Outcome
-from a2a_grpc.server.outcomes import Outcomes
-from a2a_grpc.server.push_config_rpcs import PushConfigService
-from a2a_grpc.server.run import TaskRun
-from a2a_grpc.server.signers import MessageVerifier, SignerCards, SignerCardUnavailableError
+from a2a_grpc.server.protocol import validation
+from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, Outcome
+from a2a_grpc.server.protocol.outcomes import Outcomes
+from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
+from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.push.webhooks import V10, PushConfigStore, WebhookDispatcher
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
@@ -63,11 +61,13 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     TaskStore,
 )
+from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis_dedup import SharedDedupWindow
-from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+from a2a_grpc.server.tasks.redis.dedup import SharedDedupWindow
+from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
-from a2a_grpc.server.webhooks import V10, PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.trust.audit import AuditLog
+from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards, SignerCardUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class RequestHandler:
     ) -> None:
         """`push` serves the push-config RPCs and delivers webhooks (None when the card does
         not offer push notifications). With `signature_keys` or `signer_cards`, signed
-        messages are verified (see `server/signers.py`)."""
+        messages are verified (see `server/trust/signers.py`)."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card

@@ -36,13 +36,13 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.server import log_context
-from a2a_grpc.server.auth import AuthenticationError, current_principal
-from a2a_grpc.server.broker import SubscriberOverflowError
-from a2a_grpc.server.handler import CallContext, RequestHandler
-from a2a_grpc.server.metrics import RpcMetrics
+from a2a_grpc.server.ops.metrics import RpcMetrics
+from a2a_grpc.server.ops.telemetry import RpcTracing, annotate, failed, task_id_of
+from a2a_grpc.server.protocol import log_context
+from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
 from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
-from a2a_grpc.server.telemetry import RpcTracing, annotate, failed, task_id_of
+from a2a_grpc.server.tasks.broker import SubscriberOverflowError
+from a2a_grpc.server.trust.auth import AuthenticationError, current_principal
 
 log = logging.getLogger(__name__)
 

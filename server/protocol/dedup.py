@@ -18,7 +18,7 @@ from typing import Protocol
 
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.run import TaskRun
+from a2a_grpc.server.protocol.run import TaskRun
 from a2a_grpc.server.tasks.base import Scope
 
 Key = tuple[str, str, str]

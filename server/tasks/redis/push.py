@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.webhooks import V10
+from a2a_grpc.server.push.webhooks import V10
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.tasks.redis_store import RedisTaskStore
+    from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 
 
 class RedisPushConfigs:

@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any
 
-from a2a_grpc.server import log_context
-from a2a_grpc.server.telemetry import ids_of
+from a2a_grpc.server.ops.telemetry import ids_of
+from a2a_grpc.server.protocol import log_context
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")

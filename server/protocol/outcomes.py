@@ -1,6 +1,6 @@
 """What the answers to messages were, counted for metrics: direct replies against tasks, the
 artifacts a finished task holds, and finished tasks without any, by the skill a run names
-(`TaskEvents.use_skill`). Read when /metrics is scraped (server/metrics.py)."""
+(`TaskEvents.use_skill`). Read when /metrics is scraped (server/ops/metrics.py)."""
 
 from __future__ import annotations
 

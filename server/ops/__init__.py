@@ -1,0 +1,2 @@
+"""Operations: what an operator reads and runs. Prometheus metrics, OpenTelemetry tracing,
+log formatting, and the `--workers N` supervisor."""

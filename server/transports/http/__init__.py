@@ -1,0 +1,3 @@
+"""The HTTP transport: the JSON-RPC and HTTP+JSON bindings over the one request handler
+(bindings), and the aiohttp server on the HTTP port that serves them with the agent card, the
+probes and /metrics (server)."""
