@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
+from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import CANCEL_SETTLE_S, RequestHandler
 from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreUnavailableError
@@ -41,7 +42,6 @@ from a2a_grpc.server.transports.addresses import (
     public_addresses,
 )
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
-from a2a_grpc.server.transports.grpc.servicer_v03 import RPC_NAMES as V03_RPC_NAMES
 from a2a_grpc.server.transports.grpc.servicer_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
 from a2a_grpc.server.transports.http.bindings import HttpBindings
@@ -79,49 +79,6 @@ class PortInUseError(StartupError):
     says which)."""
 
 
-class DrainGate(grpc.GenericRpcHandler):
-    """Once closed, answers every new A2A call with UNAVAILABLE; other services are untouched.
-
-    Registered ahead of the A2A service, so while the server drains on its way down, Health and
-    reflection keep answering and new A2A calls are refused as a stopped server refuses them:
-    plain UNAVAILABLE, which every client treats as "try again, elsewhere or later". Until it is
-    closed it is one attribute check per call.
-    """
-
-    def __init__(self) -> None:
-        self.closed = False
-        self.metrics: RpcMetrics | None = None
-        """Where the refusals are counted (set once the server's metrics exist)."""
-        self._refusals: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-        for service, transport, names in (
-            (a2a_pb2.DESCRIPTOR.services_by_name["A2AService"], "grpc", None),
-            (V03_SERVICE_DESCRIPTOR, "grpc-0.3", V03_RPC_NAMES),
-        ):
-            for method in service.methods:
-                rpc = method.name if names is None else names[method.name]
-                refuse = self._refuser(rpc, transport)
-                self._refusals[f"/{service.full_name}/{method.name}"] = (
-                    grpc.unary_stream_rpc_method_handler(refuse)
-                    if method.server_streaming
-                    else grpc.unary_unary_rpc_method_handler(refuse)
-                )
-
-    def service(self, handler_call_details: Any) -> Any:
-        if not self.closed:
-            return None
-        return self._refusals.get(handler_call_details.method)
-
-    def _refuser(self, rpc: str, transport: str) -> Callable[[bytes, Any], Awaitable[None]]:
-        async def refuse(request: bytes, context: Any) -> None:
-            if self.metrics is not None:
-                self.metrics.observe(rpc, "UNAVAILABLE", transport, 0.0)
-            await context.abort(
-                grpc.StatusCode.UNAVAILABLE, "the server is shutting down; try again"
-            )
-
-        return refuse
-
-
 @dataclass
 class RunningServer:
     """A started server. `port` is the bound gRPC port (useful with port 0)."""
@@ -130,7 +87,7 @@ class RunningServer:
     port: int
     handler: RequestHandler
     health: health.aio.HealthServicer
-    gate: DrainGate
+    gate: CallGate
     card_server: CardServer | None = None
     public: PublicAddresses | None = None
     """What the card lists (the advertised addresses); None only for a hand-made instance."""
@@ -259,14 +216,14 @@ class RunningServer:
             await self.card_server.close()
         await self.handler.drain(left())
         if left() == 0:
-            self.gate.closed = True  # the grace is over: what still arrives is refused
+            self.gate.close()  # the grace is over: what still arrives is refused
         # Calls still open get the rest of the grace; one that arrived just before its
         # connection's GOAWAY is served, and the run it starts is waited for below.
         closing = [self.server.stop(left()), goaway]
         if self.card_server is not None:
             closing.append(self.card_server.stop(left()))  # HTTP calls end with the gRPC ones
         await asyncio.gather(*closing)
-        self.gate.closed = True
+        self.gate.close()
         await self.handler.drain(left())
         if self.handler.webhooks is not None:
             await self.handler.webhooks.close(left())
@@ -412,15 +369,19 @@ async def start_server(
             f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
         ) from exc
     handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
-    gate = DrainGate()
-    server.add_generic_rpc_handlers((gate,))  # first, so it is asked first
     rpc_metrics = RpcMetrics() if config.metrics else None
-    gate.metrics = rpc_metrics
-    servicer = A2AServicer(handler, strict_version=config.strict_version, metrics=rpc_metrics)
-    metrics = None if rpc_metrics is None else ServerMetrics(servicer, rpc_metrics)
-    add_to_server(servicer, server)
+    gate = CallGate(
+        max_calls=config.max_concurrent_calls,
+        max_streams=config.max_open_streams,
+        declared_extensions=[ext.uri for ext in final_card.capabilities.extensions],
+        strict_version=config.strict_version,
+        audit=audit,
+        metrics=rpc_metrics,
+    )
+    metrics = None if rpc_metrics is None else ServerMetrics(gate, handler, rpc_metrics)
+    add_to_server(A2AServicer(handler, gate), server)
     if config.compat_03:
-        add_to_server(V03Servicer(servicer), server, V03_SERVICE_DESCRIPTOR)
+        add_to_server(V03Servicer(handler, gate), server, V03_SERVICE_DESCRIPTOR)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         MethodAwareReflection((*a2a_services, health.SERVICE_NAME, reflection.SERVICE_NAME)),
@@ -430,9 +391,9 @@ async def start_server(
         card_server.set_card(final_card, v03=_card_v03_fields(config), signer=card_signer)
         await card_server.start(
             HttpBindings(
-                servicer,
+                handler,
+                gate,
                 authenticator,
-                draining=lambda: gate.closed,
                 served=config.http_bindings,
                 write_timeout=config.stream_write_timeout,
             ),

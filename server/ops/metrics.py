@@ -35,7 +35,8 @@ from a2a_grpc.server.protocol.outcomes import ARTIFACT_BUCKETS, Outcomes
 from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.transports.grpc.servicer import A2AServicer
+    from a2a_grpc.server.protocol.gate import CallGate
+    from a2a_grpc.server.protocol.handler import RequestHandler
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,9 @@ class RpcMetrics:
 class ServerMetrics:
     """The registry of one server and the collector that reads its state at scrape time."""
 
-    def __init__(self, servicer: A2AServicer, rpcs: RpcMetrics) -> None:
-        self.servicer = servicer
+    def __init__(self, gate: CallGate, handler: RequestHandler, rpcs: RpcMetrics) -> None:
+        self.gate = gate
+        self.handler = handler
         self.rpcs = rpcs
         self.registry = CollectorRegistry(auto_describe=False)
         self._stats: StoreStats | None = None
@@ -117,20 +119,20 @@ class ServerMetrics:
         """The text exposition of every metric now (reads the store's figures first: a shared
         store answers over the network; when it does not, its figures are left out)."""
         try:
-            self._stats = await self.servicer.handler.store.stats()
+            self._stats = await self.handler.store.stats()
         except StoreUnavailableError:
             self._stats = None
         return generate_latest(self.registry)
 
     def collect(self) -> Iterator[Metric]:
-        servicer = self.servicer
-        handler = servicer.handler
+        gate = self.gate
+        handler = self.handler
         yield from self.rpcs.families()
         yield GaugeMetricFamily(
-            "a2a_calls_in_flight", "A2A unary calls being handled now", value=servicer.calls
+            "a2a_calls_in_flight", "A2A unary calls being handled now", value=gate.calls
         )
         yield GaugeMetricFamily(
-            "a2a_open_streams", "A2A streams open now (every transport)", value=servicer.streams
+            "a2a_open_streams", "A2A streams open now (every transport)", value=gate.streams
         )
         stats = self._stats
         if stats is not None:

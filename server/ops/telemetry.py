@@ -8,11 +8,11 @@ With no SDK configured and no trace context sent, nothing is done at all.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
@@ -23,23 +23,21 @@ from a2a_grpc.generated import a2a_pb2
 tracer = trace.get_tracer("a2a_grpc.server")
 
 
-_NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
-
-
 class RpcTracing:
     """Opens the server span of one call. Decides once, at construction, whether spans record."""
 
     def __init__(self) -> None:
         self.recording = tracing_configured()
 
-    def span(
+    def start(
         self, rpc: str, trace_headers: Sequence[tuple[str, str]], system: str = "grpc"
-    ) -> contextlib.AbstractContextManager[Span | None]:
-        """The call's server span (None when nothing records); `system` is the binding's
+    ) -> tuple[Span, object] | None:
+        """Starts the call's server span and makes it the current span; returns it with the
+        token that `end` takes, or None when nothing records. `system` is the binding's
         `rpc.system`: grpc, jsonrpc or http."""
         if not trace_headers and not self.recording:
-            return _NO_SPAN  # the common case costs one test
-        return tracer.start_as_current_span(
+            return None  # the common case costs one test
+        span = tracer.start_span(
             f"{SERVICE_NAME}/{rpc}",
             context=incoming_context(trace_headers),
             kind=SpanKind.SERVER,
@@ -47,6 +45,7 @@ class RpcTracing:
             record_exception=False,
             set_status_on_exception=False,
         )
+        return span, otel_context.attach(trace.set_span_in_context(span))
 
 
 def annotate(span: Span | None, request: Any, result: Any) -> None:

@@ -50,6 +50,7 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     from a2a_grpc.server.config import ServerConfig
     from a2a_grpc.server.demo_agent import DemoAgent
     from a2a_grpc.server.ops.metrics import RpcMetrics
+    from a2a_grpc.server.protocol.gate import CallGate
     from a2a_grpc.server.protocol.handler import RequestHandler
     from a2a_grpc.server.transports.grpc.servicer import A2AServicer
 
@@ -59,7 +60,12 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     if store:
         await handler.store.start()
     # As `serve` builds it by default: metrics on (ServerConfig.metrics).
-    servicer = A2AServicer(handler, metrics=RpcMetrics())
+    gate = CallGate(
+        max_calls=config.max_concurrent_calls,
+        max_streams=config.max_open_streams,
+        metrics=RpcMetrics(),
+    )
+    servicer = A2AServicer(handler, gate)
     context = _Context()
     requests = iter(
         [

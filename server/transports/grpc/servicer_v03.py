@@ -1,8 +1,8 @@
 """A2A 0.3's `a2a.v1.A2AService`, served over the 1.0 handler on the same port.
 
-Each call goes through the 1.0 servicer's gate (`admit`, `open_call`, `failure`, `audit`): the
-same admission limits, authentication, audit trail and tracing (under the 1.0 RPC that serves
-it). The request is translated to 1.0 (`core/v03.py`), the handler runs it exactly as it runs a
+Each call goes through the call gate (protocol/gate.py) as a 1.0 call does: the same admission
+limits, authentication, audit trail, metrics and tracing (under the 1.0 RPC that serves it).
+The request is translated to 1.0 (`core/v03.py`), the handler runs it exactly as it runs a
 1.0 call (the same tasks, validation and errors), and the result is translated back.
 
 0.3 specifics: `a2a-version` absent or 0.3 is served and anything else is
@@ -14,28 +14,20 @@ same ErrorInfo as over 1.0.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from time import perf_counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from google.protobuf import empty_pb2
 from google.protobuf.descriptor import ServiceDescriptor
-from opentelemetry.trace import Span
 
 from a2a_grpc.core import status
 from a2a_grpc.core import v03 as translate
-from a2a_grpc.core.errors import VersionNotSupportedError
+from a2a_grpc.core.errors import StatusError, VersionNotSupportedError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
-from a2a_grpc.server.ops.telemetry import annotate
-from a2a_grpc.server.protocol import log_context
-from a2a_grpc.server.protocol.handler import CallContext
-from a2a_grpc.server.transports.grpc.servicer import (
-    A2AServicer,
-    Context,
-    ServiceParams,
-    check_parsed,
-)
+from a2a_grpc.server.protocol.gate import CallGate
+from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.transports.grpc.servicer import Context, check_parsed, read_params
 
 TRANSPORT = "grpc-0.3"
 """The `transport` label of 0.3 calls in the metrics (their `method` is the 1.0 RPC)."""
@@ -51,6 +43,8 @@ EXTENSION_KEYS = (EXTENSIONS_KEY, LEGACY_EXTENSIONS_KEY)
 V03 = TypeVar("V03")
 V10 = TypeVar("V10")
 Result = TypeVar("Result")
+PROTOCOL = translate.PROTOCOL_VERSION
+"""The protocol a 0.3 call's handler context names: its webhooks speak 0.3."""
 
 
 RPC_NAMES = {
@@ -70,11 +64,11 @@ RPC_NAMES = {
 
 
 class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
-    """a2a.v1.A2AService over the handler behind `gate`, the lf.a2a.v1 servicer."""
+    """a2a.v1.A2AService over the 1.0 RequestHandler, every call through `gate`."""
 
-    def __init__(self, gate: A2AServicer) -> None:
+    def __init__(self, handler: RequestHandler, gate: CallGate) -> None:
+        self.handler = handler
         self.gate = gate
-        self.handler = gate.handler
 
     # -- RPCs -----------------------------------------------------------------------------
 
@@ -215,30 +209,23 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         method: Callable[[V10, CallContext], Awaitable[Result]],
         to_v03: Callable[[Result], Any],
     ) -> Any:
-        started = perf_counter()
-        gate = self.gate
-        params = ServiceParams.read(context, EXTENSION_KEYS)
-        with gate.tracing.span(rpc, params.trace_headers) as span:
-            try:
-                gate.admit(stream=False)
-            except Exception as exc:
-                await self._abort(context, exc, span, rpc, None, started)
-            translated: V10 | None = None
-            try:
-                call = await self._call_context(context, params)
-                check_parsed(request)
-                translated = to_v10(request)
-                log_context.CALL.set((rpc, call.principal, translated))
-                result = await method(translated, call)
-                answer = to_v03(result)
-            except Exception as exc:
-                await self._abort(context, exc, span, rpc, translated, started)
-            finally:
-                gate.release(stream=False)
-            annotate(span, translated, result)
-            gate.audit(rpc, translated, "OK", result)
-            gate.finished(rpc, "OK", TRANSPORT, started)
-            return answer
+        call = self.gate.begin(rpc, read_params(context, EXTENSION_KEYS), TRANSPORT)
+        try:
+            handler_call, activated = call.admit(check_version)
+            if activated:
+                await send_activated(context, activated)
+            check_parsed(request)
+            translated = to_v10(request)
+            call.parsed(translated)
+            result = await method(translated, handler_call._replace(protocol=PROTOCOL))
+            answer = to_v03(result)
+        except Exception as exc:
+            await abort(context, call.failed(exc))
+        except BaseException:  # the caller went away (cancelled) or the server is stopping
+            call.cancelled()
+            raise
+        call.ok(result)
+        return answer
 
     async def _stream(
         self,
@@ -248,63 +235,39 @@ class V03Servicer(a2a_v03_pb2_grpc.A2AServiceServicer):
         to_v10: Callable[[V03], V10],
         method: Callable[[V10, CallContext], AsyncIterator[a2a_pb2.StreamResponse]],
     ) -> AsyncIterator[a2a_v03_pb2.StreamResponse]:
-        started = perf_counter()
-        gate = self.gate
-        params = ServiceParams.read(context, EXTENSION_KEYS)
-        with gate.tracing.span(rpc, params.trace_headers) as span:
-            try:
-                gate.admit(stream=True)
-            except Exception as exc:
-                await self._abort(context, exc, span, rpc, None, started)
-            translated: V10 | None = None
-            first: a2a_pb2.StreamResponse | None = None
-            try:
-                call = await self._call_context(context, params)
-                check_parsed(request)
-                translated = to_v10(request)
-                log_context.CALL.set((rpc, call.principal, translated))
-                async for event in method(translated, call):
-                    if first is None:
-                        first = event
-                        annotate(span, translated, event)
-                    yield translate.stream_response(event)
-            except Exception as exc:
-                await self._abort(context, exc, span, rpc, translated, started)
-            except BaseException:  # the caller went away (cancelled) or the server is stopping
-                gate.finished(rpc, "CANCELLED", TRANSPORT, started)
-                gate.audit(rpc, translated, "CANCELLED", first)
-                raise
-            finally:
-                gate.release(stream=True)
-            gate.finished(rpc, "OK", TRANSPORT, started)
-            gate.audit(rpc, translated, "OK", first)
+        call = self.gate.begin(rpc, read_params(context, EXTENSION_KEYS), TRANSPORT, stream=True)
+        first = True
+        try:
+            handler_call, activated = call.admit(check_version)
+            if activated:
+                await send_activated(context, activated)
+            check_parsed(request)
+            translated = to_v10(request)
+            call.parsed(translated)
+            async for event in method(translated, handler_call._replace(protocol=PROTOCOL)):
+                if first:
+                    first = False
+                    call.first_event(event)
+                yield translate.stream_response(event)
+        except Exception as exc:
+            await abort(context, call.failed(exc))
+        except BaseException:  # the caller went away (cancelled) or the server is stopping
+            call.cancelled()
+            raise
+        call.ok()
 
-    async def _call_context(self, context: Context, params: ServiceParams) -> CallContext:
-        call, activated = self.gate.open_call(
-            params.version, params.extension_values, check_version
-        )
-        if activated:
-            echoed = ",".join(activated)
-            await context.send_initial_metadata(
-                ((EXTENSIONS_KEY, echoed), (LEGACY_EXTENSIONS_KEY, echoed))
-            )
-        return call._replace(protocol=translate.PROTOCOL_VERSION)  # its webhooks speak 0.3
 
-    async def _abort(
-        self,
-        context: Context,
-        exc: Exception,
-        span: Span | None,
-        rpc: str,
-        request: Any,
-        started: float,
-    ) -> NoReturn:
-        error = translate.in_v03_terms(
-            self.gate.failure(exc, span, rpc, request, started, TRANSPORT)
-        )
-        code, message, trailers = status.encode_named(error)
-        await context.abort(code, message, trailing_metadata=trailers)
-        raise AssertionError("context.abort returned")  # it always raises
+async def send_activated(context: Context, activated: Sequence[str]) -> None:
+    """Echoes the extensions a call activated under both 0.3 keys."""
+    echoed = ",".join(activated)
+    await context.send_initial_metadata(((EXTENSIONS_KEY, echoed), (LEGACY_EXTENSIONS_KEY, echoed)))
+
+
+async def abort(context: Context, error: StatusError) -> NoReturn:
+    """Ends the call with `error` in 0.3's terms (its status message names the error class)."""
+    code, message, trailers = status.encode_named(translate.in_v03_terms(error))
+    await context.abort(code, message, trailing_metadata=trailers)
+    raise AssertionError("context.abort returned")  # it always raises
 
 
 def check_version(version: str | None) -> None:

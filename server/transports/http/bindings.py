@@ -1,8 +1,8 @@
 """A2A over HTTP: the JSON-RPC 2.0 binding and the HTTP+JSON binding (spec §9, §11).
 
-Both are thin adapters over the servicer that gRPC uses and its RequestHandler: a request is
-decoded from ProtoJSON, goes through the same admission limits, authentication, version and
-extension rules, tracing and audit (`A2AServicer.admit` / `open_call` / `failure` / `audit`), and
+Both are thin adapters over the RequestHandler that gRPC uses: a request is decoded from
+ProtoJSON, goes through the call gate (protocol/gate.py: the same admission limits,
+authentication, version and extension rules, tracing, audit and metrics as a gRPC call) and
 the same handler method; only the encoding of requests, results, streams and errors differs.
 
 - JSON-RPC: `POST /` (the official SDK's default endpoint, so its clients find us where they
@@ -37,7 +37,6 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any
 
 from aiohttp import web
@@ -51,7 +50,6 @@ from a2a_grpc.core.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
-    ServiceUnavailableError,
     StatusError,
     UnauthenticatedError,
 )
@@ -59,9 +57,8 @@ from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC
-from a2a_grpc.server.protocol import log_context
-from a2a_grpc.server.protocol.handler import CallContext
-from a2a_grpc.server.transports.grpc.servicer import A2AServicer
+from a2a_grpc.server.protocol.gate import NO_PARAMS, CallGate, ServiceParams
+from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
 from a2a_grpc.server.trust.auth import Authenticator, caller_of, set_caller
 
 log = logging.getLogger(__name__)
@@ -74,9 +71,9 @@ EVENT_STREAM = "text/event-stream"
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
 """The bindings' names, as the card's `protocolBinding` states them."""
-JSONRPC_SYSTEM = "jsonrpc"
-REST_SYSTEM = "http"
-"""The spans' `rpc.system` per binding (gRPC's is `grpc`)."""
+JSONRPC_TRANSPORT = "jsonrpc"
+REST_TRANSPORT = "http"
+"""The bindings' `transport` label in the metrics (and their spans' `rpc.system`)."""
 SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
@@ -168,25 +165,14 @@ def _route(verb: str, template: str, body: str, rpc: str) -> HttpRoute:
     return HttpRoute(verb, template, path, tuple(fields), body, rpc)
 
 
-@dataclass(frozen=True)
-class ServiceParams:
-    version: str | None
-    extension_values: Sequence[str]
-    trace_headers: Sequence[tuple[str, str]]
-    authorization: str | None
-    peer: Mapping[str, Sequence[bytes]]
-    """The verified client certificate's names, keyed as gRPC's auth context keys them."""
-
-    @classmethod
-    def read(cls, request: web.Request) -> ServiceParams:
-        headers = request.headers
-        return cls(
-            headers.get(VERSION_KEY),
-            headers.getall(EXTENSIONS_KEY, []),
-            [(key, headers[key]) for key in TRACE_HEADERS if key in headers],
-            headers.get("Authorization"),
-            _peer_names(request),
-        )
+def read_params(request: web.Request) -> ServiceParams:
+    """The service parameters in a request's headers (no validation yet)."""
+    headers = request.headers
+    return ServiceParams(
+        headers.get(VERSION_KEY),
+        headers.getall(EXTENSIONS_KEY, []),
+        [(key, headers[key]) for key in TRACE_HEADERS if key in headers],
+    )
 
 
 Encode = Callable[[Message], bytes]
@@ -214,24 +200,22 @@ class HttpBindings:
 
     def __init__(
         self,
-        servicer: A2AServicer,
+        handler: RequestHandler,
+        gate: CallGate,
         authenticator: Authenticator | None = None,
         *,
-        draining: Callable[[], bool] = lambda: False,
         served: Collection[str] = (JSONRPC, HTTP_JSON),
         write_timeout: float = 30.0,
     ) -> None:
-        self.servicer = servicer
+        self.gate = gate
         self.served = tuple(binding for binding in (JSONRPC, HTTP_JSON) if binding in served)
         """The bindings whose routes are added (card names); the others answer 404."""
         self.write_timeout = write_timeout
         """Seconds one write of a stream's event may wait on the client before the stream is
         ended (`ServerConfig.stream_write_timeout`)."""
         self.authenticator = authenticator
-        self.draining = draining
-        """True once the server is shutting down: new calls get UNAVAILABLE, as over gRPC."""
-        self.rpcs = rpcs_of(servicer.handler)
-        self.max_body = servicer.handler.config.max_receive_bytes
+        self.rpcs = rpcs_of(handler)
+        self.max_body = handler.config.max_receive_bytes
 
     def add_routes(self, app: web.Application) -> None:
         if JSONRPC in self.served:
@@ -243,53 +227,41 @@ class HttpBindings:
 
     # -- the shared call path -------------------------------------------------------------
 
-    def _authenticate(self, params: ServiceParams) -> None:
+    def _authenticate(self, http_request: web.Request) -> None:
+        """Names the caller of this request (the gate reads it), as gRPC's interceptor does:
+        its `Authorization` header and the client certificate TLS verified."""
         if self.authenticator is None:
             return
-        authorization = params.authorization
+        authorization = http_request.headers.get("Authorization")
         metadata = () if authorization is None else (("authorization", authorization),)
-        set_caller(caller_of(self.authenticator, metadata, params.peer))
-
-    def _admit(self, *, stream: bool) -> None:
-        if self.draining():
-            raise ServiceUnavailableError("the server is shutting down; try again")
-        self.servicer.admit(stream=stream)
+        set_caller(caller_of(self.authenticator, metadata, _peer_names(http_request)))
 
     async def _unary(
-        self, rpc: Rpc, parse: Callable[[], Message], params: ServiceParams, system: str
+        self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
-        started = perf_counter()
-        gate = self.servicer
-        request: Message | None = None
-        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
-            try:
-                self._admit(stream=False)
-            except Exception as exc:
-                return gate.failure(exc, span, rpc.name, None, started, system), ()
-            try:
-                self._authenticate(params)
-                call, activated = gate.open_call(params.version, params.extension_values)
-                request = parse()
-                log_context.CALL.set((rpc.name, call.principal, request))
-                result: Message = await rpc.method(request, call)
-            except Exception as exc:
-                return gate.failure(exc, span, rpc.name, request, started, system), ()
-            finally:
-                gate.release(stream=False)
-            if gate.handler.audit is not None:
-                gate.audit(rpc.name, request, "OK", result)
-            gate.finished(rpc.name, "OK", system, started)
-            return result, activated
+        call = self.gate.begin(rpc.name, read_params(http_request), transport)
+        try:
+            self._authenticate(http_request)
+            handler_call, activated = call.admit()
+            request = parse()
+            call.parsed(request)
+            result: Message = await rpc.method(request, handler_call)
+        except Exception as exc:
+            return call.failed(exc), ()
+        except BaseException:  # the client went away (cancelled) or the server is stopping
+            call.cancelled()
+            raise
+        call.ok(result)
+        return result, activated
 
     async def _stream(
         self,
         http_request: web.Request,
         rpc: Rpc,
         parse: Callable[[], Message],
-        params: ServiceParams,
-        system: str,
+        transport: str,
         encode: Encode,
         encode_error: EncodeError,
         error_response: Callable[[StatusError], web.Response],
@@ -297,83 +269,70 @@ class HttpBindings:
         """Runs one stream as Server-Sent Events. An error before the first event is a plain
         error response; one after it is the stream's last event. A client that goes away
         ends only its stream (aiohttp cancels the handler): the task goes on."""
-        started = perf_counter()
-        gate = self.servicer
-        request: Message | None = None
-        with gate.tracing.span(rpc.name, params.trace_headers, system) as span:
+        call = self.gate.begin(rpc.name, read_params(http_request), transport, stream=True)
+        events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
+        slow_reader = False
+        try:
             try:
-                self._admit(stream=True)
+                self._authenticate(http_request)
+                handler_call, activated = call.admit()
+                request = parse()
+                call.parsed(request)
+                events = rpc_events = rpc.method(request, handler_call)
+                first: a2a_pb2.StreamResponse | None = await anext(rpc_events)
+            except StopAsyncIteration:
+                first = None
             except Exception as exc:
-                return error_response(gate.failure(exc, span, rpc.name, None, started, system))
-            events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
-            first: a2a_pb2.StreamResponse | None = None
-            slow_reader = False
-            try:
+                return error_response(call.failed(exc))
+            if first is not None:
+                call.first_event(first)
+            response = web.StreamResponse(headers=_sse_headers(activated))
+            await response.prepare(http_request)
+
+            async def write(data: bytes | None) -> None:
+                """Writes `data` (None: the end of the stream), within the write timeout."""
                 try:
-                    self._authenticate(params)
-                    call, activated = gate.open_call(params.version, params.extension_values)
-                    request = parse()
-                    log_context.CALL.set((rpc.name, call.principal, request))
-                    events = rpc_events = rpc.method(request, call)
-                    first = await anext(rpc_events)
-                except StopAsyncIteration:
-                    first = None
+                    async with asyncio.timeout(self.write_timeout):
+                        if data is None:
+                            await response.write_eof()
+                        else:
+                            await response.write(data)
+                except TimeoutError:
+                    raise SlowReaderError from None
+
+            if first is not None:
+                await write(_sse(encode(first)))
+                try:
+                    async for event in rpc_events:
+                        await write(_sse(encode(event)))
+                except (ConnectionResetError, OSError, SlowReaderError):
+                    raise
                 except Exception as exc:
-                    return error_response(
-                        gate.failure(exc, span, rpc.name, request, started, system)
-                    )
-                response = web.StreamResponse(headers=_sse_headers(activated))
-                await response.prepare(http_request)
-
-                async def write(data: bytes | None) -> None:
-                    """Writes `data` (None: the end of the stream), within the write timeout."""
-                    try:
-                        async with asyncio.timeout(self.write_timeout):
-                            if data is None:
-                                await response.write_eof()
-                            else:
-                                await response.write(data)
-                    except TimeoutError:
-                        raise SlowReaderError from None
-
-                if first is not None:
-                    await write(_sse(encode(first)))
-                    try:
-                        async for event in rpc_events:
-                            await write(_sse(encode(event)))
-                    except (ConnectionResetError, OSError, SlowReaderError):
-                        raise
-                    except Exception as exc:
-                        error = gate.failure(exc, span, rpc.name, request, started, system)
-                        await write(encode_error(error))
-                        await write(None)
-                        return response
-                await write(None)
-            except SlowReaderError:
-                slow_reader = True
-                gate.finished(rpc.name, "CANCELLED", system, started)
-                gate.audit(rpc.name, request, "CANCELLED", first)
-            except BaseException:  # the client went away (cancelled) or the server is stopping
-                gate.finished(rpc.name, "CANCELLED", system, started)
-                gate.audit(rpc.name, request, "CANCELLED", first)
-                raise
-            finally:
-                gate.release(stream=True)
-                if events is not None:
-                    await events.aclose()
-            if slow_reader:
-                # Closed only now that the stream's slot and subscription are given back: the
-                # lost connection cancels this handler (handler_cancellation).
-                log.warning(
-                    "%s stream cut off: the client read nothing for %g s (stream write timeout)",
-                    rpc.name,
-                    self.write_timeout,
-                )
-                _reset(http_request)
-                return response
-            gate.finished(rpc.name, "OK", system, started)
-            gate.audit(rpc.name, request, "OK", first)
+                    await write(encode_error(call.failed(exc)))
+                    await write(None)
+                    return response
+            await write(None)
+        except SlowReaderError:
+            slow_reader = True
+            call.cancelled()
+        except BaseException:  # the client went away (cancelled) or the server is stopping
+            call.cancelled()
+            raise
+        finally:
+            if events is not None:
+                await events.aclose()
+        if slow_reader:
+            # Closed only now that the stream's slot and subscription are given back: the
+            # lost connection cancels this handler (handler_cancellation).
+            log.warning(
+                "%s stream cut off: the client read nothing for %g s (stream write timeout)",
+                rpc.name,
+                self.write_timeout,
+            )
+            _reset(http_request)
             return response
+        call.ok()
+        return response
 
     async def _body(self, http_request: web.Request) -> bytes:
         """The request body, refused when too large (413) or not JSON (415)."""
@@ -399,7 +358,6 @@ class HttpBindings:
         self,
         request_id: str | int | None,
         error: StatusError,
-        started: float,
         *,
         code: int | None = None,
         status: int = 200,
@@ -407,23 +365,22 @@ class HttpBindings:
         """The answer to a request refused before it names an A2A method (unreadable body,
         not JSON-RPC, unknown method), counted in the metrics as method `INVALID_REQUEST_RPC`
         (one label for all of them, whatever the request says)."""
-        self.servicer.finished(INVALID_REQUEST_RPC, error.code.name, "jsonrpc", started)
+        self.gate.begin(INVALID_REQUEST_RPC, NO_PARAMS, JSONRPC_TRANSPORT).failed(error)
         return _jsonrpc_response(_jsonrpc_error(request_id, error, code=code), status=status)
 
     async def jsonrpc(self, http_request: web.Request) -> web.StreamResponse:
-        started = perf_counter()
         try:
             body = await self._body(http_request)
         except HttpProblem as problem:
-            return self._refused(None, problem.error, started, status=problem.http_status)
+            return self._refused(None, problem.error, status=problem.http_status)
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError) as exc:
             error: StatusError = InvalidRequestError(f"parse error: {exc}")
-            return self._refused(None, error, started, code=-32700)
+            return self._refused(None, error, code=-32700)
         if isinstance(payload, list):
             error = InvalidRequestError("batch requests are not part of A2A: send one object")
-            return self._refused(None, error, started)
+            return self._refused(None, error)
         request_id = payload.get("id") if isinstance(payload, dict) else None
         if not isinstance(request_id, str | int | None) or isinstance(request_id, bool):
             request_id = None
@@ -433,20 +390,19 @@ class HttpBindings:
                 'invalid JSON-RPC request: expected {"jsonrpc": "2.0", "method": ..., '
                 '"params": {...}, "id": ...}'
             )
-            return self._refused(request_id, error, started)
+            return self._refused(request_id, error)
         method = payload.get("method")
         if not isinstance(method, str):
             error = InvalidRequestError("invalid JSON-RPC request: method must be a string")
-            return self._refused(request_id, error, started)
+            return self._refused(request_id, error)
         rpc = self.rpcs.get(method)
         if rpc is None:
             error = MethodNotFoundError(
                 f"method {method!r} not found: A2A 1.0 methods are {', '.join(self.rpcs)}"
             )
-            return self._refused(request_id, error, started)
+            return self._refused(request_id, error)
         params_value = payload.get("params", {})
         notification = "id" not in payload
-        service_params = ServiceParams.read(http_request)
 
         def parse() -> Message:
             if not isinstance(params_value, dict):
@@ -470,13 +426,12 @@ class HttpBindings:
                 http_request,
                 rpc,
                 parse,
-                service_params,
-                JSONRPC_SYSTEM,
+                JSONRPC_TRANSPORT,
                 encode,
                 encode_error,
                 error_response,
             )
-        result, activated = await self._unary(rpc, parse, service_params, JSONRPC_SYSTEM)
+        result, activated = await self._unary(http_request, rpc, parse, JSONRPC_TRANSPORT)
         if notification:
             return web.Response(status=204)
         if isinstance(result, StatusError):
@@ -498,7 +453,6 @@ class HttpBindings:
                 body = await self._body(http_request)
             except HttpProblem as problem:
                 return _rest_error(problem.error, problem.http_status)
-            service_params = ServiceParams.read(http_request)
 
             def parse() -> Message:
                 return _rest_request(route, rpc.request_class, http_request, body)
@@ -508,13 +462,12 @@ class HttpBindings:
                     http_request,
                     rpc,
                     parse,
-                    service_params,
-                    REST_SYSTEM,
+                    REST_TRANSPORT,
                     lambda event: _dumps(_to_json(event)),
                     lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
                     _rest_error,
                 )
-            result, activated = await self._unary(rpc, parse, service_params, REST_SYSTEM)
+            result, activated = await self._unary(http_request, rpc, parse, REST_TRANSPORT)
             if isinstance(result, StatusError):
                 return _rest_error(result)
             return web.Response(
