@@ -372,7 +372,7 @@ def test_card_signing_keys_reads_back_what_the_card_publishes() -> None:
     assert sorted(card_signing_keys(card)) == ["a-1", "a-2"]
 
 
-# --- the README's walk-through, as a user runs it ------------------------------------------------
+# --- docs/trust.md's walk-through, as a user runs it ---------------------------------------------
 
 
 def cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

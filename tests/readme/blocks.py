@@ -1,6 +1,7 @@
-"""README.md as data: its sections, their fenced blocks, and how each block is run.
+"""README.md and the pages of docs/ as data: their sections, fenced blocks, and how each block
+is run.
 
-Conventions (CONTRIBUTING.md, "The README is executable"):
+Conventions (CONTRIBUTING.md, "The README is executable"), the same on every page:
 - every fenced block names its language; ```sh, ```console and ```python blocks are run, ```text
   blocks are prose and never run, any other language needs a skip marker;
 - a block is marked by an HTML comment on the line before it (blank lines between allowed):
@@ -35,7 +36,7 @@ EXIT_LINE = re.compile(r"^\[exit (?P<code>\d+)\]$")
 
 
 class ReadmeFormatError(ValueError):
-    """The README breaks a convention above; the message names the line."""
+    """A page breaks a convention above; the message names the page and the line."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,12 @@ class Section:
         return any(block.is_server and block.runs for block in self.blocks)
 
 
-def parse(path: Path) -> list[Section]:
-    """The README's sections in order, each with its blocks; ReadmeFormatError for a broken
+def parse(path: Path, name: str | None = None) -> list[Section]:
+    """The page's sections in order, each with its blocks; ReadmeFormatError for a broken
     convention (a block without a language, a marker not followed by a block, an unknown
-    marker, a skip without a reason, an unclosed fence)."""
+    marker, a skip without a reason, an unclosed fence), naming the page as `name` (by default
+    its file name)."""
+    page = name or path.name
     lines = path.read_text(encoding="utf-8").splitlines()
     sections = [Section("(top)", 1)]
     marker: tuple[int, str] | None = None
@@ -104,15 +107,15 @@ def parse(path: Path) -> list[Section]:
             while end < len(lines) and not lines[end].startswith("```"):
                 end += 1
             if end == len(lines):
-                raise ReadmeFormatError(f"README.md:{number}: fence never closed")
+                raise ReadmeFormatError(f"{page}:{number}: fence never closed")
             if not language:
                 raise ReadmeFormatError(
-                    f"README.md:{number}: a block without a language; say ```sh, ```console, "
+                    f"{page}:{number}: a block without a language; say ```sh, ```console, "
                     "```python (run) or ```text (prose)"
                 )
             body = marker[1] if marker else ""
             block = Block(number, language, "\n".join(lines[index + 1 : end]) + "\n", body)
-            _check(block)
+            _check(block, page)
             sections[-1].blocks.append(block)
             marker = None
             index = end + 1
@@ -120,21 +123,21 @@ def parse(path: Path) -> list[Section]:
         found = MARKER.match(line.strip())
         if found:
             if marker is not None:
-                raise ReadmeFormatError(f"README.md:{marker[0]}: marker not followed by a block")
+                raise ReadmeFormatError(f"{page}:{marker[0]}: marker not followed by a block")
             marker = (number, found["body"])
         elif line.strip() and marker is not None:
-            raise ReadmeFormatError(f"README.md:{marker[0]}: marker not followed by a block")
+            raise ReadmeFormatError(f"{page}:{marker[0]}: marker not followed by a block")
         heading = HEADING.match(line)
         if heading:
             sections.append(Section(heading["title"], number))
         index += 1
     if marker is not None:
-        raise ReadmeFormatError(f"README.md:{marker[0]}: marker not followed by a block")
+        raise ReadmeFormatError(f"{page}:{marker[0]}: marker not followed by a block")
     return sections
 
 
-def _check(block: Block) -> None:
-    where = f"README.md:{block.line}"
+def _check(block: Block, page: str) -> None:
+    where = f"{page}:{block.line}"
     if not all(item == "server" or item.startswith("needs ") for item in block.marker_items):
         raise ReadmeFormatError(
             f"{where}: unknown marker {block.marker!r}; use 'skip, REASON', 'server' or "

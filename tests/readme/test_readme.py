@@ -1,10 +1,12 @@
-"""README.md is executable: every ```sh, ```console and ```python block runs as written.
+"""README.md and every page of docs/ are executable: every ```sh, ```console and ```python block
+runs as written.
 
-Each section (the blocks under one heading) runs in order, in a fresh directory of its own,
-against a fresh `make serve` (started here exactly so), unless the section starts its own
-servers with a `<!-- readme-test: server -->` block. The one substitution: the README's ports
-(500xx, which `make serve` and its examples use, and Redis's 6379) become free ports here, in
-the commands and in the output they show alike. tests/readme/blocks.py has the conventions.
+Each section of a page (the blocks under one heading) runs in order, in a fresh directory of its
+own, against a fresh `make serve` (started here exactly so), unless the section starts its own
+servers with a `<!-- readme-test: server -->` block; a test is named by its page and section.
+The one substitution: the pages' ports (500xx, which `make serve` and its examples use, and
+Redis's 6379) become free ports here, in the commands and in the output they show alike.
+tests/readme/blocks.py has the conventions, the same on every page.
 """
 
 from __future__ import annotations
@@ -40,29 +42,43 @@ from tests.redis_servers import missing_redis_action
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
+"""The pages whose examples run: the README, then docs/ in name order."""
 VENV_BIN = REPO / ".venv" / "bin"
 
 BLOCK_TIMEOUT = 40.0  # seconds one block may run, at most
 START_TIMEOUT = 20.0  # seconds from a server's start to its ready line, at most
 STOP_TIMEOUT = 30.0  # seconds from Ctrl-C (SIGINT) to a server's exit (its grace is 10 s)
-PORT_RANGES = (12000, 32000)  # where the README's ports move to (below 32768, Linux's ephemeral)
+PORT_RANGES = (12000, 32000)  # where the pages' ports move to (below 32768, Linux's ephemeral)
 README_PORT = re.compile(r"(?<!\d)(500\d\d|6379)(?!\d)")
 A2A_READY = "serving A2A 1.0 over gRPC"
 
 
-def _load() -> tuple[list[Section], str | None]:
+def page_name(path: Path) -> str:
+    """A page as the tests and their messages name it: its path in the repository."""
+    return path.relative_to(REPO).as_posix()
+
+
+def _load(path: Path) -> tuple[list[Section], str | None]:
     try:
-        return parse(README), None
+        return parse(path, page_name(path)), None
     except ReadmeFormatError as exc:
         return [], str(exc)
 
 
-SECTIONS, FORMAT_ERROR = _load()
+LOADED = {page_name(path): _load(path) for path in PAGES}
+SECTIONS = {page: sections for page, (sections, _) in LOADED.items()}
+"""Each page's sections, by page name."""
 
 
-def test_readme_follows_the_block_conventions() -> None:
-    assert FORMAT_ERROR is None, FORMAT_ERROR
-    assert any(block.runs for section in SECTIONS for block in section.blocks)
+@pytest.mark.parametrize("page", list(LOADED))
+def test_page_follows_the_block_conventions(page: str) -> None:
+    error = LOADED[page][1]
+    assert error is None, error
+
+
+def test_the_readme_has_examples_that_run() -> None:
+    assert any(block.runs for section in SECTIONS["README.md"] for block in section.blocks)
 
 
 # --- ports ---------------------------------------------------------------------------------------
@@ -78,12 +94,13 @@ def _free(port: int) -> bool:
 
 
 def _port_map() -> dict[str, str]:
-    """README port -> a free port here. 500xx keep their offsets (a server's HTTP port is its
+    """A pages' port -> a free port here. 500xx keep their offsets (a server's HTTP port is its
     gRPC port + 1), so they move as one range of 200, picked below the kernel's ephemeral
     ports, where other tests' port-0 servers and outgoing connections never land."""
     used = {
         int(port)
-        for section in SECTIONS
+        for sections in SECTIONS.values()
+        for section in sections
         for block in section.blocks
         for port in README_PORT.findall(block.text)
     }
@@ -95,7 +112,7 @@ def _port_map() -> dict[str, str]:
         mapping[6379] = base + 150
         if all(_free(port) for port in mapping.values()):
             return {str(k): str(v) for k, v in mapping.items()}
-    raise RuntimeError("no free range of ports for the README's examples")
+    raise RuntimeError("no free range of ports for the pages' examples")
 
 
 def substitute(text: str, ports: dict[str, str]) -> str:
@@ -203,10 +220,18 @@ def _ready_line(command: str) -> str:
 
 
 class SectionRun:
-    """The state of one section: its directory, its servers, its ports."""
+    """The state of one section of a page: its directory, its servers, its ports."""
 
-    def __init__(self, section: Section, cwd: Path, scratch: Path, ports: dict[str, str]) -> None:
+    def __init__(
+        self,
+        section: Section,
+        cwd: Path,
+        scratch: Path,
+        ports: dict[str, str],
+        page: str = "README.md",
+    ) -> None:
         self.section = section
+        self.page = page
         self.cwd = cwd
         self.scratch = scratch
         self.ports = ports
@@ -216,7 +241,7 @@ class SectionRun:
         self.halted = False
 
     def where(self, block: Block) -> str:
-        return f"README.md:{block.line} ({self.section.title})"
+        return f"{self.page}:{block.line} ({self.section.title})"
 
     def start_make_serve(self) -> None:
         port = self.ports["50051"]
@@ -330,7 +355,7 @@ class SectionRun:
                 f"{self.where(block)}: exit {code}, shown {step.exit_code or 0}:\n{shown}"
             )
             assert matches(step.output, actual), (
-                f"{self.where(block)}: output differs from what the README shows:\n"
+                f"{self.where(block)}: output differs from what the page shows:\n"
                 + "\n".join(step.output)
                 + f"\n--- actual ---\n{shown}"
             )
@@ -339,8 +364,14 @@ class SectionRun:
         return "".join(f"\n--- {' '.join(s.argv)} ---\n{s.output()}" for s in self.servers)
 
 
-def _runnable() -> list[Section]:
-    return [s for s in SECTIONS if any(block.runs for block in s.blocks)]
+def _runnable() -> list[tuple[str, Section]]:
+    """Every section that runs a block, with its page, in page order."""
+    return [
+        (page, section)
+        for page, sections in SECTIONS.items()
+        for section in sections
+        if any(block.runs for block in section.blocks)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -352,11 +383,11 @@ def ports() -> dict[str, str]:
 def section_run(
     request: pytest.FixtureRequest, tmp_path: Path, ports: dict[str, str]
 ) -> Iterator[SectionRun]:
-    section: Section = request.param
+    page, section = request.param
     cwd, scratch = tmp_path / "work", tmp_path / "scratch"
     cwd.mkdir()
     scratch.mkdir()
-    run = SectionRun(section, cwd, scratch, ports)
+    run = SectionRun(section, cwd, scratch, ports, page)
     try:
         yield run
     finally:
@@ -364,9 +395,12 @@ def section_run(
 
 
 @pytest.mark.parametrize(
-    "section_run", _runnable(), ids=[s.title for s in _runnable()], indirect=True
+    "section_run",
+    _runnable(),
+    ids=[f"{page}::{section.title}" for page, section in _runnable()],
+    indirect=True,
 )
-def test_readme_section_runs_as_written(section_run: SectionRun) -> None:
+def test_section_runs_as_written(section_run: SectionRun) -> None:
     section = section_run.section
     if not section.has_server:
         section_run.start_make_serve()

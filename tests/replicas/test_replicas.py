@@ -341,7 +341,7 @@ async def test_a_client_stream_goes_on_through_another_replica_when_its_replica_
 async def test_tasks_survive_a_restart_of_every_replica_and_redis(
     replicas: StartReplica, make_redis_server: Any
 ) -> None:
-    redis_server = make_redis_server(appendonly=True)  # appendfsync always: see README
+    redis_server = make_redis_server(appendonly=True)  # appendfsync always: see docs/replicas.md
     a = await replicas(url=redis_server.url)
     b = await replicas(url=redis_server.url)
     done = [(await replica.stub.SendMessage(send("task"))).task for replica in (a, b, a)]

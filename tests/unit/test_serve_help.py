@@ -1,5 +1,5 @@
-"""`a2a-grpc serve --help` and the README agree: every option is documented in both, with its
-default; the README's exit-code table is the code's."""
+"""`a2a-grpc serve --help` and the docs agree: every option is documented in both (the options
+table of docs/server.md), with its default; the exit-code table of docs/cli.md is the code's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 from a2a_grpc.core import exit_codes
 from a2a_grpc.server.cli import parser
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+SERVER_DOC = (DOCS / "server.md").read_text()
+CLI_DOC = (DOCS / "cli.md").read_text()
 
 
 def _options() -> list[argparse.Action]:
@@ -24,7 +26,7 @@ def _options() -> list[argparse.Action]:
 
 
 def _readme_options_table() -> list[str]:
-    section = README[README.index("## The server") :]
+    section = SERVER_DOC
     start = section.index("| option | meaning |")
     return section[start : section.index("\n\n", start)].splitlines()[2:]
 
@@ -44,9 +46,11 @@ def test_the_readme_options_table_lists_exactly_the_serve_options() -> None:
         for option in re.findall(r"--[a-z0-9][a-z0-9-]*", row.split(" | ")[0])
     }
     names = {name for action in _options() for name in action.option_strings}
-    assert in_readme <= names, f"the README lists options serve does not have: {in_readme - names}"
+    assert in_readme <= names, (
+        f"docs/server.md lists options serve does not have: {in_readme - names}"
+    )
     missing = [a.option_strings[0] for a in _options() if not in_readme & set(a.option_strings)]
-    assert not missing, f"the README's options table does not list {missing}"
+    assert not missing, f"the options table of docs/server.md does not list {missing}"
 
 
 def test_the_readme_defaults_are_the_parsers() -> None:
@@ -64,7 +68,7 @@ def test_the_readme_defaults_are_the_parsers() -> None:
 
 
 def test_the_readme_exit_code_table_is_the_codes() -> None:
-    section = README[README.index("### Exit codes") :]
+    section = CLI_DOC[CLI_DOC.index("## Exit codes") :]
     start = section.index("| Code | Returned by | Meaning |")
     rows = section[start : section.index("\n\n", start)].splitlines()[2:]
     in_readme = [tuple(cell.strip() for cell in row.strip("|").split(" | ")) for row in rows]
