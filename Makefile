@@ -87,7 +87,7 @@ typecheck: $(STAMP)
 # its own a2a-sdk), which its fixture builds on first use from tests/interop/adk/requirements.txt
 # (~30 s from an empty pip cache) and reuses while the pins are unchanged. `make peers` builds it
 # ahead of time.
-# The tools the README's examples call (grpcurl, ghz), so that its test runs those examples too.
+# The tools the examples of the README and docs/ call (grpcurl, ghz), so that its test runs those examples too.
 # Without Go, or when they cannot be built, the README test skips those examples and says why.
 tools: $(STAMP)
 	@if command -v go >/dev/null 2>&1; then \

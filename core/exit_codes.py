@@ -1,7 +1,7 @@
 """The exit codes of every `a2a-grpc` command (client commands, `serve`, `audit`).
 
 One table: a code means the same thing whichever command returns it, so a script can test `$?`
-without knowing which command ran. The README's exit-code table is this one
+without knowing which command ran. The table under "Exit codes" in docs/cli.md is this one
 (`tests/unit/test_exit_codes.py` compares them).
 """
 

@@ -1,7 +1,7 @@
 """A2A 0.3 (`a2a.v1`) ↔ A2A 1.0 (`lf.a2a.v1`) messages: pure translation, no I/O.
 
 Requests go 0.3 → 1.0 (what a 0.3 caller asks, as the 1.0 handler takes it); results go
-1.0 → 0.3. Fields that exist on one side only (README "A2A 0.3 callers" lists them) are
+1.0 → 0.3. Fields that exist on one side only (docs/a2a-0.3.md lists them) are
 dropped; nothing is invented. A resource name that is not exactly `tasks/{id}` or
 `tasks/{id}/pushNotificationConfigs/{config}` is INVALID_PARAMS (INVALID_ARGUMENT).
 
@@ -353,9 +353,10 @@ STATE_WORDS = {
 
 def task_json(given: a2a_pb2.Task) -> dict[str, Any]:
     """`task` as A2A 0.3's JSON schema has it (`Task` in its a2a.json, `kind: "task"`): what the
-    0.3 SDKs' push senders POST to a webhook and their receivers read (README "Push
-    notifications"). The fields are those of `task`, with 0.3 JSON's names and shapes: parts
-    carry their `kind`, a status message is `message`, states and roles are lower-case words."""
+    0.3 SDKs' push senders POST to a webhook and their receivers read (docs/push.md;
+    docs/a2a-0.3.md describes this body). The fields are those of `task`, with 0.3 JSON's names
+    and shapes: parts carry their `kind`, a status message is `message`, states and roles are
+    lower-case words."""
     translated = task(given)
     out: dict[str, Any] = {"kind": "task", "id": translated.id, "contextId": translated.context_id}
     status_out: dict[str, Any] = {"state": STATE_WORDS.get(translated.status.state, "unknown")}

@@ -526,7 +526,7 @@ PING_TIMEOUT_MS = 20_000
 
 
 def connection_limits(config: ServerConfig) -> list[tuple[str, int]]:
-    """gRPC core's limits on connections and on calls not yet served (README: Limits)."""
+    """gRPC core's limits on connections and on calls not yet served (docs/server.md, Limits)."""
     pending = PENDING_CONNECTIONS * config.max_streams_per_connection
     return [
         # HTTP/2 MAX_CONCURRENT_STREAMS (unlimited by default). grpc's overload protection (on

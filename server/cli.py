@@ -92,8 +92,8 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--card",
         metavar="FILE",
-        help="agent card as ProtoJSON (default: made from the --agent's class, see 'Writing an "
-        "agent' in the README; the demo agent's without --agent)",
+        help="agent card as ProtoJSON (default: made from the --agent's class, see docs/agents.md; "
+        "the demo agent's without --agent)",
     )
     add(
         "--extended-card",
