@@ -41,16 +41,17 @@ from a2a_grpc.server.transports.addresses import (
     listen_problem,
     public_addresses,
 )
+from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.transports.grpc.servicer_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
+from a2a_grpc.server.transports.grpc.tls import grpc_credentials
 from a2a_grpc.server.transports.http.bindings import HttpBindings
 from a2a_grpc.server.transports.http.server import CardServer
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
-    AuthInterceptor,
     BearerTokens,
     ClientCertificates,
 )
@@ -584,7 +585,7 @@ def _bind(
         if certificates is None:
             port = server.add_insecure_port(target)
         else:
-            port = server.add_secure_port(target, certificates.grpc_credentials())
+            port = server.add_secure_port(target, grpc_credentials(certificates))
     except RuntimeError as exc:
         raise PortInUseError(_why_not(config)) from exc
     if port == 0:

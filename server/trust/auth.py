@@ -1,11 +1,12 @@
-"""Caller identity: pluggable authenticators and the interceptor that runs them on every A2A call.
+"""Caller identity: pluggable authenticators, and the current call's caller.
 
-The interceptor authenticates every A2A call before the service sees it; the servicer's first
-step asks for the principal, so a caller without valid credentials gets UNAUTHENTICATED before
-any lookup and learns nothing about which tasks exist. The principal it
-yields scopes every task operation (with the request's tenant).
+Each transport authenticates every A2A call before the protocol sees it (gRPC's interceptor,
+transports/grpc/auth.py; the HTTP bindings themselves) and sets its caller (`set_caller`); the
+call gate's first step asks for the principal (`current_principal`), so a caller without valid
+credentials gets UNAUTHENTICATED before any lookup and learns nothing about which tasks exist.
+The principal scopes every task operation (with the request's tenant).
 
-Configured with neither tokens nor client certificates, the server installs no interceptor and
+Configured with neither tokens nor client certificates, the server authenticates nothing and
 serves every caller as the anonymous principal "".
 """
 
@@ -15,17 +16,11 @@ import contextvars
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-import grpc
-
-from a2a_grpc.core.service import V03_SERVICE_NAME, method_path
-
-A2A_SERVICE_PREFIXES = (method_path(""), f"/{V03_SERVICE_NAME}/")
-"""The paths of the A2A services (1.0 and 0.3): every call to them is authenticated."""
 TOKENS_ENV = "A2A_GRPC_TOKENS"
 
 
@@ -183,58 +178,6 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
     return tokens
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticates every A2A call; health and reflection stay open for probes and tools."""
-
-    def __init__(self, authenticator: Authenticator) -> None:
-        self.authenticator = authenticator
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Any],
-        handler_call_details: Any,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None or not handler_call_details.method.startswith(A2A_SERVICE_PREFIXES):
-            return handler
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # A2A has no client-streaming RPCs
-
-    def _unary(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        async def authenticated(request: Any, context: Any) -> Any:
-            _caller.set(self._authenticate(context))
-            return await behaviour(request, context)
-
-        return authenticated
-
-    def _stream(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-        async def authenticated(request: Any, context: Any) -> AsyncIterator[Any]:
-            _caller.set(self._authenticate(context))
-            async for response in behaviour(request, context):
-                yield response
-
-        return authenticated
-
-    def _authenticate(self, context: Any) -> str | AuthenticationError:
-        """The caller's principal, or the refusal the servicer turns into UNAUTHENTICATED."""
-        return caller_of(
-            self.authenticator,
-            tuple(context.invocation_metadata() or ()),
-            context.auth_context() or {},
-        )
-
-
 def caller_of(
     authenticator: Authenticator,
     metadata: Sequence[tuple[str, str | bytes]],
@@ -250,7 +193,7 @@ def caller_of(
 
 def set_caller(caller: str | AuthenticationError) -> None:
     """Makes `caller` the current call's caller (what `current_principal` answers in this
-    context); for transports other than gRPC, whose calls the interceptor does not see."""
+    context): each transport sets it as a call arrives."""
     _caller.set(caller)
 
 

@@ -1,22 +1,19 @@
 """The server's TLS files, and the certificates it serves with them: swappable while it runs.
 
-`ServerCertificates` gives gRPC dynamic credentials (grpc asks for a new configuration at each
-handshake) and aiohttp one SSL context whose SNI callback, called on every handshake (with or
-without a server name), moves the connection to the newest context. `replace` swaps both; the
-connections already open keep the certificate they were made with.
+`ServerCertificates` gives aiohttp one SSL context whose SNI callback, called on every handshake
+(with or without a server name), moves the connection to the newest context, and counts its
+`generation`, which gRPC's dynamic credentials follow (transports/grpc/tls.py). `replace` swaps
+both; the connections already open keep the certificate they were made with.
 """
 
 from __future__ import annotations
 
 import ssl
 import tempfile
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
@@ -99,22 +96,11 @@ class ServerCertificates:
     def __init__(self, files: TlsFiles) -> None:
         files.check()
         self.files = files
-        self._pending: grpc.ServerCertificateConfiguration | None = None
-        # `_fetch` runs on grpc's own threads, `replace` on the event loop: a reload that lands
-        # between `_fetch`'s read and its reset would otherwise be dropped.
-        self._pending_lock = threading.Lock()
+        self.generation = 0
+        """Counts `replace`s: grpc's credentials rebuild their configuration when it moves."""
         self._served = files.ssl_context()
         self._current = self._served
         self._served.sni_callback = self._choose
-
-    def grpc_credentials(self) -> grpc.ServerCredentials:
-        """Credentials for the gRPC port that follow `replace`."""
-        return grpc.dynamic_ssl_server_credentials(
-            _grpc_configuration(self.files),
-            # grpc takes None for "no change" (its documentation); types-grpcio does not say so.
-            cast("Callable[[], grpc.ServerCertificateConfiguration]", self._fetch),
-            require_client_authentication=self.files.client_ca is not None,
-        )
 
     @property
     def ssl_context(self) -> ssl.SSLContext:
@@ -130,24 +116,10 @@ class ServerCertificates:
                 "--client-ca cannot be added or removed while the server runs; restart it"
             )
         context = files.ssl_context()
-        configuration = _grpc_configuration(files)
-        with self._pending_lock:
-            self._pending = configuration
         self._current = context
         self.files = files
-
-    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
-        """grpc's question at each handshake: a new configuration, or None to keep its own."""
-        with self._pending_lock:
-            pending, self._pending = self._pending, None
-        return pending
+        self.generation += 1  # after `files`: a reader that sees the new count reads new files
 
     def _choose(self, connection: Any, server_name: str | None, context: ssl.SSLContext) -> None:
         if self._current is not context:
             connection.context = self._current
-
-
-def _grpc_configuration(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
-    return grpc.ssl_server_certificate_configuration(
-        [(files.private_key, files.certificate_chain)], root_certificates=files.client_ca
-    )
