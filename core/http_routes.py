@@ -15,9 +15,8 @@ from google.api import annotations_pb2  # type: ignore[import-untyped]
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 
-from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.core.service import SERVICE
 
-SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _VARIABLE = re.compile(r"\{([^}=]+)(?:=([^}]*))?\}")
 
 

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.audit_chain import NotAChainError
 from a2a_grpc.core.jws import KeySet, PrivateKey
-from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
+from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE, V03_SERVICE_NAME
 from a2a_grpc.core.signing import (
     card_publishes_signing_keys,
     card_signing_keys,
@@ -43,7 +43,6 @@ from a2a_grpc.server.transports.addresses import (
 )
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
-from a2a_grpc.server.transports.grpc.servicer_v03 import SERVICE as V03_SERVICE_DESCRIPTOR
 from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
 from a2a_grpc.server.transports.grpc.tls import grpc_credentials
 from a2a_grpc.server.transports.http.bindings import HttpBindings
@@ -382,7 +381,7 @@ async def start_server(
     metrics = None if rpc_metrics is None else ServerMetrics(gate, handler, rpc_metrics)
     add_to_server(A2AServicer(handler, gate), server)
     if config.compat_03:
-        add_to_server(V03Servicer(handler, gate), server, V03_SERVICE_DESCRIPTOR)
+        add_to_server(V03Servicer(handler, gate), server, V03_SERVICE)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         MethodAwareReflection((*a2a_services, health.SERVICE_NAME, reflection.SERVICE_NAME)),

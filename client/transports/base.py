@@ -11,6 +11,7 @@ from typing import Protocol
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
+from a2a_grpc.core.service import SERVICE
 from a2a_grpc.generated import a2a_pb2
 
 Metadata = Sequence[tuple[str, str | bytes]]
@@ -19,8 +20,7 @@ Metadata = Sequence[tuple[str, str | bytes]]
 metadata, the HTTP bindings as headers."""
 
 RESPONSES: dict[str, type[Message]] = {
-    method.name: message_factory.GetMessageClass(method.output_type)
-    for method in a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].methods
+    method.name: message_factory.GetMessageClass(method.output_type) for method in SERVICE.methods
 }
 """Each RPC's response class, from the descriptor."""
 

@@ -39,7 +39,8 @@ from a2a_grpc.client.transports.http import (
 )
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.http_routes import SERVICE, request_path, request_rule
+from a2a_grpc.core.http_routes import request_path, request_rule
+from a2a_grpc.core.service import SERVICE
 from a2a_grpc.generated import a2a_pb2
 
 HTTP_JSON_BINDING = "HTTP+JSON"

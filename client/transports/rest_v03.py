@@ -21,10 +21,9 @@ from a2a_grpc.client.transports.rest import RestTransport
 from a2a_grpc.client.transports.v03_rpcs import V03_RPCS
 from a2a_grpc.core import v03
 from a2a_grpc.core.errors import UnsupportedOperationError
+from a2a_grpc.core.service import V03_SERVICE
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
-
-V03_SERVICE: ServiceDescriptor = old.DESCRIPTOR.services_by_name["A2AService"]
 
 
 class RestV03Transport(RestTransport):

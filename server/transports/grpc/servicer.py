@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import InvalidRequestError, StatusError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
+from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.protocol.gate import CallGate, ServiceParams
@@ -213,7 +214,7 @@ def add_to_server(servicer: Any, server: Any, service: ServiceDescriptor | None 
 
     `service`: the service it implements (default: lf.a2a.v1.A2AService); the servicer has one
     method per RPC, named like it."""
-    service = service or a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    service = service or SERVICE
     handlers = {}
     for method in service.methods:
         request_class = message_factory.GetMessageClass(method.input_type)

@@ -18,12 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from google.protobuf import empty_pb2
-from google.protobuf.descriptor import ServiceDescriptor
 
 from a2a_grpc.core import status
 from a2a_grpc.core import v03 as translate
 from a2a_grpc.core.errors import StatusError, VersionNotSupportedError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION
+from a2a_grpc.core.service import V03_SERVICE_NAME as SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
@@ -32,9 +32,6 @@ from a2a_grpc.server.transports.grpc.servicer import Context, check_parsed, read
 TRANSPORT = "grpc-0.3"
 """The `transport` label of 0.3 calls in the metrics (their `method` is the 1.0 RPC)."""
 
-SERVICE: ServiceDescriptor = a2a_v03_pb2.DESCRIPTOR.services_by_name["A2AService"]
-SERVICE_NAME: str = SERVICE.full_name
-"""`a2a.v1.A2AService`."""
 LEGACY_EXTENSIONS_KEY = "x-a2a-extensions"
 """A2A 0.3's name for the `a2a-extensions` metadata."""
 EXTENSION_KEYS = (EXTENSIONS_KEY, LEGACY_EXTENSIONS_KEY)

@@ -54,6 +54,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
 )
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
+from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC
@@ -74,7 +75,6 @@ HTTP_JSON = "HTTP+JSON"
 JSONRPC_TRANSPORT = "jsonrpc"
 REST_TRANSPORT = "http"
 """The bindings' `transport` label in the metrics (and their spans' `rpc.system`)."""
-SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
 `/tasks/{id}:cancel` to its own route."""
