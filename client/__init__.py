@@ -6,6 +6,7 @@ from a2a_grpc.client.card import (
     DEFAULT_TRANSPORTS,
     CardResolver,
     grpc_interface,
+    pick_grpc_interface,
     select_interface,
 )
 from a2a_grpc.client.channel import (
@@ -77,5 +78,6 @@ __all__ = [
     "fold",
     "grpc_interface",
     "open_transport",
+    "pick_grpc_interface",
     "select_interface",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "grpc_interface",
     "max_age",
     "parse_card",
+    "pick_grpc_interface",
     "select_interface",
     "verify_card_signature",
 ]
@@ -132,7 +133,7 @@ def select_interface(
     )
 
 
-def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
+def pick_grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
     """The first GRPC interface speaking A2A 1.0 (earlier entries are preferred, spec §8.3.2).
 
     Raises AgentCardError when the card offers none.
@@ -150,6 +151,10 @@ def grpc_interface(card: a2a_pb2.AgentCard) -> a2a_pb2.AgentInterface:
             f"{', '.join(grpc_versions)}, not {PROTOCOL_VERSION}"
         )
     raise AgentCardError(f"agent {card.name!r} offers no GRPC interface")
+
+
+grpc_interface = pick_grpc_interface
+"""The name `pick_grpc_interface` had before; kept so code written against it still runs."""
 
 
 def verify_card_signature(

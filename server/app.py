@@ -46,7 +46,7 @@ from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
 from a2a_grpc.server.transports.grpc.tls import grpc_credentials
 from a2a_grpc.server.transports.http.bindings import HttpBindings
-from a2a_grpc.server.transports.http.server import CardServer
+from a2a_grpc.server.transports.http.server import HttpServer
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.auth import (
     AllOf,
@@ -88,7 +88,7 @@ class RunningServer:
     handler: RequestHandler
     health: health.aio.HealthServicer
     gate: CallGate
-    card_server: CardServer | None = None
+    card_server: HttpServer | None = None
     public: PublicAddresses | None = None
     """What the card lists (the advertised addresses); None only for a hand-made instance."""
     metrics: ServerMetrics | None = None
@@ -291,7 +291,7 @@ async def start_server(
     port = _bind(server, config, certificates)
     card_server = None
     if config.card_port is not None:
-        card_server = CardServer(
+        card_server = HttpServer(
             None,
             host=bare_host(config.host),
             port=config.card_port,

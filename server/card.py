@@ -97,11 +97,11 @@ def _strings(owner: object, attribute: str, default: Sequence[str], where: str =
 def demo_card(address: str) -> a2a_pb2.AgentCard:
     """The card of the built-in demo agent, reachable over gRPC at `address` (host:port)."""
     card = agent_card(DemoAgent())
-    card.supported_interfaces.append(grpc_interface(address))
+    card.supported_interfaces.append(build_grpc_interface(address))
     return card
 
 
-def grpc_interface(address: str, tenant: str = "") -> a2a_pb2.AgentInterface:
+def build_grpc_interface(address: str, tenant: str = "") -> a2a_pb2.AgentInterface:
     return a2a_pb2.AgentInterface(
         url=address, protocol_binding="GRPC", protocol_version=PROTOCOL_VERSION, tenant=tenant
     )
@@ -170,7 +170,7 @@ def finalize_card(
         del final.supported_interfaces[:]
         final.supported_interfaces.extend(kept)
     if not final.supported_interfaces:
-        final.supported_interfaces.append(grpc_interface(address))
+        final.supported_interfaces.append(build_grpc_interface(address))
     if http_url is not None:
         bindings = {interface.protocol_binding for interface in final.supported_interfaces}
         tenant = final.supported_interfaces[0].tenant

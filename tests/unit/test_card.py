@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 
-from a2a_grpc.client.card import CardResolver, card_url, grpc_interface, max_age, parse_card
+from a2a_grpc.client.card import CardResolver, card_url, max_age, parse_card, pick_grpc_interface
 from a2a_grpc.client.errors import AgentCardError, UnavailableError
 from a2a_grpc.core.canonical import canonicalize
 from a2a_grpc.core.errors import InvalidAgentResponseError
@@ -48,17 +48,17 @@ def test_card_url() -> None:
 
 
 def test_first_grpc_interface_for_version_1_0_with_its_tenant() -> None:
-    interface = grpc_interface(parse_card(json.dumps(CARD)))
+    interface = pick_grpc_interface(parse_card(json.dumps(CARD)))
     assert (interface.url, interface.tenant) == ("h:50051", "t-9")
 
 
 def test_cards_without_a_usable_grpc_interface() -> None:
     card = dict(CARD, supportedInterfaces=CARD["supportedInterfaces"][:2])
     with pytest.raises(AgentCardError, match="only for protocol version"):
-        grpc_interface(parse_card(json.dumps(card)))
+        pick_grpc_interface(parse_card(json.dumps(card)))
     card = dict(CARD, supportedInterfaces=CARD["supportedInterfaces"][:1])
     with pytest.raises(AgentCardError, match="no GRPC interface"):
-        grpc_interface(parse_card(json.dumps(card)))
+        pick_grpc_interface(parse_card(json.dumps(card)))
 
 
 def test_malformed_card() -> None:

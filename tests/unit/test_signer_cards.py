@@ -66,7 +66,7 @@ class Clock:
         return self.now
 
 
-class CardServer:
+class HttpServer:
     """httpx MockTransport handler: serves a card with these keys, or fails."""
 
     def __init__(self, keys: KeySet) -> None:
@@ -85,7 +85,7 @@ class CardServer:
 
 
 async def test_unknown_kid_refresh_is_allowed_again_after_the_interval() -> None:
-    server, clock = CardServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
+    server, clock = HttpServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
         cards = SignerCards([URL], http=http, clock=clock, refresh_interval=10)
         await cards.keys(URL, "a-1")
@@ -100,7 +100,7 @@ async def test_unknown_kid_refresh_is_allowed_again_after_the_interval() -> None
 
 
 async def test_a_failed_fetch_is_remembered_for_the_interval() -> None:
-    server, clock = CardServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
+    server, clock = HttpServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
     server.down = True
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
         cards = SignerCards([URL], http=http, clock=clock, refresh_interval=10)
@@ -118,7 +118,7 @@ async def test_a_failed_fetch_is_remembered_for_the_interval() -> None:
 async def test_an_unknown_kid_while_the_card_host_is_down_locks_out_no_one() -> None:
     """A made-up key id forces a fetch of the card; when that fetch fails, only that message
     is refused: the cached card keeps verifying its own keys."""
-    server, clock = CardServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
+    server, clock = HttpServer(KeySet.of_private_keys({"a-1": KEY})), Clock()
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
         cards = SignerCards([URL], http=http, clock=clock, refresh_interval=10)
         await cards.keys(URL, "a-1")
@@ -131,7 +131,7 @@ async def test_an_unknown_kid_while_the_card_host_is_down_locks_out_no_one() -> 
 
 
 async def test_only_trusted_cards_are_fetched() -> None:
-    server = CardServer(KeySet.of_private_keys({"a-1": KEY}))
+    server = HttpServer(KeySet.of_private_keys({"a-1": KEY}))
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
         cards = SignerCards(["https://a.example"], http=http)
         assert cards.trusted == (URL,)

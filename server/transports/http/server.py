@@ -43,7 +43,7 @@ class Readiness(Protocol):
         ...
 
 
-class CardServer:
+class HttpServer:
     """An aiohttp server for the card and, given `bindings`, the JSON-RPC and HTTP+JSON
     bindings of A2A, and given `metrics`, /metrics. `port` is the bound port once bound.
 
