@@ -1,8 +1,8 @@
 """The layers import one way: generated <- core <- {server, client} <- cli (no sockets).
 
-Server and client never import each other. The server's protocol core (handler, run, store,
-broker, dedup, validation, agent API) imports no grpc and none of the server's transport modules:
-transport errors are translated in the servicer, and the handler raises core errors.
+Server and client never import each other. Inside the server, one rule per package (no lists
+of modules): protocol, tasks, push and trust import no grpc, no aiohttp, no transport and not
+the assembly (app); the transports translate between the wire and the protocol's core errors.
 """
 
 from __future__ import annotations
@@ -20,31 +20,16 @@ LAYERS = {
     "server": ("a2a_grpc.server", "a2a_grpc.core", "a2a_grpc.generated"),
     "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
 }
-PROTOCOL_CORE = (
-    "tasks/changes",
-    "tasks/redis/store",
-    "tasks/redis/events",
-    "tasks/redis/push",
-    "tasks/redis/dedup",
-    "protocol/handler",
-    "protocol/run",
-    "tasks/base",
-    "tasks/memory",
-    "tasks/table",
-    "tasks/index",
-    "tasks/broker",
-    "protocol/dedup",
-    "protocol/validation",
-    "agent",
-    "trust/signers",
-)
-TRANSPORT = (
-    "a2a_grpc.server.trust.auth",
-    "a2a_grpc.server.transports.grpc.servicer",
-    "a2a_grpc.server.app",
-    "a2a_grpc.server.transports.http.bindings",
-    "a2a_grpc.server.transports.http.server",
-)
+SERVER = ROOT / "server"
+NO_WIRE = ("grpc", "aiohttp", "a2a_grpc.server.transports", "a2a_grpc.server.app")
+"""What the server's inner packages never import: the wire, and who assembles the server."""
+PACKAGE_RULES: dict[str, tuple[str, ...]] = {
+    "protocol": NO_WIRE,
+    "tasks": NO_WIRE,
+    "push": NO_WIRE,
+    "trust": NO_WIRE,
+}
+"""Per package of server/: the import prefixes none of its modules may use."""
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -73,11 +58,28 @@ def test_each_layer_imports_only_the_layers_below_it(layer: str, path: Path) -> 
     assert {name for name in ours if not name.startswith(LAYERS[layer])} == set()
 
 
-@pytest.mark.parametrize("name", PROTOCOL_CORE)
-def test_the_protocol_core_imports_no_grpc_and_no_transport(name: str) -> None:
-    imports = imported_modules(ROOT / "server" / f"{name}.py")
-    assert {module for module in imports if module.split(".")[0] == "grpc"} == set()
-    assert {module for module in imports if module.startswith(TRANSPORT)} == set()
+def package_modules() -> list[tuple[str, Path]]:
+    return [
+        (package, path)
+        for package in PACKAGE_RULES
+        for path in sorted((SERVER / package).rglob("*.py"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("package", "path"),
+    package_modules(),
+    ids=lambda value: value if isinstance(value, str) else str(value.relative_to(SERVER)),
+)
+def test_each_server_package_keeps_its_rule(package: str, path: Path) -> None:
+    forbidden = PACKAGE_RULES[package]
+    imports = imported_modules(path)
+    assert {name for name in imports if name.startswith(forbidden)} == set()
+
+
+def test_every_server_package_has_a_rule_or_is_a_transport() -> None:
+    packages = {path.parent.name for path in SERVER.glob("*/__init__.py")}
+    assert packages == {*PACKAGE_RULES, "ops", "transports"}
 
 
 def test_the_walk_sees_imports() -> None:
