@@ -11,6 +11,7 @@ the task and the message) and the (method, code) counts of `a2a_rpc_requests_tot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -28,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
 from a2a_grpc.server.ops.metrics import METRICS_PATH
-from tests.integration.conftest import Factory, Harness, send_request
+from tests.integration.conftest import Factory, Harness, Held, send_request
 from tests.integration.test_compat_v03 import v03_send, v03_stub
 
 EXPORTER = InMemorySpanExporter()
@@ -230,3 +231,20 @@ async def test_every_transport_leaves_the_same_spans_audit_records_and_metrics(
         assert other_spans == spans, name
         assert other_audit == audit, name
         assert other_metrics == metrics, name
+
+
+async def test_a_unary_call_its_caller_cancels_is_audited_as_cancelled(
+    make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    held = Held()
+    harness = await make_server(held, card_port=0, audit_log=str(log))
+    call = harness.stub.SendMessage(send_request("hold"), metadata=(("a2a-version", "1.0"),))
+    await held.entered.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    held.go.set()
+    await harness.running.stop(5)  # the server's side of the call has ended; the trail is flushed
+    requests = [row for row in audit_summary(log) if row[0] == "request"]
+    assert requests == [("request", "SendMessage", "CANCELLED", "", False, True)]
