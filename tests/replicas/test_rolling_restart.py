@@ -22,10 +22,14 @@ nginx each, 3 restarts at the default drain delay (5 s) each:
   (`grpc_next_upstream error`). One race is nginx's and the kernel's, not the server's: a
   connection nginx opened in the instant the port closed, still in the kernel's accept queue,
   is reset after nginx has streamed the request into it, and nginx cannot send a streamed gRPC
-  request again (its grpc module never buffers request bodies), so that call gets a 502.
-  Measured: 1 call in about 60,000 over 18 restarts (when a stopping replica refused calls at
-  once, as before, 3,412 of 11,149 failed); this variant allows one per restart, and only of
-  that kind, from the bare stub.
+  request again (its grpc module never buffers request bodies), so that call gets a 502. The
+  same race has a second face: a connection the replica's gRPC core still accepts as it shuts
+  down gets its call answered trailers-only `grpc-status: 1` (CANCELLED; nginx's access log
+  showed `$sent_http_grpc_status` 1, "CANCELLED", `$upstream_connect_time` 0.000), a complete
+  response to nginx, which passes it on. Our client retries both (same message_id); the bare
+  stub cannot. Measured: about 1 bare call in 10,000 in this variant, 0 to 2 per run (when a
+  stopping replica refused calls at once, as before, 3,412 of 11,149 failed); it allows one per
+  restart, only of these two kinds, from the bare stub.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ READ_BACK = 64
 BACK_IN_ROTATION = 10.0
 """Seconds a restarted replica has to say SERVING and be back in nginx's rotation."""
 PROXY_RESET = "bare: 502 from nginx"
-"""The error kind of the passive variant's one race (see the module docstring)."""
+PORT_CLOSING = frozenset({PROXY_RESET, "bare: CANCELLED"})
+"""The error kinds of the passive variant's one race (see the module docstring)."""
 
 _ids = itertools.count()
 
@@ -202,14 +207,17 @@ async def test_a_rolling_restart_behind_nginx_loses_no_call_and_no_task(
     if follower is not None:
         taken_out = ", ".join(f"{removal.seconds * 1000:.0f} ms" for removal in follower.removals)
         report += f", taken out of rotation in {taken_out}"
-    print(report)
+    print(f"\n{report}")
+    if load.errors:  # what else nginx said of its upstreams: notice is routine, refusals expected
+        said = [line for line in proxy.lines() if not ("[notice]" in line or "refused)" in line)]
+        report += "\nnginx: " + "\n".join(said[-50:])
     if follower is not None:  # health: nothing may fail at all
         assert not load.errors, f"{report}: {load.details}"
         assert follower.failures == [], follower.failures
         assert proxy.reloads == 2 * len(slots)  # out and back in, per restart
     else:
-        assert set(load.errors) <= {PROXY_RESET}, f"{report}: {load.details}"
-        assert load.errors[PROXY_RESET] <= len(slots), load.details  # see the module docstring
+        assert set(load.errors) <= PORT_CLOSING, f"{report}: {load.details}"
+        assert load.errors.total() <= len(slots), f"{report}: {load.details}"  # see the docstring
     assert not load.capped, "a load loop reached MAX_CALLS before the restarts ended"
     assert len(load.acknowledged) + load.errors.total() == load.calls.total()
     # Each message ran once, retries included (the same message_id is never run twice).
