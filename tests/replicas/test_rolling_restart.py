@@ -27,9 +27,10 @@ nginx each, 3 restarts at the default drain delay (5 s) each:
   down gets its call answered trailers-only `grpc-status: 1` (CANCELLED; nginx's access log
   showed `$sent_http_grpc_status` 1, "CANCELLED", `$upstream_connect_time` 0.000), a complete
   response to nginx, which passes it on. Our client retries both (same message_id); the bare
-  stub cannot. Measured: about 1 bare call in 10,000 in this variant, 0 to 2 per run (when a
-  stopping replica refused calls at once, as before, 3,412 of 11,149 failed); it allows one per
-  restart, only of these two kinds, from the bare stub.
+  stub cannot. Measured over 21 runs (63 restarts): 9 of 102,871 bare calls (7 502s, 2
+  CANCELLED), 0 to 2 per run (when a stopping replica refused calls at once, as before, 3,412
+  of 11,149 failed); it allows one per restart, only of these two kinds, from the bare stub.
+  The `health` variant, over 22 runs: no error in 204,186 calls (126,585 of them bare).
 """
 
 from __future__ import annotations
