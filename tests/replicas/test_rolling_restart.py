@@ -177,8 +177,8 @@ async def test_a_rolling_restart_behind_nginx_loses_no_call_and_no_task(
                 for index, slot in enumerate(slots):
                     assert await replicas[index].stop() == 0, "".join(replicas[index].output)
                     if follower is not None:
-                        # The follower took it out while its port was open (it answered after
-                        # nginx's reload), and the Watch did not hold its exit (readiness.py).
+                        # The follower took it out while its port was still open: the replica
+                        # answered, on a new connection, after nginx's reload was in effect.
                         assert follower.failures == []
                         assert [removal.port for removal in follower.removals] == [
                             grpc_port for grpc_port, _ in slots[: index + 1]
