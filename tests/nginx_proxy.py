@@ -5,16 +5,29 @@ Nothing here fakes the proxy. It is the `nginx` binary from PATH (Debian's `ngin
 the foreground, on 127.0.0.1 and a free port, with its configuration, pid file and temporary
 files in a directory of its own and its error log on a pipe this module reads. It is ready when
 its master logs "start worker processes": by then its listening socket is bound.
+
+`reload(down=...)` plays an ingress controller: it rewrites the configuration with those
+upstream servers marked `down` and sends SIGHUP, then waits, on the error log (level notice),
+until the change is in effect. The master logs "reconfiguring", forks the new workers ("start
+worker process N", each with the new configuration), and only then (after a 100 ms pause) tells
+the old ones to stop; each old worker logs "gracefully shutting down" as it closes its listening
+socket and sends GOAWAY on its client connections, so from that line on new calls reach only
+new workers. The reload returns once every old worker has logged it: that is the line that
+proves the new configuration routes every new call. (An old worker still finishes the calls it
+had; "exiting" comes only after its last connection closed.) A configuration nginx rejects is
+logged `[emerg]` and leaves the old workers running: `reload` raises then.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -29,7 +42,14 @@ INSTALL_ADVICE = "apt-get install -y nginx (Debian) to run the proxy tests"
 READY_LINE = "start worker processes"
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
+RELOAD_TIMEOUT = 10.0
+LOG_LINE = re.compile(r"\[(?P<level>\w+)\] (?P<pid>\d+)#\d+: (?P<text>.*)$")
+"""An error log line: `2026/12/02 01:41:22 [notice] 4711#4711: start worker process 4712`."""
+NEW_WORKER = re.compile(r"start worker process (\d+)$")
+OLD_WORKER_STOPS = "gracefully shutting down"
+RELOAD_FAILED = frozenset({"emerg", "alert", "crit"})
 
+WORKER_PROCESSES = 1
 CONFIG = """\
 {user}worker_processes 1;
 daemon off;
@@ -56,6 +76,32 @@ http {{
 """
 
 
+class _NginxLog(_LogPump):
+    """The error log, with a wait that reads each new line from a given point on."""
+
+    def wait_until(self, done: Callable[[str], bool], start: int, timeout: float) -> None:
+        """Feeds `done` every line from index `start` on, as they arrive, until it returns
+        True. Raises TimeoutError after `timeout` s, EOFError if the log ends first."""
+        deadline = time.monotonic() + timeout
+        seen = start
+        with self._changed:
+            while True:
+                for line in self._lines[seen:]:
+                    seen += 1
+                    if done(line):
+                        return
+                if self._eof:
+                    raise EOFError("nginx exited")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"nginx's log did not show it within {timeout} s")
+                self._changed.wait(remaining)
+
+    def count(self) -> int:
+        with self._changed:
+            return len(self._lines)
+
+
 def require_nginx() -> None:
     """Skips the calling test when nginx is not installed, or fails it with
     A2A_GRPC_REQUIRE_NGINX=1 (CI installs it on purpose)."""
@@ -71,7 +117,8 @@ def require_nginx() -> None:
 class NginxGrpcProxy:
     """One nginx proxying gRPC to `upstream_ports` on 127.0.0.1; `target` is where clients
     connect. `server_options` are appended to each upstream `server` line (e.g.
-    `fail_timeout=1s`). Use as a context manager; `close()` stops it and removes its files."""
+    `fail_timeout=1s`). Use as a context manager; `close()` stops it and removes its files.
+    `reload(down=ports)` takes those ports out of rotation (and puts the others back)."""
 
     def __init__(self, upstream_ports: Sequence[int], *, server_options: str = "") -> None:
         self.upstream_ports = tuple(upstream_ports)
@@ -79,7 +126,12 @@ class NginxGrpcProxy:
         self.port = free_ports(1)[0]
         self._dir = Path(tempfile.mkdtemp(prefix="a2a-nginx-"))
         self._process: subprocess.Popen[str] | None = None
-        self._pump: _LogPump | None = None
+        self._pump: _NginxLog | None = None
+        self.workers: set[int] = set()
+        """The pids of the workers that run the current configuration."""
+        self.down: frozenset[int] = frozenset()
+        """The upstream ports the current configuration marks `down`."""
+        self.reloads = 0
 
     @property
     def target(self) -> str:
@@ -89,15 +141,23 @@ class NginxGrpcProxy:
         """nginx's error log so far."""
         return [] if self._pump is None else self._pump.lines()
 
-    def start(self) -> NginxGrpcProxy:
-        servers = "\n".join(
-            f"        server 127.0.0.1:{port} {self.server_options};".rstrip()
-            for port in self.upstream_ports
-        )
+    def _write_config(self, down: frozenset[int]) -> Path:
+        lines = []
+        for port in self.upstream_ports:
+            words = [f"127.0.0.1:{port}", self.server_options, "down" if port in down else ""]
+            lines.append(f"        server {' '.join(word for word in words if word)};")
+        servers = "\n".join(lines)
         config = self._dir / "nginx.conf"
         # Run as root (CI), nginx would hand its workers to `nobody`, who cannot write here.
         user = "user root;\n" if os.geteuid() == 0 else ""
-        config.write_text(CONFIG.format(user=user, dir=self._dir, servers=servers, port=self.port))
+        text = CONFIG.format(user=user, dir=self._dir, servers=servers, port=self.port)
+        written = config.with_suffix(".new")
+        written.write_text(text)
+        written.replace(config)  # nginx never reads half a file
+        return config
+
+    def start(self) -> NginxGrpcProxy:
+        config = self._write_config(self.down)
         self._process = subprocess.Popen(
             [NGINX, "-p", str(self._dir), "-c", str(config), "-e", "stderr"],
             stdin=subprocess.DEVNULL,
@@ -106,11 +166,62 @@ class NginxGrpcProxy:
             text=True,
         )
         assert self._process.stderr is not None
-        self._pump = _LogPump(self._process.stderr, "nginx-log")
+        self._pump = _NginxLog(self._process.stderr, "nginx-log")
         if self._pump.wait_for(READY_LINE, START_TIMEOUT) is None:
             self.close()
             raise RuntimeError("nginx did not start:\n" + "\n".join(self.lines()))
+        started: set[int] = set()
+
+        def worker_started(line: str) -> bool:
+            found = NEW_WORKER.search(line)
+            if found:
+                started.add(int(found.group(1)))
+            return len(started) == WORKER_PROCESSES
+
+        self._pump.wait_until(worker_started, 0, START_TIMEOUT)
+        self.workers = started
         return self
+
+    def reload(self, down: Collection[int] = ()) -> None:
+        """Rewrites the configuration with the `down` ports marked `down`, sends SIGHUP, and
+        returns once the new configuration is in effect (see the module docstring): the new
+        workers started and every old one logged "gracefully shutting down". Blocking: call it
+        from a thread in async code. Raises RuntimeError, with the log, if nginx rejects it."""
+        assert self._process is not None and self._pump is not None, "nginx is not running"
+        wanted = frozenset(down)
+        self._write_config(wanted)
+        start = self._pump.count()
+        old, new, stopping = set(self.workers), set[int](), set[int]()
+        reconfiguring = False
+        failed: list[str] = []
+
+        def in_effect(line: str) -> bool:
+            nonlocal reconfiguring
+            parsed = LOG_LINE.search(line)
+            if parsed is None:
+                return False
+            text = parsed["text"]
+            if parsed["level"] in RELOAD_FAILED:
+                failed.append(line)
+                return True
+            if text == "reconfiguring":
+                reconfiguring = True
+            elif reconfiguring and (found := NEW_WORKER.search(text)):
+                new.add(int(found.group(1)))
+            elif text == OLD_WORKER_STOPS and int(parsed["pid"]) in old:
+                stopping.add(int(parsed["pid"]))
+            return len(new) == WORKER_PROCESSES and stopping == old
+
+        self._process.send_signal(signal.SIGHUP)
+        try:
+            self._pump.wait_until(in_effect, start, RELOAD_TIMEOUT)
+        except (TimeoutError, EOFError) as exc:
+            log = "\n".join(self.lines()[start:])
+            raise RuntimeError(f"nginx reload: {exc}:\n{log}") from None
+        if failed:
+            raise RuntimeError("nginx rejected the configuration:\n" + "\n".join(failed))
+        self.workers, self.down = new, wanted
+        self.reloads += 1
 
     def close(self) -> None:
         """SIGQUIT (nginx's graceful stop), SIGKILL if it outlives STOP_TIMEOUT; then the files."""
