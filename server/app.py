@@ -42,6 +42,7 @@ from a2a_grpc.server.transports.addresses import (
     public_addresses,
 )
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
+from a2a_grpc.server.transports.grpc.health import EndingHealthServicer
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
 from a2a_grpc.server.transports.grpc.servicer_v03 import V03Servicer
 from a2a_grpc.server.transports.grpc.tls import grpc_credentials
@@ -86,7 +87,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     handler: RequestHandler
-    health: health.aio.HealthServicer
+    health: EndingHealthServicer
     gate: CallGate
     card_server: HttpServer | None = None
     public: PublicAddresses | None = None
@@ -211,6 +212,7 @@ class RunningServer:
 
         # GOAWAY now; past the grace the calls still waiting on cancelled agents get as long as
         # those take to end, as `drain` allows, and the second `stop` below cuts the rest.
+        self.health.end_watches()  # else each open Watch would hold the stop for the grace
         goaway = asyncio.ensure_future(self.server.stop(grace + CANCEL_SETTLE_S))
         if self.card_server is not None:
             await self.card_server.close()
@@ -274,7 +276,7 @@ async def start_server(
     combine = AllOf if len(authenticators) > 1 else AnyOf
     authenticator = combine(tuple(authenticators)) if authenticators else None
     interceptors = [AuthInterceptor(authenticator)] if authenticator is not None else []
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
     audit = _open_audit(config, board) if config.audit_log else None

@@ -127,6 +127,21 @@ async def test_the_drain_sends_goaway_closes_the_ports_and_lets_work_finish(
     assert agent.runs == 1
 
 
+async def test_an_open_health_watch_ends_with_the_stop_instead_of_holding_it(
+    make_server: Factory,
+) -> None:
+    # Clients with gRPC's client-side health checking hold one Watch per backend: a stop must
+    # not wait its whole grace on them (it did: 11 s for a 1 s delay and a 10 s grace).
+    harness = await make_server()
+    watch = health_pb2_grpc.HealthStub(harness.channel).Watch(health_pb2.HealthCheckRequest())
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    stopping = asyncio.ensure_future(harness.running.stop(grace=30, drain_delay=0))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert await watch.read() == grpc.aio.EOF
+    assert await watch.code() == grpc.StatusCode.OK  # ended by the server, not cancelled
+    await asyncio.wait_for(stopping, 10)  # nothing else was open: long before the 30 s grace
+
+
 async def test_readiness_follows_the_task_store(make_server: Factory) -> None:
     harness = await make_server(card_port=0)
     base = harness.running.card_server.base_url  # type: ignore[union-attr]
