@@ -260,6 +260,10 @@ class Call:
         name it from now on."""
         self.request = request
         log_context.CALL.set((self.rpc, self.principal or "", request))
+        audit = self.gate.audit
+        if audit is not None and isinstance(request, a2a_pb2.SendMessageRequest):
+            # The outcome of the run this may start is written after this call's record.
+            audit.opened(request.tenant, self.principal or "", request.message.message_id)
 
     def first_event(self, event: Any) -> None:
         """A stream's first event, which names its task (call it once)."""

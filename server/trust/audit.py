@@ -9,6 +9,10 @@ message the run worked on: `kid`, `card_url`, `card_name`, `origin`; null if uns
 `prev`: the SHA-256 (hex) of the previous line's bytes, or 64 zeros for the first line. Each
 line is the JCS (RFC 8785) form of its record.
 
+Records are in causal order: the outcome of a run follows the request record of the call that
+started it, which is written when that call ends (so a blocking send's outcome, stamped when
+its task ended, may carry an earlier `time` than the request record just before it).
+
 `a2a-grpc audit verify FILE` checks the chain; `a2a-grpc audit match` compares it with a
 client's trail of the same messages.
 """
@@ -54,7 +58,23 @@ class AuditLog(ChainWriter):
         backlog_limit: int = 64 * 1024 * 1024,
     ) -> None:
         self.fail_closed = fail_closed
+        self._held: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        """Outcomes waiting for the request record of the call that sent their message, by
+        (tenant, principal, message id)."""
         super().__init__(path, on_health=on_health, backlog_limit=backlog_limit)
+
+    def opened(self, tenant: str, principal: str, message_id: str) -> None:
+        """A call sending this message is being handled: the outcome of the run it starts is
+        written after the call's request record (`request` releases it)."""
+        self._held.setdefault((tenant, principal, message_id), [])
+
+    def close(self) -> None:
+        """Writes what is held too (a call that never ended), then as `ChainWriter.close`."""
+        held, self._held = self._held, {}
+        for records in held.values():
+            for record in records:
+                self._add(record)
+        super().close()
 
     @property
     def refusing(self) -> bool:
@@ -89,6 +109,9 @@ class AuditLog(ChainWriter):
                 "cost": None,
             }
         )
+        if message is not None:
+            for held in self._held.pop((tenant, principal, message.message_id), ()):
+                self._add(held)
 
     def outcome(
         self,
@@ -103,18 +126,21 @@ class AuditLog(ChainWriter):
     ) -> None:
         """Records how a task's run ended (a terminal or interrupted state, or a direct reply),
         with the verified signer of the message that started the run."""
-        self._add(
-            {
-                "time": now(),
-                "kind": "outcome",
-                "method": "",
-                "principal": principal,
-                "tenant": tenant,
-                "task_id": task_id,
-                "outcome": state,
-                "message_id": message_id,
-                "message_sha256": "",
-                "cost": cost,
-                "signer": None if signer is None else signer.to_json(),
-            }
-        )
+        record = {
+            "time": now(),
+            "kind": "outcome",
+            "method": "",
+            "principal": principal,
+            "tenant": tenant,
+            "task_id": task_id,
+            "outcome": state,
+            "message_id": message_id,
+            "message_sha256": "",
+            "cost": cost,
+            "signer": None if signer is None else signer.to_json(),
+        }
+        held = self._held.get((tenant, principal, message_id)) if message_id else None
+        if held is None:
+            self._add(record)
+        else:
+            held.append(record)

@@ -69,6 +69,25 @@ async def test_requests_and_outcomes_are_recorded(make_server: Factory, tmp_path
     assert verify(log)[0] == len(rows)
 
 
+async def test_each_outcome_follows_the_request_that_started_its_run(
+    make_server: Factory, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    harness = await make_server(audit_log=str(log), tokens=TOKENS)
+    sent = [send_request(f"hello {n}") for n in range(3)]
+    for request in sent[:2]:  # blocking: the task ends before the call does
+        await harness.stub.SendMessage(request, metadata=ALICE)
+    _ = [e async for e in harness.stub.SendStreamingMessage(sent[2], metadata=ALICE)]
+    await harness.running.stop(0)  # flushes the trail
+
+    rows = records(log)
+    for request in sent:
+        message_id = request.message.message_id
+        kinds = [r["kind"] for r in rows if r["message_id"] == message_id]
+        assert kinds == ["request", "outcome"], message_id
+    assert verify(log)[0] == len(rows)
+
+
 def verify_command(log: Path) -> subprocess.CompletedProcess[str]:
     """`a2a-grpc audit verify LOG` as a user runs it."""
     return subprocess.run(
