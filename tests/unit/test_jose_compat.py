@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 
-from a2a_grpc.core.jws import KeySet, PrivateKey, load_jwks, sign_detached, verify_detached
+from a2a_grpc.core.jose import KeySet, PrivateKey, load_jwks, sign_detached, verify_detached
 from a2a_grpc.core.signing import sign_card, sign_message, verify_card, verify_message
 from a2a_grpc.generated import a2a_pb2
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from a2a_grpc.core.jws import (
+from a2a_grpc.core.jose import (
     DEFAULT_LEEWAY_S,
     KeyFormatError,
     KeySet,
