@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from a2a_grpc.core.jws import KeyFormatError, PrivateKey, load_jwks, public_jwk
+from a2a_grpc.core.jose import KeyFormatError, PrivateKey, load_jwks, public_jwk
 
 ALGORITHMS = ("EdDSA", "ES256")
 

@@ -25,7 +25,7 @@ from a2a_grpc.core.cards import (
     max_age,
     parse_card,
 )
-from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION, major_minor
 from a2a_grpc.core.signing import verify_card
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION

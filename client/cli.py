@@ -65,7 +65,7 @@ from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core import audit_chain, exit_codes
 from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
-from a2a_grpc.core.jws import KeyFormatError
+from a2a_grpc.core.jose import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 

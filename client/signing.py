@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from a2a_grpc.core.cards import card_url as normalized_card_url
-from a2a_grpc.core.jws import PrivateKey, load_private_key
+from a2a_grpc.core.jose import PrivateKey, load_private_key
 from a2a_grpc.core.signing import (
     DEFAULT_SIGNATURE_TTL_S,
     SIGNED_MESSAGE_EXTENSION,

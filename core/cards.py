@@ -27,7 +27,7 @@ import httpx
 from google.protobuf import json_format
 
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2
 

@@ -5,7 +5,7 @@ Signed message, the contract:
 - Payload: `canonical_message_bytes(message, without_extension=SIGNED_MESSAGE_EXTENSION)`, see
   `a2a_grpc.core.canonical`: the JCS of the message's ProtoJSON with every field, the extension
   list included, except the signature's own metadata entry.
-- Signature: a compact JWS with detached payload (`a2a_grpc.core.jws`), EdDSA or ES256. Protected
+- Signature: a compact JWS with detached payload (`a2a_grpc.core.jose`), EdDSA or ES256. Protected
   header: `alg`, `kid`, `typ: "JOSE"`, `iat` and `exp` (integer seconds since the epoch, `exp` =
   `iat` + ttl) and `a2a-tenant`, the tenant the message is sent to ("" for none). Binding the
   tenant stops a signed message from being replayed into another tenant; `exp` bounds replay in
@@ -43,7 +43,7 @@ from a2a_grpc.core.canonical import (
     canonical_message_bytes,
     canonicalize,
 )
-from a2a_grpc.core.jws import (
+from a2a_grpc.core.jose import (
     KeyFormatError,
     KeySet,
     PrivateKey,

@@ -15,7 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from a2a_grpc.core.audit_chain import NotAChainError
-from a2a_grpc.core.jws import KeySet, PrivateKey
+from a2a_grpc.core.jose import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE, V03_SERVICE_NAME
 from a2a_grpc.core.signing import (
     card_publishes_signing_keys,

@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.canonical import canonicalize, card_document
 from a2a_grpc.core.errors import UnsupportedOperationError
-from a2a_grpc.core.jws import KeySet, PrivateKey, sign_detached
+from a2a_grpc.core.jose import KeySet, PrivateKey, sign_detached
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, publish_signing_keys
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03_VERSION

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
-from a2a_grpc.core.jws import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
+from a2a_grpc.core.jose import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor

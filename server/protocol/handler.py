@@ -37,7 +37,7 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
-from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, Signer
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured

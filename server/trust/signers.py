@@ -33,7 +33,7 @@ from a2a_grpc.core.cards import (
     card_url,
 )
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.signing import (
     SIGNED_MESSAGE_EXTENSION,
     MissingSignatureError,

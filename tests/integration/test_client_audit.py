@@ -20,7 +20,7 @@ from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.audit_chain import message_sha256, verify
 from a2a_grpc.core.errors import InvalidAgentResponseError, TaskNotFoundError
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.generated import a2a_pb2
 from tests.integration.conftest import Factory, Harness, send_request
 from tests.integration.scripted_agent import Peer, peer, status_event, task

@@ -40,7 +40,7 @@ from a2a_grpc.core.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.demo_agent import DemoAgent

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from google.protobuf import json_format
 
 from a2a_grpc.core.canonical import canonicalize
-from a2a_grpc.core.jws import KeySet, verify_detached
+from a2a_grpc.core.jose import KeySet, verify_detached
 from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.trust.auth import TOKENS_ENV

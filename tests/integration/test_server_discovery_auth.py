@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.canonical import canonicalize
-from a2a_grpc.core.jws import KeySet, SignatureError, verify_detached
+from a2a_grpc.core.jose import KeySet, SignatureError, verify_detached
 from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents

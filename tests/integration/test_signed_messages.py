@@ -15,7 +15,7 @@ from a2a_grpc.client.errors import AgentCardError
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.core.errors import InvalidParamsError
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, sign_message
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents

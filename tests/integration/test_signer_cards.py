@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.client.signing import MessageSigner
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.core.signing import (
     SIGNED_MESSAGE_EXTENSION,
     Signer,

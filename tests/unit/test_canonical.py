@@ -166,6 +166,23 @@ def test_depth_limit() -> None:
         canonicalize([deep])
 
 
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1_000, 100_000])
+def test_hostile_nesting_is_refused_without_recursing(depth: int) -> None:
+    # rfc8785 alone recurses per level: RecursionError near 1,000 (see core/canonical.py).
+    hostile: Any = "x"
+    for level in range(depth):
+        hostile = [hostile] if level % 2 else {"a": hostile}
+    with pytest.raises(CanonicalizationError, match="deeper than 128"):
+        canonicalize({"metadata": hostile})
+
+
+def test_a_received_card_document_with_a_lone_surrogate_key_is_no_crash() -> None:
+    # JSON text "\udc00" decodes to a lone surrogate; rfc8785 alone lets UnicodeEncodeError out.
+    document = json.loads('{"name": "x", "x-unknown": {"\\udc00": 1}}')
+    with pytest.raises(CanonicalizationError, match="surrogate"):
+        canonicalize(document)
+
+
 def _sdk_canonicalize() -> Any:
     """The official SDK's own JCS, loaded by path: importing the `a2a` package would register
     proto symbols that clash with ours."""

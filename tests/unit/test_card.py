@@ -15,7 +15,7 @@ from a2a_grpc.client.card import CardResolver, card_url, max_age, parse_card, pi
 from a2a_grpc.client.errors import AgentCardError, UnavailableError
 from a2a_grpc.core.canonical import canonicalize
 from a2a_grpc.core.errors import InvalidAgentResponseError
-from a2a_grpc.core.jws import KeySet, SignatureError, verify_detached
+from a2a_grpc.core.jose import KeySet, SignatureError, verify_detached
 from a2a_grpc.core.signing import sign_card, verify_card
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card, finalize_card, to_json

@@ -9,7 +9,7 @@ import pytest
 
 from a2a_grpc.cli.keys import main as keys_main
 from a2a_grpc.cli.keys import new_key
-from a2a_grpc.core.jws import KeySet, load_jwks, load_private_key
+from a2a_grpc.core.jose import KeySet, load_jwks, load_private_key
 
 
 def test_keys_new_writes_a_pair_and_adds_to_an_existing_jwks(

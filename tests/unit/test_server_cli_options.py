@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.server.cli import parser, setup
 from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.core.cards import card_url
-from a2a_grpc.core.jws import KeySet, SignatureError
+from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.signing import (
     card_signing_keys,
     claimed_signer,

@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from a2a_grpc.client.card import CardResolver, verify_card_signature
 from a2a_grpc.client.errors import AgentCardError
 from a2a_grpc.core.canonical import canonical_card_bytes, canonical_message_bytes, canonicalize
-from a2a_grpc.core.jws import (
+from a2a_grpc.core.jose import (
     DEFAULT_LEEWAY_S,
     KeySet,
     PrivateKey,

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from aiohttp import web
 
-from a2a_grpc.core.jws import PrivateKey
+from a2a_grpc.core.jose import PrivateKey
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
 from a2a_grpc.server.ops.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from a2a_grpc.core.jws import KeySet
+from a2a_grpc.core.jose import KeySet
 from a2a_grpc.server.app import start_server
 from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig

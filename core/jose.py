@@ -1,19 +1,28 @@
-"""JWS (RFC 7515) compact serialization with a detached payload, EdDSA (Ed25519) and ES256 keys.
+"""JWS (RFC 7515) compact serialization with a detached payload, EdDSA (Ed25519) and ES256 keys,
+on PyJWT (`jwt.api_jws`, `jwt.PyJWK`), as the official A2A SDK does.
 
 A token is `BASE64URL(header) + ".." + BASE64URL(signature)` (RFC 7515 Appendix F): the payload is
-not carried but is base64url-encoded into the signing input as usual (no RFC 7797 `b64`), so the
-signing input is `BASE64URL(header) + "." + BASE64URL(payload)` in ASCII. Base64url is unpadded.
-The protected header always holds `alg`, `kid` and `typ: "JOSE"`; this module writes it as RFC 8785
-canonical JSON, and reads any JSON object. ES256 signatures are the 64-byte `r || s` of RFC 7518
-§3.4, never DER. `crit` is refused (no extension header is understood).
+not carried but is base64url-encoded into the signing input as usual, so the signing input is
+`BASE64URL(header) + "." + BASE64URL(payload)` in ASCII. That is an ordinary attached JWS with its
+middle part removed, not PyJWT's `is_payload_detached` (RFC 7797 `b64: false`, which signs the raw
+payload and puts `b64` in `crit`): PyJWT signs and verifies the attached form, and this module
+removes and restores the middle part. Base64url is unpadded. The protected header always holds
+`alg`, `kid` and `typ: "JOSE"`; this module writes it as RFC 8785 canonical JSON (PyJWT's
+`json_encoder` hook), and reads any JSON object. ES256 signatures are the 64-byte `r || s` of
+RFC 7518 §3.4, never DER (PyJWT's form). `crit` and `b64` are refused (no extension header is
+understood).
 
 Verification checks, in order: token shape, header, key id in the key set, `alg` allowed for that
-key (EdDSA for Ed25519, ES256 for P-256), the signature, then time: `exp` (the token is expired
-once `now > exp + leeway`), `nbf` and `iat` (not yet valid while `now + leeway` is before them).
-Every failure is a `SignatureError` saying which check failed. Keys come from a JWKS (RFC 7517):
+key (EdDSA for Ed25519, ES256 for P-256), the signature (PyJWT, whose algorithm registry here holds
+EdDSA and ES256 only: `none`, HS* and RS* are not even known to it, so no header can pick them),
+then time: `exp` (the token is expired once `now > exp + leeway`), `nbf` and `iat` (not yet valid
+while `now + leeway` is before them). These are protected-header parameters of a detached JWS, not
+the claims of a JWT payload that PyJWT's `jwt.decode` checks, so they are checked here. Every
+failure is a `SignatureError` saying which check failed. Keys come from a JWKS (RFC 7517):
 `{"keys": [{"kty": "OKP", "crv": "Ed25519", "x", "kid"}, {"kty": "EC", "crv": "P-256", "x", "y",
 "kid"}]}`; `use` must be `sig` and `alg` must fit the key when present; a JWK holding
-private members (`d`...) is refused.
+private members (`d`...) is refused. Each key is checked by these rules first and then built by
+`jwt.PyJWK`; not `PyJWKSet`, which skips unusable keys silently where these rules refuse the set.
 """
 
 from __future__ import annotations
@@ -27,14 +36,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.asymmetric.utils import (
-    decode_dss_signature,
-    encode_dss_signature,
-)
+from jwt import PyJWK, api_jws
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm
+from jwt.exceptions import DecodeError, InvalidSignatureError, PyJWTError
 
 from a2a_grpc.core.canonical import canonicalize
 
@@ -62,9 +69,13 @@ PublicKey: TypeAlias = Ed25519PublicKey | ec.EllipticCurvePublicKey
 DEFAULT_LEEWAY_S = 30.0
 """Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds."""
 
+ALGORITHMS = ("EdDSA", "ES256")
+"""The only JWS algorithms signed or verified."""
+
+_JWS = api_jws.PyJWS(algorithms=list(ALGORITHMS))
 _P256_BYTES = 32
 _ED25519_BYTES = 32
-_RESERVED_HEADER = frozenset({"alg", "kid", "typ", "crit"})
+_RESERVED_HEADER = frozenset({"alg", "kid", "typ", "crit", "b64"})
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _PRIVATE_MEMBERS = ("d", "p", "q", "dp", "dq", "qi", "k")
 
@@ -141,31 +152,18 @@ class KeySet(Mapping[str, PublicKey]):
 
 def public_jwk(key: PrivateKey | PublicKey, kid: str) -> dict[str, Any]:
     """The public JWK of a key (a private key exports its public half) with `kid`, `use: "sig"`
-    and `alg`."""
+    and `alg`, members in the order kty, crv, x[, y], kid, use, alg."""
     alg = algorithm_for(key)
     public = (
         key.public_key() if isinstance(key, Ed25519PrivateKey | ec.EllipticCurvePrivateKey) else key
     )
     if isinstance(public, Ed25519PublicKey):
-        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return {
-            "kty": "OKP",
-            "crv": "Ed25519",
-            "x": b64url_encode(raw),
-            "kid": kid,
-            "use": "sig",
-            "alg": alg,
-        }
-    numbers = public.public_numbers()
-    return {
-        "kty": "EC",
-        "crv": "P-256",
-        "x": b64url_encode(numbers.x.to_bytes(_P256_BYTES, "big")),
-        "y": b64url_encode(numbers.y.to_bytes(_P256_BYTES, "big")),
-        "kid": kid,
-        "use": "sig",
-        "alg": alg,
-    }
+        jwk = OKPAlgorithm.to_jwk(public, as_dict=True)
+        members: tuple[str, ...] = ("kty", "crv", "x")
+    else:
+        jwk = ECAlgorithm.to_jwk(public, as_dict=True)
+        members = ("kty", "crv", "x", "y")
+    return {**{member: jwk[member] for member in members}, "kid": kid, "use": "sig", "alg": alg}
 
 
 def load_jwks(source: str | os.PathLike[str] | Mapping[str, Any]) -> KeySet:
@@ -206,33 +204,36 @@ def _parse_jwk(jwk: Mapping[str, Any], kid: str) -> PublicKey:
     if jwk.get("use", "sig") != "sig":
         raise KeyFormatError(f'{where}: use {jwk.get("use")!r} is not "sig"')
     kty, crv = jwk.get("kty"), jwk.get("crv")
-    key: PublicKey
     if kty == "OKP":
         if crv != "Ed25519":
             raise KeyFormatError(f"{where}: OKP curve {crv!r} is not supported (only Ed25519)")
-        x = _coordinate(jwk, "x", _ED25519_BYTES, where)
-        key = Ed25519PublicKey.from_public_bytes(x)
+        members: dict[str, Any] = {"kty": kty, "crv": crv}
+        members["x"] = _coordinate(jwk, "x", _ED25519_BYTES, where)
+        alg = "EdDSA"
     elif kty == "EC":
         if crv != "P-256":
             raise KeyFormatError(f"{where}: EC curve {crv!r} is not supported (only P-256)")
-        x = _coordinate(jwk, "x", _P256_BYTES, where)
-        y = _coordinate(jwk, "y", _P256_BYTES, where)
-        numbers = ec.EllipticCurvePublicNumbers(
-            int.from_bytes(x, "big"), int.from_bytes(y, "big"), ec.SECP256R1()
-        )
-        try:
-            key = numbers.public_key()
-        except ValueError as error:
-            raise KeyFormatError(f"{where}: the point (x, y) is not on P-256") from error
+        members = {"kty": kty, "crv": crv}
+        members["x"] = _coordinate(jwk, "x", _P256_BYTES, where)
+        members["y"] = _coordinate(jwk, "y", _P256_BYTES, where)
+        alg = "ES256"
     else:
         raise KeyFormatError(f"{where}: kty {kty!r} is not supported (use OKP/Ed25519 or EC/P-256)")
-    alg = jwk.get("alg")
-    if alg is not None and alg != algorithm_for(key):
-        raise KeyFormatError(f"{where}: alg {alg!r} does not fit a {crv} key")
+    if jwk.get("alg") not in (None, alg):
+        raise KeyFormatError(f"{where}: alg {jwk.get('alg')!r} does not fit a {crv} key")
+    # Only the members checked above reach PyJWK, with the algorithm they imply.
+    try:
+        key = PyJWK(members, algorithm=alg).key
+    except PyJWTError as error:
+        if kty == "EC":
+            raise KeyFormatError(f"{where}: the point (x, y) is not on P-256") from error
+        raise KeyFormatError(f"{where}: {error}") from error
+    if not isinstance(key, Ed25519PublicKey | ec.EllipticCurvePublicKey):
+        raise KeyFormatError(f"{where}: {type(key).__name__} is not a supported public key")
     return key
 
 
-def _coordinate(jwk: Mapping[str, Any], member: str, size: int, where: str) -> bytes:
+def _coordinate(jwk: Mapping[str, Any], member: str, size: int, where: str) -> str:
     value = jwk.get(member)
     if not isinstance(value, str):
         raise KeyFormatError(f'{where}: "{member}" is missing')
@@ -242,7 +243,7 @@ def _coordinate(jwk: Mapping[str, Any], member: str, size: int, where: str) -> b
         raise KeyFormatError(f'{where}: "{member}" is not base64url') from error
     if len(raw) != size:
         raise KeyFormatError(f'{where}: "{member}" is {len(raw)} bytes, not {size}')
-    return raw
+    return value
 
 
 def load_private_key(pem: bytes, password: bytes | None = None) -> PrivateKey:
@@ -257,32 +258,39 @@ def load_private_key(pem: bytes, password: bytes | None = None) -> PrivateKey:
     return key
 
 
+class _CanonicalHeader(json.JSONEncoder):
+    """PyJWT's header serializer, made RFC 8785: PyJWT's own is `json.dumps` with sorted keys,
+    which escapes non-ASCII and orders by code point, not by UTF-16 code unit."""
+
+    def encode(self, o: Any) -> str:
+        return canonicalize(o).decode("utf-8")
+
+
 def sign_detached(
     payload: bytes, key: PrivateKey, kid: str, extra_header: Mapping[str, Any] | None = None
 ) -> str:
     """A compact JWS with detached payload over `payload`.
 
     The protected header is `extra_header` plus `alg` (from the key), `kid` and `typ: "JOSE"`;
-    `extra_header` may not set those or `crit` (ValueError). KeyFormatError for unsupported keys.
+    `extra_header` may not set those, `crit` or `b64` (ValueError). KeyFormatError for unsupported
+    keys.
     """
     alg = algorithm_for(key)
     clash = _RESERVED_HEADER.intersection(extra_header or {})
     if clash:
         raise ValueError(f"extra_header may not set {', '.join(sorted(clash))}")
     header = {**(extra_header or {}), "alg": alg, "kid": kid, "typ": "JOSE"}
-    encoded_header = b64url_encode(canonicalize(header))
-    signing_input = f"{encoded_header}.{b64url_encode(payload)}".encode("ascii")
-    if isinstance(key, Ed25519PrivateKey):
-        signature = key.sign(signing_input)
-    else:
-        r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-        signature = r.to_bytes(_P256_BYTES, "big") + s.to_bytes(_P256_BYTES, "big")
-    return f"{encoded_header}..{b64url_encode(signature)}"
+    token = _JWS.encode(payload, key, algorithm=alg, headers=header, json_encoder=_CanonicalHeader)
+    encoded_header, _, encoded_signature = token.split(".")
+    return f"{encoded_header}..{encoded_signature}"
 
 
 def read_header(token: str) -> dict[str, Any]:
     """The protected header of a detached compact JWS, NOT verified: for choosing the key to
-    verify it with. SignatureError for a malformed token (the first checks of verification)."""
+    verify it with. SignatureError for a malformed token (the first checks of verification).
+
+    Stricter than PyJWT's `get_unverified_header`, which accepts padded base64url and a
+    non-empty middle part."""
     parts = token.split(".") if isinstance(token, str) else []
     if len(parts) != 3:
         raise SignatureError("malformed JWS: compact serialization has three dot-separated parts")
@@ -291,7 +299,7 @@ def read_header(token: str) -> dict[str, Any]:
         raise SignatureError("malformed JWS: the payload must be detached (empty middle part)")
     try:
         header = json.loads(b64url_decode(encoded_header))
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise SignatureError("malformed JWS: the header is not base64url JSON") from error
     if not isinstance(header, dict):
         raise SignatureError("malformed JWS: the header is not a JSON object")
@@ -300,6 +308,8 @@ def read_header(token: str) -> dict[str, Any]:
         raise SignatureError('malformed JWS: the header needs string "alg" and "kid"')
     if "crit" in header:
         raise SignatureError(f"unsupported JWS: critical header parameters {header['crit']!r}")
+    if header.get("b64", True) is not True:
+        raise SignatureError('unsupported JWS: an unencoded payload (RFC 7797 "b64": false)')
     return header
 
 
@@ -317,7 +327,7 @@ def verify_detached(
     kid, alg = header["kid"], header["alg"]
     encoded_header, _, encoded_signature = token.split(".")
     try:
-        signature = b64url_decode(encoded_signature)
+        b64url_decode(encoded_signature)
     except ValueError as error:
         raise SignatureError("malformed JWS: the signature is not base64url") from error
     key = keyset.get(kid)
@@ -326,22 +336,20 @@ def verify_detached(
     expected = algorithm_for(key)
     if alg != expected:
         raise SignatureError(f"alg {alg!r} is not allowed for key {kid!r} (it signs {expected})")
-    signing_input = f"{encoded_header}.{b64url_encode(payload)}".encode("ascii")
+    attached = f"{encoded_header}.{b64url_encode(payload)}.{encoded_signature}"
     try:
-        if isinstance(key, Ed25519PublicKey):
-            key.verify(signature, signing_input)
-        else:
-            if len(signature) != 2 * _P256_BYTES:
-                raise InvalidSignature
-            r = int.from_bytes(signature[:_P256_BYTES], "big")
-            s = int.from_bytes(signature[_P256_BYTES:], "big")
-            key.verify(encode_dss_signature(r, s), signing_input, ec.ECDSA(hashes.SHA256()))
-    except InvalidSignature:
+        verified = _JWS.decode_complete(attached, key, algorithms=[expected])
+    except InvalidSignatureError:
         raise SignatureError(
             f"bad signature: it does not verify with key {kid!r} over this content"
         ) from None
-    _check_times(header, now, leeway)
-    return header
+    except DecodeError as error:  # e.g. base64url with non-zero trailing bits
+        raise SignatureError(f"malformed JWS: {error}") from error
+    except PyJWTError as error:
+        raise SignatureError(f"unsupported JWS: {error}") from error
+    verified_header: dict[str, Any] = verified["header"]
+    _check_times(verified_header, now, leeway)
+    return verified_header
 
 
 def _check_times(header: Mapping[str, Any], now: float, leeway: float) -> None:

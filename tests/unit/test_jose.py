@@ -1,4 +1,4 @@
-"""JWS with detached payload (EdDSA, ES256), key sets, JWKS and PEM loading."""
+"""JWS with detached payload (EdDSA, ES256) on PyJWT, key sets, JWKS and PEM loading."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from a2a_grpc.core.jws import (
+from a2a_grpc.core.jose import (
+    _JWS,
     DEFAULT_LEEWAY_S,
     KeyFormatError,
     KeySet,
@@ -100,6 +102,10 @@ def test_alg_must_fit_the_key() -> None:
         (_token({"alg": "EdDSA"}), 'needs string "alg" and "kid"'),
         (_token({"alg": "EdDSA", "kid": 7}), 'needs string "alg" and "kid"'),
         (_token({"alg": "EdDSA", "kid": "k1", "crit": ["b64"]}), "critical header"),
+        (_token({"alg": "EdDSA", "kid": "k1", "b64": False}), "unencoded payload"),
+        (f"{b64url_encode(b'[' * 100_000)}..AAAA", "header is not base64url JSON"),
+        # Base64url whose last character carries non-zero unused bits: refused, not re-read.
+        (_token({"alg": "EdDSA", "kid": "k1"})[:-1] + "B", "malformed JWS"),
         (_token({"alg": "EdDSA", "kid": "k1"}).replace("..", "..=="), "signature is not base64"),
     ],
 )
@@ -137,6 +143,38 @@ def test_validity_window_with_leeway() -> None:
         verify_detached(odd, PAYLOAD, keyset, now=NOW)
 
 
+def test_only_eddsa_and_es256_are_known_to_the_jws_library() -> None:
+    # alg confusion needs the library to know the header's alg: `none`, HS256 (a public key's
+    # bytes as an HMAC secret) and RS256 are not registered at all.
+    assert sorted(_JWS.get_algorithms()) == ["ES256", "EdDSA"]
+    key = ed25519()
+    secret = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    forged = jwt.api_jws.encode(PAYLOAD, secret, algorithm="HS256", headers={"kid": "k1"})
+    header_part, _, signature_part = forged.split(".")
+    with pytest.raises(SignatureError, match="alg 'HS256' is not allowed"):
+        verify_detached(
+            f"{header_part}..{signature_part}",
+            PAYLOAD,
+            KeySet.of_private_keys({"k1": key}),
+            now=NOW,
+        )
+
+
+def test_the_header_is_canonical_json() -> None:
+    token = sign_detached(
+        PAYLOAD, ed25519(), "k1", {"x-\u00e9": "\u20ac", "x-n": 1e21, "\U0001f600": 1}
+    )
+    header = b64url_decode(token.split(".")[0])
+    assert (
+        header
+        == (
+            '{"alg":"EdDSA","kid":"k1","typ":"JOSE","x-n":1e+21,"x-\u00e9":"\u20ac","\U0001f600":1}'
+        ).encode()
+    )
+
+
 def test_time_is_checked_only_once_the_signature_holds() -> None:
     key = ed25519()
     token = sign_detached(PAYLOAD, key, "k1", {"exp": NOW - 3600})
@@ -145,7 +183,7 @@ def test_time_is_checked_only_once_the_signature_holds() -> None:
 
 
 def test_reserved_header_members_cannot_be_overridden() -> None:
-    for name in ("alg", "kid", "typ", "crit"):
+    for name in ("alg", "kid", "typ", "crit", "b64"):
         with pytest.raises(ValueError, match=name):
             sign_detached(PAYLOAD, ed25519(), "k1", {name: "x"})
 
