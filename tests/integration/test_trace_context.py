@@ -25,11 +25,13 @@ EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="module", autouse=True)
 def sdk() -> Iterator[None]:
-    # The global provider can be set once per process; later tests simply record spans too.
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+    # The global provider can be set once per process (another module may have set it):
+    # this module's exporter joins whichever SDK provider is in place.
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
         provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
         trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
     yield
 
 
