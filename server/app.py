@@ -292,11 +292,11 @@ async def start_server(
     )
     port = _bind(server, config, certificates)
     card_server = None
-    if config.card_port is not None:
+    if config.http_port is not None:
         card_server = HttpServer(
             None,
             host=bare_host(config.host),
-            port=config.card_port,
+            port=config.http_port,
             max_age=config.card_max_age,
             reuse_port=config.reuse_port,
             max_body=config.max_receive_bytes,
@@ -307,7 +307,7 @@ async def start_server(
         try:
             card_server.bind()
         except OSError as exc:
-            problem = listen_problem(config.host, config.card_port, exc.errno, exc.strerror or "")
+            problem = listen_problem(config.host, config.http_port, exc.errno, exc.strerror or "")
             raise PortInUseError(f"{problem} (the HTTP port)") from exc
     public = public_addresses(
         config.host,

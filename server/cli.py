@@ -330,7 +330,7 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--max-push-configs",
         type=int,
-        default=d.max_push_configs_per_task,
+        default=d.max_push_configs,
         help="push notification configs (webhooks) one task may have (default: %(default)s)",
     )
     add(
@@ -475,7 +475,7 @@ def setup(args: argparse.Namespace) -> Setup:
             card_v03_fields=args.card_v03_fields,
             shutdown_grace=args.shutdown_grace,
             drain_delay=args.drain_delay,
-            card_port=None if http_port == HTTP_PORT_OFF else http_port,
+            http_port=None if http_port == HTTP_PORT_OFF else http_port,
             card_max_age=args.card_max_age,
             webhook_timeout=args.webhook_timeout,
             stream_write_timeout=args.stream_write_timeout,
@@ -491,7 +491,7 @@ def setup(args: argparse.Namespace) -> Setup:
             max_live_tasks_per_principal=args.max_live_tasks_per_principal,
             max_live_tasks_per_tenant=args.max_live_tasks_per_tenant,
             interrupted_ttl=args.interrupted_ttl,
-            max_push_configs_per_task=args.max_push_configs,
+            max_push_configs=args.max_push_configs,
             max_streams_per_connection=args.max_streams_per_connection,
             max_concurrent_calls=args.max_concurrent_calls,
             max_open_streams=args.max_open_streams,
@@ -668,7 +668,7 @@ async def _serve(setup: Setup) -> int:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
         say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
-    if config.compat_03 and config.card_v03_fields and config.card_port is not None:
+    if config.compat_03 and config.card_v03_fields and config.http_port is not None:
         say(
             "the HTTP card also carries A2A 0.3's fields, for 0.3 clients that read it "
             "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
@@ -761,7 +761,7 @@ def _say(text: str, program: str = "a2a-grpc") -> None:
 def _supervise(setup: Setup, argv: list[str]) -> int:
     """`--workers N`: checks the ports are free, then runs N workers until they stop."""
     config = setup.config
-    ports = [config.port] if config.card_port is None else [config.port, config.card_port]
+    ports = [config.port] if config.http_port is None else [config.port, config.http_port]
     for port in ports:
         problem = bind_problem(config.host, port)
         if problem is not None:

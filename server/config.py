@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 from a2a_grpc.server.push.webhooks import DeliveryPolicy
 from a2a_grpc.server.transports.addresses import parse_advertise, parse_http_url
@@ -90,6 +92,35 @@ def default_store_bytes() -> int:
     return memory_limit() // 4
 
 
+RENAMED_FIELDS = {"card_port": "http_port", "max_push_configs_per_task": "max_push_configs"}
+"""Old ServerConfig field names, each with the field it is now: the fields are named as the
+`serve` options are (`--http-port`, `--max-push-configs`). Python code written for the old
+names keeps working: `ServerConfig(card_port=...)` sets `http_port`, and `config.card_port`
+reads it. The old names are not fields (`dataclasses.fields`, `repr`, the settings line and
+`dataclasses.replace` know only the new ones), and a type checker knows them only as read-only
+properties, so new code uses the new names. Given both, a name and its old name, is a TypeError."""
+
+_T = TypeVar("_T")
+
+
+def _accepting_renamed_fields(cls: type[_T]) -> type[_T]:
+    """`cls` whose constructor also takes the old field names of RENAMED_FIELDS."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: _T, *args: Any, **kwargs: Any) -> None:
+        for old, new in RENAMED_FIELDS.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"give {new} or its old name {old}, not both")
+                kwargs[new] = kwargs.pop(old)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[assignment,method-assign]
+    return cls
+
+
+@_accepting_renamed_fields
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -122,10 +153,10 @@ class ServerConfig:
     NOT_SERVING at once, and A2A calls are still served as usual, so that load balancers and
     sidecars take the server out of rotation before its connections go away (GOAWAY) and its
     ports close. A second SIGTERM / SIGINT ends the delay. 0: drain at once."""
-    card_port: int | None = None
+    http_port: int | None = None
     """The HTTP port (`serve --http-port`, alias `--card-port`): the JSON-RPC and HTTP+JSON
-    bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). The
-    field keeps its first name, from when the port served only the card."""
+    bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). Named
+    `card_port` before, from when the port served only the card: see RENAMED_FIELDS."""
     card_max_age: int = 300
     """Cache-Control max-age of the served card, in seconds."""
     webhook_timeout: float = 10.0
@@ -158,8 +189,9 @@ class ServerConfig:
     audit_fail_closed: bool = False
     """With an audit log: refuse requests (UNAVAILABLE, retryable) while records cannot be written
     instead of serving them with the records held in memory."""
-    max_push_configs_per_task: int = 16
-    """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
+    max_push_configs: int = 16
+    """Push notification configs one task may have; more are refused with INVALID_PARAMS
+    (named `max_push_configs_per_task` before: see RENAMED_FIELDS)."""
     max_streams_per_connection: int = 8192
     """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
     rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
@@ -180,7 +212,7 @@ class ServerConfig:
     within this time. More than 0, at most 3600."""
     workers: int = 1
     """Server processes sharing `port` (see server/ops/workers.py). More than one needs a shared
-    `store` (in memory, each would see only its own tasks), a fixed `port` and `card_port` (with
+    `store` (in memory, each would see only its own tasks), a fixed `port` and `http_port` (with
     0 each would listen on a port of its own) and no `audit_log` (one hash chain per file)."""
     stream_write_timeout: float = 30.0
     """Seconds one event of a Server-Sent Events stream (JSON-RPC, HTTP+JSON) may wait for the
@@ -188,7 +220,7 @@ class ServerConfig:
     so a client that stops reading gives its stream slot back. The task goes on."""
     bindings: tuple[str, ...] = BINDINGS
     """The protocol bindings served (names from BINDINGS); "grpc" must be one. The HTTP ones are
-    served only with an HTTP port (`card_port`); the card lists exactly the served ones, and an
+    served only with an HTTP port (`http_port`); the card lists exactly the served ones, and an
     HTTP binding not served answers 404 on its routes."""
     metrics: bool = True
     """Serve Prometheus metrics at /metrics on the HTTP port and count every call for them
@@ -236,7 +268,7 @@ class ServerConfig:
                 "max_live_tasks_per_tenant must be at least 1",
             ),
             (self.interrupted_ttl > 0, "interrupted_ttl must be positive"),
-            (self.max_push_configs_per_task >= 1, "max_push_configs_per_task must be at least 1"),
+            (self.max_push_configs >= 1, "max_push_configs must be at least 1"),
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
             (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
             (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
@@ -290,9 +322,9 @@ class ServerConfig:
                 f"workers={self.workers} needs a fixed port, not 0: each worker would listen "
                 "on a port of its own"
             )
-        elif self.card_port == 0:
+        elif self.http_port == 0:
             problems.append(
-                f"workers={self.workers} needs a fixed card_port, not 0 (or none: -1): each "
+                f"workers={self.workers} needs a fixed http_port, not 0 (or none: -1): each "
                 "worker would serve the card on a port of its own"
             )
         if self.audit_log is not None:
@@ -311,10 +343,20 @@ class ServerConfig:
         return f"ServerConfig({', '.join(shown)})"
 
     @property
+    def card_port(self) -> int | None:
+        """The old name of `http_port` (RENAMED_FIELDS)."""
+        return self.http_port
+
+    @property
+    def max_push_configs_per_task(self) -> int:
+        """The old name of `max_push_configs` (RENAMED_FIELDS)."""
+        return self.max_push_configs
+
+    @property
     def http_bindings(self) -> tuple[str, ...]:
         """The HTTP bindings served, by their card names (JSONRPC, HTTP+JSON); none without an
         HTTP port."""
-        if self.card_port is None:
+        if self.http_port is None:
             return ()
         return tuple(card for name, card in HTTP_BINDINGS.items() if name in self.bindings)
 

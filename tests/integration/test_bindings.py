@@ -39,7 +39,7 @@ async def over(request: pytest.FixtureRequest, make_server: Factory) -> AsyncIte
     async def start(agent: AgentExecutor | None = None, **config: Any) -> tuple[Harness, Binding]:
         card = config.pop("card", None)
         authorization = config.pop("authorization", None)
-        harness = await make_server(agent, card, card_port=0, **config)
+        harness = await make_server(agent, card, http_port=0, **config)
         if request.param == "grpc":
             return harness, GrpcBinding(harness.stub, harness.channel, authorization)
         session = aiohttp.ClientSession()
@@ -273,7 +273,7 @@ async def test_one_task_across_all_three_bindings(make_server: Factory) -> None:
     """Streams of one task on different bindings see the same events; a message id repeated
     over another binding is the same task; a task made over one is cancelled over another."""
     held = Held()
-    harness = await make_server(held, None, card_port=0)
+    harness = await make_server(held, None, http_port=0)
     card_url = harness.running.card_url
     assert card_url is not None
     base = card_url.removesuffix(CARD_PATH)

@@ -182,7 +182,7 @@ async def run_scenario(
     make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path, scenario: Scenario
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[Any, float]]:
     log = tmp_path / f"{scenario.__name__}.jsonl"
-    harness = await make_server(card_port=0, audit_log=str(log), tokens=TOKENS)
+    harness = await make_server(http_port=0, audit_log=str(log), tokens=TOKENS)
     EXPORTER.clear()
     await scenario(harness, http)
     metrics = await metric_summary(harness, http)
@@ -238,7 +238,7 @@ async def test_a_unary_call_its_caller_cancels_is_audited_as_cancelled(
 ) -> None:
     log = tmp_path / "audit.jsonl"
     held = Held()
-    harness = await make_server(held, card_port=0, audit_log=str(log))
+    harness = await make_server(held, http_port=0, audit_log=str(log))
     call = harness.stub.SendMessage(send_request("hold"), metadata=(("a2a-version", "1.0"),))
     await held.entered.wait()
     call.cancel()

@@ -106,7 +106,7 @@ async def test_tls_to_a_list_checks_every_server_against_the_name_given() -> Non
     pem = ca.issue("localhost", server=True)  # valid for localhost, not for the list itself
     tls = TlsFiles(pem.certificate, pem.key)
     config = ServerConfig(
-        host="127.0.0.1", port=0, card_port=None, shutdown_grace=0.1, drain_delay=0
+        host="127.0.0.1", port=0, http_port=None, shutdown_grace=0.1, drain_delay=0
     )
     agents = [Counting(), Counting()]
     servers = [await start_server(config, agent, tls=tls) for agent in agents]

@@ -524,7 +524,7 @@ async def tls_agent(tmp_path: Path) -> AsyncIterator[tuple[str, Path, CallerReco
     (tmp_path / "alice.key").write_bytes(alice.key)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1, drain_delay=0),
+        ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
         agent,
         tls=TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate),
     )
@@ -560,7 +560,7 @@ async def test_without_the_ca_the_card_fetch_fails_verification(
 async def test_the_reply_hint_keeps_the_transport(
     make_server: Factory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     assert harness.running.card_url is not None
     assert await run("send", harness.running.card_url, "ask", "--transport", "http+json") == 4
     err = capsys.readouterr().err
@@ -625,7 +625,7 @@ async def test_plaintext_against_a_tls_server_is_one_line_with_a_hint() -> None:
     ca = Authority()
     server_pem = ca.issue("localhost", server=True)
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, card_port=None, shutdown_grace=0.1, drain_delay=0),
+        ServerConfig(host="127.0.0.1", port=0, http_port=None, shutdown_grace=0.1, drain_delay=0),
         CallerRecorder(),
         tls=TlsFiles(server_pem.certificate, server_pem.key),
     )

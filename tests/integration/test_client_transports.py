@@ -97,7 +97,7 @@ async def agent() -> Recorder:
 
 @pytest.fixture
 async def harness(make_server: Factory, agent: Recorder) -> Harness:
-    return await make_server(agent, card_port=0)
+    return await make_server(agent, http_port=0)
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ async def test_credentials_version_and_trace_context_reach_the_server(
     make_server: Factory, agent: Recorder, transport: str
 ) -> None:
     # strict_version: a call without the A2A-Version header would be VersionNotSupported.
-    harness = await make_server(agent, card_port=0, tokens={"s3cret": "alice"}, strict_version=True)
+    harness = await make_server(agent, http_port=0, tokens={"s3cret": "alice"}, strict_version=True)
     assert harness.running.card_url is not None
     trace_id = 0x4BF92F3577B34DA6A3CE929D0E0E4736
     parent = trace.NonRecordingSpan(
@@ -503,7 +503,7 @@ async def test_signed_messages_on_every_transport(
     key = ed25519.Ed25519PrivateKey.generate()
     keys = KeySet.of_private_keys({"alice-1": key})
     harness = await make_server(
-        agent, card_port=0, signature_keys=keys, require_signed_messages=True
+        agent, http_port=0, signature_keys=keys, require_signed_messages=True
     )
     assert harness.running.card_url is not None
     signer = MessageSigner(key, "alice-1")

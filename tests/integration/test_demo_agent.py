@@ -16,7 +16,7 @@ from tests.integration.conftest import VERSION, Factory, send_request
 async def test_the_card_describes_each_keyword_and_which_answer_without_a_task(
     make_server: Factory,
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     assert harness.running.card_url is not None
     async with httpx.AsyncClient() as http:
         served = (await http.get(harness.running.card_url)).json()

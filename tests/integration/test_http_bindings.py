@@ -84,7 +84,7 @@ async def post_rpc(
 async def test_jsonrpc_envelope_errors(
     make_server: Factory, http: aiohttp.ClientSession, body: Any, code: int
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     status, answer, _ = await post_rpc(http, harness, body)
     assert status == 200
     assert answer["jsonrpc"] == "2.0"
@@ -97,7 +97,7 @@ async def test_jsonrpc_envelope_errors(
 async def test_jsonrpc_unknown_field_is_named(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     _, answer, _ = await post_rpc(
         http, harness, rpc("SendMessage", {"message": {**MESSAGE, "colour": "red"}})
     )
@@ -109,7 +109,7 @@ async def test_jsonrpc_unknown_field_is_named(
 async def test_jsonrpc_notification_gets_no_body(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     body = {"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": message("n-1")}}
     status, answer, _ = await post_rpc(http, harness, body)
     assert (status, answer) == (204, None)
@@ -118,7 +118,7 @@ async def test_jsonrpc_notification_gets_no_body(
 async def test_a2a_errors_carry_their_jsonrpc_code(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     _, sent, _ = await post_rpc(http, harness, rpc("SendMessage", {"message": message()}))
     task_id = sent["result"]["task"]["id"]
     _, answer, _ = await post_rpc(http, harness, rpc("CancelTask", {"id": task_id}, "abc"))
@@ -132,7 +132,7 @@ async def test_a2a_errors_carry_their_jsonrpc_code(
 
 
 async def test_wrong_content_type_is_415(make_server: Factory, http: aiohttp.ClientSession) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     body = json.dumps(rpc("GetTask", {"id": "x"}))
     headers = {"Content-Type": "text/plain"}
     async with http.post(base_of(harness) + "/", data=body, headers=headers) as response:
@@ -149,7 +149,7 @@ async def test_wrong_content_type_is_415(make_server: Factory, http: aiohttp.Cli
 async def test_a2a_json_media_type_is_accepted(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     headers = {"Content-Type": "application/a2a+json"}
     async with http.post(
         base_of(harness) + "/message:send", data=json.dumps({"message": MESSAGE}), headers=headers
@@ -161,7 +161,7 @@ async def test_a2a_json_media_type_is_accepted(
 async def test_body_over_the_limit_is_413(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     limit = harness.running.handler.config.max_receive_bytes
     text = "x" * (limit + 1)
     status, answer, _ = await post_rpc(
@@ -188,7 +188,7 @@ async def test_body_over_the_limit_is_413(
 async def test_rest_bad_bodies_are_400(
     make_server: Factory, http: aiohttp.ClientSession, path: str, body: str
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     headers = {"Content-Type": "application/json"}
     async with http.post(base_of(harness) + path, data=body, headers=headers) as response:
         assert response.status == 400
@@ -198,7 +198,7 @@ async def test_rest_bad_bodies_are_400(
 
 
 async def test_rest_query_parameters(make_server: Factory, http: aiohttp.ClientSession) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     base = base_of(harness)
     async with http.get(base + "/tasks?colour=red") as response:
         assert response.status == 400
@@ -218,7 +218,7 @@ async def test_rest_query_parameters(make_server: Factory, http: aiohttp.ClientS
 async def test_unsupported_version_header(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     _, answer, _ = await post_rpc(
         http, harness, rpc("GetTask", {"id": "x"}), headers={"A2A-Version": "0.3"}
     )
@@ -231,7 +231,7 @@ async def test_unsupported_version_header(
 async def test_strict_version_needs_the_header(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0, strict_version=True)
+    harness = await make_server(http_port=0, strict_version=True)
     _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": "x"}))
     assert answer["error"]["code"] == -32009
     _, answer, _ = await post_rpc(
@@ -243,7 +243,7 @@ async def test_strict_version_needs_the_header(
 async def test_activated_extensions_are_echoed(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     headers = {"A2A-Extensions": f"urn:x-unknown, {BUDGET}"}
     _, answer, response = await post_rpc(
         http, harness, rpc("SendMessage", {"message": message()}), headers=headers
@@ -258,7 +258,7 @@ async def test_activated_extensions_are_echoed(
 
 
 async def test_bearer_tokens(make_server: Factory, http: aiohttp.ClientSession) -> None:
-    harness = await make_server(card_port=0, tokens={"s3cret": "alice"})
+    harness = await make_server(http_port=0, tokens={"s3cret": "alice"})
     base = base_of(harness)
     status, answer, response = await post_rpc(http, harness, rpc("ListTasks", {}))
     assert status == 401
@@ -278,7 +278,7 @@ async def test_bearer_tokens(make_server: Factory, http: aiohttp.ClientSession) 
 
 
 async def test_tenant_routes(make_server: Factory, http: aiohttp.ClientSession) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     base = base_of(harness)
     async with http.post(base + "/acme/message:send", json={"message": MESSAGE}) as r:
         assert r.status == 200
@@ -295,7 +295,7 @@ async def test_subscribe_also_answers_post(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     held = Held()
-    harness = await make_server(held, card_port=0)
+    harness = await make_server(held, http_port=0)
     request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="s", role=1))
     request.message.parts.add(text="x")
     request.configuration.return_immediately = True
@@ -317,7 +317,7 @@ async def test_a_client_leaving_mid_stream_leaves_the_task_running(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     held = Held()
-    harness = await make_server(held, card_port=0)
+    harness = await make_server(held, http_port=0)
     async with http.post(
         base_of(harness) + "/", json=rpc("SendStreamingMessage", {"message": message()})
     ) as response:
@@ -338,7 +338,7 @@ async def test_streams_share_the_servers_stream_limit(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     held = Held()
-    harness = await make_server(held, card_port=0, max_open_streams=1)
+    harness = await make_server(held, http_port=0, max_open_streams=1)
     request = a2a_pb2.SendMessageRequest(message=a2a_pb2.Message(message_id="g", role=1))
     request.message.parts.add(text="x")
     grpc_stream = harness.stub.SendStreamingMessage(request, metadata=VERSION)
@@ -356,7 +356,7 @@ async def test_streams_share_the_servers_stream_limit(
 async def test_the_card_lists_the_http_interfaces(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     async with http.get(base_of(harness) + CARD_PATH) as response:
         card = await response.json()
     bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
@@ -371,7 +371,7 @@ async def test_http_calls_are_audited_like_grpc_calls(
     make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     log = tmp_path / "audit.jsonl"
-    harness = await make_server(card_port=0, audit_log=str(log), tokens={"alice-token": "alice"})
+    harness = await make_server(http_port=0, audit_log=str(log), tokens={"alice-token": "alice"})
     alice = {"Authorization": "Bearer alice-token"}
     _, sent, _ = await post_rpc(
         http, harness, rpc("SendMessage", {"message": message(), "tenant": "acme"}), headers=alice
@@ -414,7 +414,7 @@ async def test_trace_context_headers_continue_the_callers_trace(
             seen.append(trace.get_current_span().get_span_context().trace_id)
             await events.complete()
 
-    harness = await make_server(Recording(), card_port=0)
+    harness = await make_server(Recording(), http_port=0)
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
     await post_rpc(http, harness, rpc("SendMessage", {"message": message()}), headers=headers)
@@ -429,7 +429,7 @@ async def test_trace_context_headers_continue_the_callers_trace(
 async def test_deeply_nested_json_is_a_clear_error(
     make_server: Factory, http: aiohttp.ClientSession, path: str
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     body = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
     headers = {"Content-Type": "application/json"}
     async with http.post(base_of(harness) + path, data=io.BytesIO(body), headers=headers) as r:
@@ -443,7 +443,7 @@ async def test_deeply_nested_json_is_a_clear_error(
 
 async def test_http_calls_through_a_stop(make_server: Factory, http: aiohttp.ClientSession) -> None:
     held = Held()
-    harness = await make_server(held, card_port=0)
+    harness = await make_server(held, http_port=0)
     base = base_of(harness)
     watch = health_pb2_grpc.HealthStub(harness.channel).Watch(
         health_pb2.HealthCheckRequest(service="")
@@ -478,7 +478,7 @@ async def test_http_calls_through_a_stop(make_server: Factory, http: aiohttp.Cli
 async def test_an_empty_page_states_its_fields(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     async with http.get(base_of(harness) + "/tasks?contextId=none") as response:
         page = await response.json(content_type=None)
     assert page == {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
@@ -509,7 +509,7 @@ async def test_only_the_served_bindings_are_listed_and_answered(
     bindings: tuple[str, ...],
     listed: list[str],
 ) -> None:
-    harness = await make_server(card_port=0, bindings=bindings)
+    harness = await make_server(http_port=0, bindings=bindings)
     base = base_of(harness)
     async with http.get(base + CARD_PATH) as response:
         card = await response.json()
@@ -544,7 +544,7 @@ async def test_a_card_file_interface_of_an_unserved_binding_is_dropped(
     card = a2a_pb2.AgentCard(name="listed")
     card.supported_interfaces.add(url="http://proxy/", protocol_binding="JSONRPC")
     card.supported_interfaces.add(url="http://proxy", protocol_binding="HTTP+JSON")
-    harness = await make_server(card=card, card_port=0, bindings=("grpc", "http+json"))
+    harness = await make_server(card=card, http_port=0, bindings=("grpc", "http+json"))
     async with http.get(base_of(harness) + CARD_PATH) as response:
         served = await response.json()
     assert [(i["protocolBinding"], i["url"]) for i in served["supportedInterfaces"]] == [
@@ -585,7 +585,7 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off(
     make_server: Factory, http: aiohttp.ClientSession, binding: str
 ) -> None:
     flood = Flood(chunks=2000, size=64 * 1024)  # 128 MiB of events: far above the TCP buffers
-    harness = await make_server(flood, card_port=0, max_open_streams=1, stream_write_timeout=0.2)
+    harness = await make_server(flood, http_port=0, max_open_streams=1, stream_write_timeout=0.2)
     assert harness.running.card_server is not None
     loop = asyncio.get_running_loop()
     with socket.socket() as sock:
@@ -640,7 +640,7 @@ async def test_the_http_port_serves_tls_and_names_the_client_certificate(
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, card_port=0, shutdown_grace=0.1, drain_delay=0),
+        ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
         agent,
         tls=tls,
     )

@@ -41,7 +41,7 @@ async def test_records_of_a_grpc_call_name_it(
 async def test_records_of_a_jsonrpc_call_name_it(
     make_server: Factory, records: pytest.LogCaptureFixture
 ) -> None:
-    harness = await make_server(agent=LoggingAgent(), tokens={"t-bob": "bob"}, card_port=0)
+    harness = await make_server(agent=LoggingAgent(), tokens={"t-bob": "bob"}, http_port=0)
     assert harness.running.card_server is not None
     body = {
         "jsonrpc": "2.0",

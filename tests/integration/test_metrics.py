@@ -53,7 +53,7 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 async def test_grpc_calls_are_counted_by_method_code_and_transport(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     for _ in range(2):
         task = (await harness.stub.SendMessage(send_request("hello"))).task
         assert task.status.state == a2a_pb2.TASK_STATE_COMPLETED
@@ -79,7 +79,7 @@ async def test_grpc_calls_are_counted_by_method_code_and_transport(
 async def test_http_binding_calls_are_counted_with_their_transport(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -103,7 +103,7 @@ async def test_open_streams_and_working_tasks_are_gauged(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     agent = Held()
-    harness = await make_server(agent=agent, card_port=0)
+    harness = await make_server(agent=agent, http_port=0)
     stream = harness.stub.SendStreamingMessage(send_request("hold"))
     await stream.read()  # the task
     await agent.entered.wait()
@@ -125,7 +125,7 @@ async def test_calls_in_flight_are_gauged(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     agent = Held()
-    harness = await make_server(agent=agent, card_port=0)
+    harness = await make_server(agent=agent, http_port=0)
     call = asyncio.ensure_future(harness.stub.SendMessage(send_request("hold")))
     await agent.entered.wait()
     samples = await scrape(http, harness)
@@ -141,7 +141,7 @@ async def test_webhook_deliveries_retries_and_give_ups_are_counted(
     flaky, dead = await Receiver(failures=1).start(), await Receiver(always_fail=True).start()
     try:
         webhooks = dispatcher(max_attempts=2)
-        harness = await make_server(webhooks=webhooks, card_port=0)
+        harness = await make_server(webhooks=webhooks, http_port=0)
         for receiver in (flaky, dead):
             request = send_request("hello")
             request.configuration.task_push_notification_config.url = receiver.url
@@ -164,7 +164,7 @@ async def test_audit_records_written_are_counted(
     make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     path = tmp_path / "audit.jsonl"
-    harness = await make_server(card_port=0, audit_log=str(path))
+    harness = await make_server(http_port=0, audit_log=str(path))
     await harness.stub.SendMessage(send_request("hello"))
     samples = await scrape(http, harness)
     assert value(samples, "a2a_audit_records_lost_total") == 0
@@ -184,7 +184,7 @@ async def test_audit_records_written_are_counted(
 async def test_metrics_off_serves_no_metrics_route(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0, metrics=False)
+    harness = await make_server(http_port=0, metrics=False)
     await harness.stub.SendMessage(send_request("hello"))
     async with http.get(base_of(harness) + METRICS_PATH) as response:
         assert response.status == 404
@@ -194,7 +194,7 @@ async def test_metrics_off_serves_no_metrics_route(
 async def test_two_servers_in_one_process_keep_their_own_figures(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    first, second = await make_server(card_port=0), await make_server(card_port=0)
+    first, second = await make_server(http_port=0), await make_server(http_port=0)
     await first.stub.SendMessage(send_request("hello"))
     ok = {"method": "SendMessage", "code": "OK", "transport": "grpc"}
     assert value(await scrape(http, first), "a2a_rpc_requests_total", **ok) == 1
@@ -204,7 +204,7 @@ async def test_two_servers_in_one_process_keep_their_own_figures(
 async def test_a2a_0_3_calls_are_counted_under_the_rpc_that_serves_them(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     reply = await v03_stub(harness).SendMessage(v03_send("hello"), metadata=V03)
     assert reply.task.status.state == a2a_v03_pb2.TASK_STATE_COMPLETED
     with pytest.raises(grpc.aio.AioRpcError):
@@ -225,7 +225,7 @@ async def test_a2a_0_3_calls_are_counted_under_the_rpc_that_serves_them(
 async def test_json_rpc_requests_refused_before_naming_a_method_are_counted_under_one_label(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
     bodies = [
         "{not json",
@@ -248,7 +248,7 @@ async def test_json_rpc_requests_refused_before_naming_a_method_are_counted_unde
 async def test_grpc_calls_refused_by_the_drain_gate_are_counted(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     # As at the end of a stop's grace: the calls that still reach the server are refused.
     harness.running.gate.closed = True
     for _ in range(2):
@@ -269,7 +269,7 @@ async def test_grpc_calls_refused_by_the_drain_gate_are_counted(
 async def test_answers_artifacts_and_tasks_without_artifacts_are_counted_by_skill(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     stub = harness.stub
     await stub.SendMessage(send_request("hello"))  # echo: a task with one artifact
     await stub.SendMessage(send_request("chunks 3"))  # one artifact, in three chunks

@@ -27,7 +27,7 @@ async def test_a_redis_outage_is_logged_once_and_counted(
     make_redis_server: RedisServerFactory, make_server: Factory, caplog: pytest.LogCaptureFixture
 ) -> None:
     redis_server = make_redis_server(appendonly=True)  # the task outlives the restart
-    harness = await make_server(store=redis_server.url, card_port=0)
+    harness = await make_server(store=redis_server.url, http_port=0)
     assert harness.running.card_server is not None
     metrics_url = harness.running.card_server.base_url + "/metrics"
     task = (await harness.stub.SendMessage(send_request("hello"))).task

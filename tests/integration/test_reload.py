@@ -40,7 +40,7 @@ async def http_status_with(running: RunningServer, token: str) -> int:
 
 
 async def test_new_tokens_replace_the_old_ones_on_every_transport(make_server: Factory) -> None:
-    harness = await make_server(tokens={"old-token": "alice"}, card_port=0)
+    harness = await make_server(tokens={"old-token": "alice"}, http_port=0)
     running = harness.running
     assert await send_with(running, "old-token") == grpc.StatusCode.OK
     assert await http_status_with(running, "old-token") == 200
@@ -91,7 +91,7 @@ async def test_a_new_certificate_serves_new_handshakes_on_both_ports(
 ) -> None:
     first, second = Authority("first CA"), Authority("second CA")
     pem = first.issue("server", server=True)
-    harness = await make_server(tls=TlsFiles(pem.certificate, pem.key), card_port=0)
+    harness = await make_server(tls=TlsFiles(pem.certificate, pem.key), http_port=0)
     running = harness.running
     assert await tls_send(running, first.certificate) == grpc.StatusCode.OK
     assert await https_card_status(running, first.certificate) == 200
@@ -109,7 +109,7 @@ async def test_a_mismatched_key_is_refused_and_the_old_certificate_kept(
 ) -> None:
     ca = Authority()
     pem, other = ca.issue("server", server=True), ca.issue("other", server=True)
-    harness = await make_server(tls=TlsFiles(pem.certificate, pem.key), card_port=0)
+    harness = await make_server(tls=TlsFiles(pem.certificate, pem.key), http_port=0)
     with pytest.raises(ValueError, match="does not match"):
         harness.running.reload_tls(TlsFiles(pem.certificate, other.key))
     broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
@@ -127,7 +127,7 @@ async def test_a_new_client_ca_decides_which_clients_get_in(
     server_ca, old_clients, new_clients = Authority(), Authority("old"), Authority("new")
     pem = server_ca.issue("server", server=True)
     harness = await make_server(
-        tls=TlsFiles(pem.certificate, pem.key, client_ca=old_clients.certificate), card_port=0
+        tls=TlsFiles(pem.certificate, pem.key, client_ca=old_clients.certificate), http_port=0
     )
     running = harness.running
     running.reload_tls(TlsFiles(pem.certificate, pem.key, client_ca=new_clients.certificate))

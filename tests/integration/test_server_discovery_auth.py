@@ -39,7 +39,7 @@ CARD_KEYS = KeySet.of_private_keys({"card-1": CARD_KEY})
 
 
 async def test_card_is_served_with_cache_validators(make_server: Factory) -> None:
-    harness = await make_server(card_port=0, card_max_age=120)
+    harness = await make_server(http_port=0, card_max_age=120)
     url = harness.running.card_url
     assert url is not None and url.endswith("/.well-known/agent-card.json")
     async with httpx.AsyncClient() as http:
@@ -332,7 +332,7 @@ def strict_card(body: str) -> a2a_pb2.AgentCard:
 @pytest.mark.parametrize("variant", ["default", "tokens", "signed", "tls"])
 async def test_the_served_card_is_a_strict_1_0_card(make_server: Factory, variant: str) -> None:
     # Issue #31: 0.3's fields next to 1.0's failed the TCK's CARD-STRUCT-001 and strict parsers.
-    options: dict[str, Any] = {"card_port": 0}
+    options: dict[str, Any] = {"http_port": 0}
     verify: Any = None
     if variant == "tokens":
         options["tokens"] = TOKENS
@@ -366,7 +366,7 @@ async def test_the_extended_card_over_http_is_a_strict_1_0_card(make_server: Fac
         extended_card=extended,
         tokens=TOKENS,
         card_signer=(CARD_KEY, "card-1"),
-        card_port=0,
+        http_port=0,
         card_v03_fields=True,  # the extended card is never the HTTP card's document
     )
     assert harness.running.card_url is not None
@@ -381,8 +381,8 @@ async def test_the_extended_card_over_http_is_a_strict_1_0_card(make_server: Fac
 
 
 async def test_card_v03_fields_adds_what_0_3_clients_read(make_server: Factory) -> None:
-    plain = await make_server(card_port=0, tokens=TOKENS)
-    both = await make_server(card_port=0, tokens=TOKENS, card_v03_fields=True)
+    plain = await make_server(http_port=0, tokens=TOKENS)
+    both = await make_server(http_port=0, tokens=TOKENS, card_v03_fields=True)
     async with httpx.AsyncClient() as http:
         bodies = [(await http.get(str(h.running.card_url))).text for h in (plain, both)]
     document = json.loads(bodies[1])
@@ -399,7 +399,7 @@ async def test_card_v03_fields_adds_what_0_3_clients_read(make_server: Factory) 
 
 
 async def test_card_v03_fields_needs_0_3_served(make_server: Factory) -> None:
-    harness = await make_server(card_port=0, compat_03=False, card_v03_fields=True)
+    harness = await make_server(http_port=0, compat_03=False, card_v03_fields=True)
     async with httpx.AsyncClient() as http:
         response = await http.get(str(harness.running.card_url))
     card = strict_card(response.text)  # no 0.3 interface: nothing for a 0.3 client to call
@@ -447,7 +447,7 @@ async def test_a_signed_card_verifies_against_what_is_served(
 ) -> None:
     own = ed25519.Ed25519PrivateKey.generate()
     harness = await make_server(
-        card_port=0,
+        http_port=0,
         tokens=TOKENS,
         card_signer=(CARD_KEY, "card-1"),
         signing_keys=KeySet.of_private_keys({"own-1": own}),

@@ -66,7 +66,7 @@ async def probe(url: str) -> tuple[int, dict[str, str], str]:
 async def test_a_stop_says_not_serving_at_once_and_serves_through_the_delay(
     make_server: Factory,
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     base = harness.running.card_server.base_url  # type: ignore[union-attr]
     assert (await probe(base + "/readyz"))[0] == 200
     health = health_pb2_grpc.HealthStub(harness.channel)
@@ -103,7 +103,7 @@ async def test_the_drain_sends_goaway_closes_the_ports_and_lets_work_finish(
     make_server: Factory,
 ) -> None:
     agent = Held()
-    harness = await make_server(agent=agent, card_port=0)
+    harness = await make_server(agent=agent, http_port=0)
     base = harness.running.card_server.base_url  # type: ignore[union-attr]
     stream = harness.stub.SendStreamingMessage(send_request("hold"))
     await stream.read()
@@ -143,7 +143,7 @@ async def test_an_open_health_watch_ends_with_the_stop_instead_of_holding_it(
 
 
 async def test_readiness_follows_the_task_store(make_server: Factory) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     base = harness.running.card_server.base_url  # type: ignore[union-attr]
     board = harness.running.board
     assert board is not None
@@ -221,6 +221,6 @@ async def test_an_agent_with_a_plain_execute_is_refused_at_start() -> None:
     class Plain:
         def execute(self, context: object, events: object) -> None: ...
 
-    config = ServerConfig(host="127.0.0.1", port=0, card_port=None, drain_delay=0)
+    config = ServerConfig(host="127.0.0.1", port=0, http_port=None, drain_delay=0)
     with pytest.raises(StartupError, match=r"Plain\.execute is a plain function: declare it"):
         await start_server(config, Plain())  # type: ignore[arg-type]

@@ -307,7 +307,7 @@ async def _refused(call: object) -> list[str]:
 
 
 async def test_push_configs_are_capped_per_task(make_server: Factory, receiver: Receiver) -> None:
-    harness = await make_server(webhooks=dispatcher(), max_push_configs_per_task=2)
+    harness = await make_server(webhooks=dispatcher(), max_push_configs=2)
     stub = harness.stub
     task = (await stub.SendMessage(send_request("ask"))).task
 
@@ -353,7 +353,7 @@ async def test_a_task_at_the_cap_gets_every_event_and_the_server_keeps_answering
     try:
         agent = Gated()
         harness = await make_server(agent=agent, webhooks=dispatcher(max_connections=4))
-        cap = ServerConfig().max_push_configs_per_task
+        cap = ServerConfig().max_push_configs
         task = await _start_gated(harness)
         for index in range(cap):
             await harness.stub.CreateTaskPushNotificationConfig(

@@ -145,7 +145,7 @@ async def test_the_served_card_is_signed_and_verified_by_the_resolver(
     make_server: Factory, v03_fields: bool
 ) -> None:
     harness = await make_server(
-        card_port=0, card_signer=(ALICE_KEY, "alice-1"), card_v03_fields=v03_fields
+        http_port=0, card_signer=(ALICE_KEY, "alice-1"), card_v03_fields=v03_fields
     )
     url = harness.running.card_url
     assert url is not None

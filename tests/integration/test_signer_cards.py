@@ -71,7 +71,7 @@ async def refused(harness: Harness, request: a2a_pb2.SendMessageRequest) -> grpc
 
 async def publisher(make_server: Factory, keys: dict[str, Any], **options: Any) -> Harness:
     """Server A: serves its card over HTTP with these keys' public halves on it."""
-    options.setdefault("card_port", 0)
+    options.setdefault("http_port", 0)
     return await make_server(signing_keys=KeySet.of_private_keys(keys), **options)
 
 
@@ -163,7 +163,7 @@ async def test_a_rotated_key_is_verified_without_restarting_the_verifier(
 
     # A rotates: it restarts with a new key on its card, at the same card URL. B keeps running.
     await a.running.stop(0)
-    rotated = await publisher(make_server, {"a-2": A2}, card_port=http_port)
+    rotated = await publisher(make_server, {"a-2": A2}, http_port=http_port)
     assert card_of(rotated) == a_card
 
     response = await b.stub.SendMessage(signed(A2, "a-2", a_card), metadata=EXT)
@@ -258,7 +258,7 @@ async def test_json_rpc_verifies_against_the_card_too(
     make_server: Factory, endpoint: CardEndpoint
 ) -> None:
     agent = Recorder()
-    b = await make_server(agent, card_port=0, trusted_signer_cards=(endpoint.url,))
+    b = await make_server(agent, http_port=0, trusted_signer_cards=(endpoint.url,))
     base = card_of(b).removesuffix("/.well-known/agent-card.json")
     headers = {"A2A-Version": "1.0", "A2A-Extensions": SIGNED_MESSAGE_EXTENSION}
     async with httpx.AsyncClient() as http:

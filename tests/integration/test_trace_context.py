@@ -99,7 +99,7 @@ async def test_http_bindings_open_server_spans_in_the_callers_trace(
     make_server: Factory,
 ) -> None:
     EXPORTER.clear()
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     assert harness.running.card_server is not None
     base = harness.running.card_server.base_url
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -137,7 +137,7 @@ async def test_a_0_3_caller_sees_last_chunk_too(demo: Harness) -> None:
 async def test_json_rpc_says_last_chunk_true(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
-    harness = await make_server(card_port=0)
+    harness = await make_server(http_port=0)
     assert harness.running.card_server is not None
     url = harness.running.card_server.base_url + "/"
     seen = []

@@ -145,7 +145,7 @@ async def serve_ours(
         max_tasks=max(100_000, preload_count + 1),
         audit_log=audit_log,
         store=store,
-        card_port=0 if http or both else None,
+        http_port=0 if http or both else None,
     )
     config = dataclasses.replace(config, **(overrides or {}))
     running = await start_server(config, agents[agent_name]())

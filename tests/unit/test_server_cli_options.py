@@ -3,6 +3,7 @@ password, which no message shows."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -17,14 +18,14 @@ from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 
 
 def test_max_push_configs_reaches_the_config() -> None:
-    assert setup(parser().parse_args([])).config.max_push_configs_per_task == 16
+    assert setup(parser().parse_args([])).config.max_push_configs == 16
     args = parser().parse_args(["--max-push-configs", "3"])
-    assert setup(args).config.max_push_configs_per_task == 3
+    assert setup(args).config.max_push_configs == 3
 
 
 def test_max_push_configs_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="max_push_configs_per_task"):
-        ServerConfig(max_push_configs_per_task=0)
+    with pytest.raises(ValueError, match="max_push_configs"):
+        ServerConfig(max_push_configs=0)
 
 
 SECRET = "s3cr3t-pw"
@@ -78,7 +79,7 @@ def test_store_urls_that_are_accepted(store: str) -> None:
         ({"workers": 0}, "workers must be at least 1"),
         ({"workers": 2}, "workers=2 needs a shared store (--store"),
         ({"workers": 2, "store": "redis://r", "port": 0}, "workers=2 needs a fixed port, not 0"),
-        ({"workers": 2, "store": "redis://r", "card_port": 0}, "needs a fixed card_port"),
+        ({"workers": 2, "store": "redis://r", "http_port": 0}, "needs a fixed http_port"),
         ({"workers": 2, "store": "redis://r", "audit_log": "a.log"}, "cannot share one audit_log"),
     ],
 )
@@ -89,9 +90,9 @@ def test_unusable_replica_settings_say_what_to_fix(settings: dict[str, Any], say
 
 
 def test_a_fixed_port_and_card_port_let_workers_share_a_store() -> None:
-    config = ServerConfig(workers=4, store="redis://r", port=5000, card_port=5001)
+    config = ServerConfig(workers=4, store="redis://r", port=5000, http_port=5001)
     assert config.workers == 4
-    assert ServerConfig(workers=2, store="redis://r", port=5000, card_port=None).workers == 2
+    assert ServerConfig(workers=2, store="redis://r", port=5000, http_port=None).workers == 2
 
 
 @pytest.mark.parametrize(
@@ -128,13 +129,13 @@ def test_worker_flags_go_together_and_make_a_port_sharing_worker() -> None:
 
 @pytest.mark.parametrize("option", ["--http-port", "--card-port"])
 def test_http_port_and_its_alias_card_port_set_the_http_port(option: str) -> None:
-    assert setup(parser().parse_args(["--port", "7000", option, "7100"])).config.card_port == 7100
-    assert setup(parser().parse_args([option, "-1"])).config.card_port is None
+    assert setup(parser().parse_args(["--port", "7000", option, "7100"])).config.http_port == 7100
+    assert setup(parser().parse_args([option, "-1"])).config.http_port is None
 
 
 def test_the_http_port_defaults_to_the_grpc_port_plus_one() -> None:
-    assert setup(parser().parse_args(["--port", "7000"])).config.card_port == 7001
-    assert setup(parser().parse_args(["--port", "0"])).config.card_port == 0
+    assert setup(parser().parse_args(["--port", "7000"])).config.http_port == 7001
+    assert setup(parser().parse_args(["--port", "0"])).config.http_port == 0
 
 
 def test_bindings_are_parsed_and_checked() -> None:
@@ -202,3 +203,13 @@ def test_metrics_are_on_unless_turned_off() -> None:
 def test_a2a_0_3_callers_are_served_unless_no_compat_03() -> None:
     assert setup(parser().parse_args([])).config.compat_03
     assert not setup(parser().parse_args(["--no-compat-03"])).config.compat_03
+
+
+def test_the_old_field_names_still_set_and_read_the_renamed_fields() -> None:
+    config = ServerConfig(card_port=0, max_push_configs_per_task=3)
+    assert (config.http_port, config.max_push_configs) == (0, 3)
+    assert (config.card_port, config.max_push_configs_per_task) == (0, 3)
+    assert "card_port" not in repr(config) and "http_port=0" in repr(config)
+    assert dataclasses.replace(config, http_port=7).card_port == 7
+    with pytest.raises(TypeError, match="http_port or its old name card_port"):
+        ServerConfig(card_port=1, http_port=2)

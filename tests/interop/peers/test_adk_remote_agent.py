@@ -74,7 +74,7 @@ INPUT_CALL = "mock_function_call_for_required_user_input"
 
 @pytest.fixture
 async def server() -> AsyncIterator[RunningServer]:
-    config = ServerConfig(host="127.0.0.1", port=0, card_port=0, drain_delay=0, shutdown_grace=0.5)
+    config = ServerConfig(host="127.0.0.1", port=0, http_port=0, drain_delay=0, shutdown_grace=0.5)
     running = await start_server(config, DemoAgent())
     yield running
     await running.stop(0)

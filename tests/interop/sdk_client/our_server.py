@@ -78,7 +78,7 @@ async def main(mode: str, *, v03_fields: bool = False) -> None:
         drain_delay=0,
         allow_private_webhooks=mode == "--secure",
         audit_log=audit,
-        card_port=0,
+        http_port=0,
         compat_03=mode != "--no-compat-03",
         card_v03_fields=v03_fields,
     )
