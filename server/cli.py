@@ -451,59 +451,68 @@ class Setup:
     """The options it came from: SIGHUP reads the files they name again."""
 
 
+NOT_OPTIONS = {
+    "subscriber_queue_size": "how far a stream may fall behind: a tuning constant for Python "
+    "callers and tests, not a deployment setting",
+    "dedup_window": "how long a message id is remembered: bounded by --max-tasks already; a "
+    "tuning constant for Python callers and tests",
+    "reuse_port": "set in each worker by the supervisor of --workers N (the hidden "
+    "--worker-index), never by hand: a shared port is the supervisor's to arrange",
+}
+"""ServerConfig fields `serve` has no option for, each with the reason (they keep their
+defaults, but reuse_port, which config_from_args derives)."""
+
+NOT_CONFIG = {
+    "agent": "loaded into the agent run (--agent)",
+    "card": "loaded into the card (--card)",
+    "extended_card": "loaded into the extended card",
+    "auth_tokens": "loaded into the bearer tokens (and read again on SIGHUP)",
+    "tls_cert": "loaded into the TLS files (and read again on SIGHUP)",
+    "tls_key": "loaded into the TLS files",
+    "client_ca": "loaded into the TLS files",
+    "signature_keys": "loaded into the key set that verifies signed messages",
+    "signer_card_keys": "loaded into the key set that verifies signer cards",
+    "publish_signing_keys": "loaded into the keys published on the card (read again on SIGHUP)",
+    "card_signing_key": "loaded into the card signer",
+    "card_signing_kid": "the card signer's key id",
+    "log_level": "configures logging, not the server",
+    "log_format": "configures logging and the start-up lines, not the server",
+    "worker_index": "the worker's identity under --workers N (sets reuse_port)",
+    "worker_lifeline": "the worker's pipe to its supervisor",
+}
+"""`serve` options (by dest) that are no ServerConfig field: what they name is read from files
+or the environment into the Setup, or configures this process rather than the server."""
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """The ServerConfig `args` give: each field from the option of the same name (NOT_OPTIONS
+    aside), converted where an option's value is not the field's; ValueError when the config
+    cannot serve."""
+    values = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(ServerConfig)
+        if field.name not in NOT_OPTIONS
+    }
+    # --http-port: unset means the gRPC port + 1 (0 with --port 0), -1 means no HTTP port.
+    http_port = args.http_port
+    if http_port is None:
+        http_port = 0 if args.port == 0 else args.port + 1
+    values["http_port"] = None if http_port == HTTP_PORT_OFF else http_port
+    values["reuse_port"] = args.worker_index is not None
+    return ServerConfig(**values)
+
+
 def setup(args: argparse.Namespace) -> Setup:
     """Checks and loads what `args` name; ValueError (one line) for anything unusable.
 
     No message holds the store URL's password (they show `redacted_url`)."""
-    http_port = args.http_port
-    if http_port is None:
-        http_port = 0 if args.port == 0 else args.port + 1
     if args.card_v03_fields and not args.compat_03:
         raise ValueError("--card-v03-fields is for A2A 0.3 callers: drop --no-compat-03")
     if (args.worker_index is None) != (args.worker_lifeline is None):
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
     agent, card, card_source = _agent_and_card(args)
     loaded = Setup(
-        config=ServerConfig(
-            host=args.host,
-            port=args.port,
-            max_tasks=args.max_tasks,
-            task_ttl=args.task_ttl,
-            max_inline_bytes=args.max_inline_bytes,
-            strict_version=args.strict_version,
-            compat_03=args.compat_03,
-            card_v03_fields=args.card_v03_fields,
-            shutdown_grace=args.shutdown_grace,
-            drain_delay=args.drain_delay,
-            http_port=None if http_port == HTTP_PORT_OFF else http_port,
-            card_max_age=args.card_max_age,
-            webhook_timeout=args.webhook_timeout,
-            stream_write_timeout=args.stream_write_timeout,
-            webhook_max_attempts=args.webhook_max_attempts,
-            allow_private_webhooks=args.allow_private_webhooks,
-            require_signed_messages=args.require_signed_messages,
-            trusted_signer_cards=args.trusted_signer_cards,
-            signer_card_timeout=args.signer_card_timeout,
-            audit_log=args.audit_log,
-            audit_fail_closed=args.audit_fail_closed,
-            max_message_bytes=args.max_message_bytes,
-            max_store_bytes=args.max_store_bytes,
-            max_live_tasks_per_principal=args.max_live_tasks_per_principal,
-            max_live_tasks_per_tenant=args.max_live_tasks_per_tenant,
-            interrupted_ttl=args.interrupted_ttl,
-            max_push_configs=args.max_push_configs,
-            max_streams_per_connection=args.max_streams_per_connection,
-            max_concurrent_calls=args.max_concurrent_calls,
-            max_open_streams=args.max_open_streams,
-            store=args.store,
-            task_lease=args.task_lease,
-            workers=args.workers,
-            bindings=args.bindings,
-            metrics=args.metrics,
-            advertise=args.advertise,
-            advertise_http=args.advertise_http,
-            reuse_port=args.worker_index is not None,
-        ),
+        config=config_from_args(args),
         agent=agent,
         card=card,
         card_source=card_source,
