@@ -236,113 +236,91 @@ class RunningServer:
             await asyncio.to_thread(self.handler.audit.close)
 
 
-async def start_server(
-    config: ServerConfig,
-    agent: AgentExecutor,
-    card: a2a_pb2.AgentCard | None = None,
-    *,
-    extended_card: a2a_pb2.AgentCard | None = None,
-    tokens: Mapping[str, str] | None = None,
-    tls: TlsFiles | None = None,
-    webhooks: WebhookDispatcher | None = None,
-    signature_keys: KeySet | None = None,
-    card_signer: tuple[PrivateKey, str] | None = None,
-    signing_keys: KeySet | None = None,
-    signer_card_keys: KeySet | None = None,
-) -> RunningServer:
-    """Binds `config.host:config.port` exclusively and starts serving.
+@dataclass(frozen=True)
+class ServerPlan:
+    """What `start_server` serves: the settings, the agent and its cards, who may call, the keys
+    and the webhook sender. Only `config` and `agent` are needed; the rest defaults to none."""
 
-    With `tokens` (token → principal) or a `tls.client_ca`, every A2A call must authenticate;
-    with neither, every caller is the anonymous principal. The card is finalized to state the
-    interface, capabilities and security schemes actually in force. With `signature_keys` the
-    card offers the signed-messages extension (required with `config.require_signed_messages`),
-    and so it does with `config.trusted_signer_cards`, whose cards' keys verify the messages
-    naming them (their cards signed by one of `signer_card_keys`, when given); `signing_keys`
-    (public) are published on the card as the keys this agent's own messages are signed with;
-    with `card_signer` (private key, key id) the card is served signed.
+    config: ServerConfig
+    agent: AgentExecutor
+    card: a2a_pb2.AgentCard | None = None
+    """The agent's card, finalized at start (None: the demo card)."""
+    extended_card: a2a_pb2.AgentCard | None = None
+    """The card for authenticated callers; the card must offer it."""
+    tokens: Mapping[str, str] | None = None
+    """Bearer tokens, token -> principal: every call must bring one."""
+    tls: TlsFiles | None = None
+    """TLS on both ports; with a `client_ca`, every call must bring a client certificate."""
+    signature_keys: KeySet | None = None
+    """Public keys that verify signed messages: the card offers the signed-messages extension."""
+    signer_card_keys: KeySet | None = None
+    """With `config.trusted_signer_cards`: the keys every signer card must be signed with."""
+    signing_keys: KeySet | None = None
+    """Public keys this agent's own messages are signed with, published on the card."""
+    card_signer: tuple[PrivateKey, str] | None = None
+    """(private key, key id) the cards are served signed with."""
+    webhooks: WebhookDispatcher | None = None
+    """The push notification sender (None: one made from `config.delivery_policy`)."""
+
+
+@dataclass(frozen=True)
+class _Auth:
+    """Who may call, as `start_server` enforces it."""
+
+    certificates: ServerCertificates | None
+    bearer_tokens: BearerTokens | None
+    client_certificates: bool
+    authenticator: AllOf | AnyOf | None
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """The server's ports, bound and not serving yet, and what Health says on them."""
+
+    server: grpc.aio.Server
+    port: int
+    card_server: HttpServer | None
+    board: HealthBoard
+    """What Health says; it knows the A2A services served."""
+
+
+async def start_server(plan: ServerPlan) -> RunningServer:
+    """Binds `plan.config.host:plan.config.port` exclusively and starts serving.
+
+    With `plan.tokens` (token → principal) or a `plan.tls.client_ca`, every A2A call must
+    authenticate; with neither, every caller is the anonymous principal. The card is finalized
+    to state the interface, capabilities and security schemes actually in force. With
+    `signature_keys` the card offers the signed-messages extension (required with
+    `config.require_signed_messages`), and so it does with `config.trusted_signer_cards`, whose
+    cards' keys verify the messages naming them (their cards signed by one of
+    `signer_card_keys`, when given); `signing_keys` (public) are published on the card as the
+    keys this agent's own messages are signed with; with `card_signer` (private key, key id)
+    the card is served signed.
     """
+    config, agent = plan.config, plan.agent
     problem = executor_problem(agent)
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
-    certificates = None if tls is None else ServerCertificates(tls)
-    client_certificates = tls is not None and tls.client_ca is not None
-    authenticators: list[BearerTokens | ClientCertificates] = []
-    bearer_tokens = BearerTokens(tokens) if tokens else None
-    if bearer_tokens is not None:
-        authenticators.append(bearer_tokens)
-    if client_certificates:
-        authenticators.append(ClientCertificates())
-    # Both configured: both required (see AllOf); one configured: that one.
-    combine = AllOf if len(authenticators) > 1 else AnyOf
-    authenticator = combine(tuple(authenticators)) if authenticators else None
-    interceptors = [AuthInterceptor(authenticator)] if authenticator is not None else []
+    auth = _auth(plan.tokens, plan.tls)
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
     audit = _open_audit(config, board) if config.audit_log else None
-    server = grpc.aio.server(
-        interceptors=interceptors,
-        options=[
-            # Never share the port with another process (grpc enables SO_REUSEPORT by default),
-            # but with the other workers of one `serve --workers N` (config.reuse_port).
-            ("grpc.so_reuseport", 1 if config.reuse_port else 0),
-            ("grpc.max_receive_message_length", config.max_receive_bytes),
-            *connection_limits(config),
-        ],
-    )
-    port = _bind(server, config, certificates)
-    card_server = None
-    if config.http_port is not None:
-        card_server = HttpServer(
-            None,
-            host=bare_host(config.host),
-            port=config.http_port,
-            max_age=config.card_max_age,
-            reuse_port=config.reuse_port,
-            max_body=config.max_receive_bytes,
-            shutdown_timeout=config.shutdown_grace,
-            ssl_context=None if certificates is None else certificates.ssl_context,
-            readiness=board,
-        )
-        try:
-            card_server.bind()
-        except OSError as exc:
-            problem = listen_problem(config.host, config.http_port, exc.errno, exc.strerror or "")
-            raise PortInUseError(f"{problem} (the HTTP port)") from exc
+    listeners = _listen(config, auth, board)
     public = public_addresses(
         config.host,
-        port,
-        None if card_server is None else card_server.port,
+        listeners.port,
+        None if listeners.card_server is None else listeners.card_server.port,
         advertise=config.advertise,
         advertise_http=config.advertise_http,
-        tls=certificates is not None,
+        tls=auth.certificates is not None,
     )
-    final_card = finalize_card(
-        card or demo_card(public.grpc),
-        public.grpc,
-        http_url=public.http,
-        http_bindings=config.http_bindings,
-        v03=config.compat_03,
-        bearer_tokens=bool(tokens),
-        client_certificates=client_certificates,
-        signed_messages=(
-            config.require_signed_messages
-            if signature_keys is not None or config.trusted_signer_cards
-            else None
-        ),
-        signing_keys=signing_keys,
+    final_card, extended_card = _cards(plan, public, auth)
+    webhooks, signature_keys, signer_card_keys = (
+        plan.webhooks,
+        plan.signature_keys,
+        plan.signer_card_keys,
     )
-    if extended_card is not None:
-        if not final_card.capabilities.extended_agent_card:
-            raise StartupError(
-                "an extended card is given (--extended-card), but the card does not offer it: "
-                "set capabilities.extendedAgentCard to true in the card (--card)"
-            )
-        extended_card = complete_extended_card(extended_card, final_card)
-    if card_signer is not None:
-        final_card = sign_card(final_card, *card_signer)
-        if extended_card is not None:
-            extended_card = sign_card(extended_card, *card_signer)
     signer_cards = None
     if config.trusted_signer_cards:
         signer_cards = SignerCards(
@@ -371,16 +349,140 @@ async def start_server(
             f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
         ) from exc
     handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
+    gate, metrics = _gate_and_metrics(config, handler, audit)
+    await _start_serving(listeners, handler, gate, metrics, auth, plan.card_signer)
+    if audit is not None:
+        board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
+    return RunningServer(
+        listeners.server,
+        listeners.port,
+        handler,
+        health_servicer,
+        gate,
+        card_server=listeners.card_server,
+        public=public,
+        metrics=metrics,
+        bearer_tokens=auth.bearer_tokens,
+        certificates=auth.certificates,
+        card_signer=plan.card_signer,
+        board=board,
+    )
+
+
+def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None) -> _Auth:
+    """Bearer tokens, client certificates, both (both required: see AllOf) or neither."""
+    certificates = None if tls is None else ServerCertificates(tls)
+    client_certificates = tls is not None and tls.client_ca is not None
+    authenticators: list[BearerTokens | ClientCertificates] = []
+    bearer_tokens = BearerTokens(tokens) if tokens else None
+    if bearer_tokens is not None:
+        authenticators.append(bearer_tokens)
+    if client_certificates:
+        authenticators.append(ClientCertificates())
+    # Both configured: both required (see AllOf); one configured: that one.
+    combine = AllOf if len(authenticators) > 1 else AnyOf
+    authenticator = combine(tuple(authenticators)) if authenticators else None
+    return _Auth(certificates, bearer_tokens, client_certificates, authenticator)
+
+
+def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners:
+    """The gRPC server bound to its port, and the HTTP server to its own (when there is one);
+    PortInUseError when one cannot be bound."""
+    interceptors = [AuthInterceptor(auth.authenticator)] if auth.authenticator is not None else []
+    server = grpc.aio.server(
+        interceptors=interceptors,
+        options=[
+            # Never share the port with another process (grpc enables SO_REUSEPORT by default),
+            # but with the other workers of one `serve --workers N` (config.reuse_port).
+            ("grpc.so_reuseport", 1 if config.reuse_port else 0),
+            ("grpc.max_receive_message_length", config.max_receive_bytes),
+            *connection_limits(config),
+        ],
+    )
+    port = _bind(server, config, auth.certificates)
+    card_server = None
+    if config.http_port is not None:
+        card_server = HttpServer(
+            None,
+            host=bare_host(config.host),
+            port=config.http_port,
+            max_age=config.card_max_age,
+            reuse_port=config.reuse_port,
+            max_body=config.max_receive_bytes,
+            shutdown_timeout=config.shutdown_grace,
+            ssl_context=None if auth.certificates is None else auth.certificates.ssl_context,
+            readiness=board,
+        )
+        try:
+            card_server.bind()
+        except OSError as exc:
+            problem = listen_problem(config.host, config.http_port, exc.errno, exc.strerror or "")
+            raise PortInUseError(f"{problem} (the HTTP port)") from exc
+    return _Listeners(server, port, card_server, board)
+
+
+def _cards(
+    plan: ServerPlan, public: PublicAddresses, auth: _Auth
+) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
+    """The card and the extended card as served: finalized, completed, signed."""
+    config = plan.config
+    final_card = finalize_card(
+        plan.card or demo_card(public.grpc),
+        public.grpc,
+        http_url=public.http,
+        http_bindings=config.http_bindings,
+        v03=config.compat_03,
+        bearer_tokens=auth.bearer_tokens is not None,
+        client_certificates=auth.client_certificates,
+        signed_messages=(
+            config.require_signed_messages
+            if plan.signature_keys is not None or config.trusted_signer_cards
+            else None
+        ),
+        signing_keys=plan.signing_keys,
+    )
+    extended_card = plan.extended_card
+    if extended_card is not None:
+        if not final_card.capabilities.extended_agent_card:
+            raise StartupError(
+                "an extended card is given (--extended-card), but the card does not offer it: "
+                "set capabilities.extendedAgentCard to true in the card (--card)"
+            )
+        extended_card = complete_extended_card(extended_card, final_card)
+    if plan.card_signer is not None:
+        final_card = sign_card(final_card, *plan.card_signer)
+        if extended_card is not None:
+            extended_card = sign_card(extended_card, *plan.card_signer)
+    return final_card, extended_card
+
+
+def _gate_and_metrics(
+    config: ServerConfig, handler: RequestHandler, audit: AuditLog | None
+) -> tuple[CallGate, ServerMetrics | None]:
+    """The call gate every transport admits calls through, and the metrics that count them."""
     rpc_metrics = RpcMetrics() if config.metrics else None
     gate = CallGate(
         max_calls=config.max_concurrent_calls,
         max_streams=config.max_open_streams,
-        declared_extensions=[ext.uri for ext in final_card.capabilities.extensions],
+        declared_extensions=[ext.uri for ext in handler.card.capabilities.extensions],
         strict_version=config.strict_version,
         audit=audit,
         metrics=rpc_metrics,
     )
-    metrics = None if rpc_metrics is None else ServerMetrics(gate, handler, rpc_metrics)
+    return gate, None if rpc_metrics is None else ServerMetrics(gate, handler, rpc_metrics)
+
+
+async def _start_serving(
+    listeners: _Listeners,
+    handler: RequestHandler,
+    gate: CallGate,
+    metrics: ServerMetrics | None,
+    auth: _Auth,
+    card_signer: tuple[PrivateKey, str] | None,
+) -> None:
+    """Puts the services on the bound ports, starts serving and says SERVING."""
+    config, server, card_server = handler.config, listeners.server, listeners.card_server
+    health_servicer, a2a_services = listeners.board.servicer, listeners.board.a2a_services
     add_to_server(A2AServicer(handler, gate), server)
     if config.compat_03:
         add_to_server(V03Servicer(handler, gate), server, V03_SERVICE)
@@ -390,12 +492,12 @@ async def start_server(
         server,
     )
     if card_server is not None:
-        card_server.set_card(final_card, v03=_card_v03_fields(config), signer=card_signer)
+        card_server.set_card(handler.card, v03=_card_v03_fields(config), signer=card_signer)
         await card_server.start(
             HttpBindings(
                 handler,
                 gate,
-                authenticator,
+                auth.authenticator,
                 served=config.http_bindings,
                 write_timeout=config.stream_write_timeout,
             ),
@@ -405,22 +507,6 @@ async def start_server(
     handler.start()
     for service in ("", *a2a_services):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    if audit is not None:
-        board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
-    return RunningServer(
-        server,
-        port,
-        handler,
-        health_servicer,
-        gate,
-        card_server,
-        public,
-        metrics,
-        bearer_tokens,
-        certificates,
-        card_signer,
-        board,
-    )
 
 
 def _card_v03_fields(config: ServerConfig) -> bool:

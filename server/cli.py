@@ -26,6 +26,7 @@ from a2a_grpc.server.agent_loader import load_agent
 from a2a_grpc.server.app import (
     PortInUseError,
     RunningServer,
+    ServerPlan,
     StartupError,
     freeze_startup_objects,
     start_server,
@@ -427,28 +428,22 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
 
 @dataclasses.dataclass
 class Setup:
-    """What `serve` will run: the checked configuration and what it loaded from files."""
+    """What `serve` will run: the plan for start_server (the checked configuration and what it
+    loaded from files), and what this process needs besides."""
 
-    config: ServerConfig
-    agent: AgentExecutor
-    card: a2a_pb2.AgentCard | None
-    """The card to serve; None: the demo agent's."""
+    plan: ServerPlan
     card_source: str
     """Where the card comes from, for the start-up line: a file, "derived from SPEC", "demo"."""
-    extended_card: a2a_pb2.AgentCard | None
-    tokens: dict[str, str]
-    tls: TlsFiles | None
-    signature_keys: KeySet | None
-    card_signer: tuple[PrivateKey, str] | None
-    signing_keys: KeySet | None = None
-    """Published on the card (`--publish-signing-keys`)."""
-    signer_card_keys: KeySet | None = None
     worker_index: int | None = None
     """In a worker of `--workers N`: its index, from 1 (None: a server of its own)."""
     lifeline: int | None = None
     """In a worker: the file descriptor whose end of file says the supervisor is gone."""
     args: argparse.Namespace | None = None
     """The options it came from: SIGHUP reads the files they name again."""
+
+    @property
+    def config(self) -> ServerConfig:
+        return self.plan.config
 
 
 NOT_OPTIONS = {
@@ -512,17 +507,19 @@ def setup(args: argparse.Namespace) -> Setup:
         raise ValueError("--worker-index and --worker-lifeline go together (set by --workers)")
     agent, card, card_source = _agent_and_card(args)
     loaded = Setup(
-        config=config_from_args(args),
-        agent=agent,
-        card=card,
+        plan=ServerPlan(
+            config_from_args(args),
+            agent,
+            card,
+            extended_card=load_card(args.extended_card) if args.extended_card else None,
+            tokens=load_tokens(args.auth_tokens),
+            tls=_tls(args),
+            signature_keys=_signature_keys(args),
+            card_signer=_card_signer(args),
+            signing_keys=_jwks(args.publish_signing_keys, "--publish-signing-keys"),
+            signer_card_keys=_signer_card_keys(args),
+        ),
         card_source=card_source,
-        extended_card=load_card(args.extended_card) if args.extended_card else None,
-        tokens=load_tokens(args.auth_tokens),
-        tls=_tls(args),
-        signature_keys=_signature_keys(args),
-        card_signer=_card_signer(args),
-        signing_keys=_jwks(args.publish_signing_keys, "--publish-signing-keys"),
-        signer_card_keys=_signer_card_keys(args),
         worker_index=args.worker_index,
         lifeline=args.worker_lifeline,
         args=args,
@@ -590,18 +587,7 @@ async def _serve(setup: Setup) -> int:
     say = functools.partial(_say, program=f"a2a-grpc{worker}")
     telemetry = configure_from_environment()
     try:
-        running = await start_server(
-            setup.config,
-            setup.agent,
-            setup.card,
-            extended_card=setup.extended_card,
-            tokens=setup.tokens,
-            tls=setup.tls,
-            signature_keys=setup.signature_keys,
-            card_signer=setup.card_signer,
-            signing_keys=setup.signing_keys,
-            signer_card_keys=setup.signer_card_keys,
-        )
+        running = await start_server(setup.plan)
     except PortInUseError as exc:
         print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
         return exit_codes.CANNOT_LISTEN
@@ -627,7 +613,7 @@ async def _serve(setup: Setup) -> int:
 
         watch_lifeline(setup.lifeline, supervisor_gone)
     config = setup.config
-    scheme = "TLS" if setup.tls else "plaintext"
+    scheme = "TLS" if setup.plan.tls else "plaintext"
     say(f"serving A2A 1.0 over gRPC ({scheme}) on {running.address}")
     if running.card_server is None:
         say("agent card (not served over HTTP)")
@@ -649,7 +635,7 @@ async def _serve(setup: Setup) -> int:
         )
         for interface in running.handler.card.supported_interfaces
     )
-    agent = f"{type(setup.agent).__module__}.{type(setup.agent).__qualname__}"
+    agent = f"{type(setup.plan.agent).__module__}.{type(setup.plan.agent).__qualname__}"
     say(f"agent {agent}; card: {setup.card_source}, listing {listed}")
     if is_wildcard(config.host) and not config.advertise:
         log.warning(
@@ -665,14 +651,15 @@ async def _serve(setup: Setup) -> int:
     settings["max_live_tasks_per_tenant"] = config.live_tasks_per_tenant
     settings["store"] = redacted_url(config.store) if config.store else "memory"
     say("settings " + ", ".join(f"{name}={value}" for name, value in settings.items()))
-    certificates = bool(setup.tls and setup.tls.client_ca)
-    if setup.tokens and certificates:
+    certificates = bool(setup.plan.tls and setup.plan.tls.client_ca)
+    if setup.plan.tokens and certificates:
         say(
             "authentication required: a client certificate and a bearer token on every call "
             "(the token names the principal)"
         )
-    elif setup.tokens or certificates:
-        say(f"authentication required: {'bearer token' if setup.tokens else 'client certificate'}")
+    elif setup.plan.tokens or certificates:
+        kind = "bearer token" if setup.plan.tokens else "client certificate"
+        say(f"authentication required: {kind}")
     else:
         say("no authentication configured: every caller is served as the same anonymous principal")
     if config.compat_03:
@@ -716,8 +703,8 @@ def reload(setup: Setup, running: RunningServer) -> None:
     handshakes and card requests with them. Each is reloaded on its own; one that cannot be
     used is kept as it was, and one log line says why."""
     args = setup.args
-    publishes_keys = setup.signing_keys is not None  # an empty key set counts too
-    if args is None or not (setup.tokens or setup.tls or publishes_keys):
+    publishes_keys = setup.plan.signing_keys is not None  # an empty key set counts too
+    if args is None or not (setup.plan.tokens or setup.plan.tls or publishes_keys):
         log.warning(
             "SIGHUP: nothing to reload (the server uses no bearer tokens and no TLS, and "
             "publishes no signing keys)"
@@ -745,8 +732,8 @@ def reload(setup: Setup, running: RunningServer) -> None:
 
     for used, kept, part in (
         (publishes_keys, "previously published signing keys", signing_keys),
-        (setup.tokens, "previous bearer tokens", tokens),
-        (setup.tls, "previous TLS certificate", tls),
+        (setup.plan.tokens, "previous bearer tokens", tokens),
+        (setup.plan.tls, "previous TLS certificate", tls),
     ):
         if used:
             try:

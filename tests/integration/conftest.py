@@ -12,7 +12,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, TaskEvents
-from a2a_grpc.server.app import RunningServer, start_server
+from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 
@@ -76,17 +76,19 @@ async def make_server() -> AsyncIterator[Factory]:
         config.setdefault("drain_delay", 0)
         settings = ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.5, **config)
         running = await start_server(
-            settings,
-            agent or DemoAgent(),
-            card,
-            extended_card=extended_card,
-            tokens=tokens,
-            webhooks=webhooks,
-            signature_keys=signature_keys,
-            card_signer=card_signer,
-            signing_keys=signing_keys,
-            signer_card_keys=signer_card_keys,
-            tls=tls,
+            ServerPlan(
+                settings,
+                agent or DemoAgent(),
+                card,
+                extended_card=extended_card,
+                tokens=tokens,
+                webhooks=webhooks,
+                signature_keys=signature_keys,
+                card_signer=card_signer,
+                signing_keys=signing_keys,
+                signer_card_keys=signer_card_keys,
+                tls=tls,
+            )
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")
         harness = Harness(running, channel, a2a_pb2_grpc.A2AServiceStub(channel))

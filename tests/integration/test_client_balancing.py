@@ -11,7 +11,7 @@ from a2a_grpc.client import A2AClient, ChannelOptions, TlsConfig, cli
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import start_server
+from a2a_grpc.server.app import ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.certs import Authority
@@ -109,7 +109,7 @@ async def test_tls_to_a_list_checks_every_server_against_the_name_given() -> Non
         host="127.0.0.1", port=0, http_port=None, shutdown_grace=0.1, drain_delay=0
     )
     agents = [Counting(), Counting()]
-    servers = [await start_server(config, agent, tls=tls) for agent in agents]
+    servers = [await start_server(ServerPlan(config, agent, tls=tls)) for agent in agents]
     try:
         target = ",".join(f"127.0.0.1:{server.port}" for server in servers)
         trust = TlsConfig(root_certificates=ca.certificate, server_name_override="localhost")

@@ -20,7 +20,7 @@ from google.protobuf import json_format
 from a2a_grpc.client import cli
 from a2a_grpc.core.errors import TaskNotFoundError
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.app import start_server
+from a2a_grpc.server.app import ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.trust.tls import TlsFiles
 from tests.integration.certs import Authority
@@ -524,9 +524,11 @@ async def tls_agent(tmp_path: Path) -> AsyncIterator[tuple[str, Path, CallerReco
     (tmp_path / "alice.key").write_bytes(alice.key)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
-        agent,
-        tls=TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate),
+        ServerPlan(
+            ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
+            agent,
+            tls=TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate),
+        )
     )
     assert running.card_url is not None and running.card_url.startswith("https://")
     yield running.card_url, tmp_path, agent
@@ -625,9 +627,13 @@ async def test_plaintext_against_a_tls_server_is_one_line_with_a_hint() -> None:
     ca = Authority()
     server_pem = ca.issue("localhost", server=True)
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, http_port=None, shutdown_grace=0.1, drain_delay=0),
-        CallerRecorder(),
-        tls=TlsFiles(server_pem.certificate, server_pem.key),
+        ServerPlan(
+            ServerConfig(
+                host="127.0.0.1", port=0, http_port=None, shutdown_grace=0.1, drain_delay=0
+            ),
+            CallerRecorder(),
+            tls=TlsFiles(server_pem.certificate, server_pem.key),
+        )
     )
     try:
         code, _, err = await run_process("get", running.address, "t1", "--timeout", "5")

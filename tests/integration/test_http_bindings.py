@@ -21,7 +21,7 @@ from opentelemetry import trace
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import start_server
+from a2a_grpc.server.app import ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.transports.http.server import CARD_PATH
 from a2a_grpc.server.trust.audit import verify
@@ -640,9 +640,11 @@ async def test_the_http_port_serves_tls_and_names_the_client_certificate(
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
-        agent,
-        tls=tls,
+        ServerPlan(
+            ServerConfig(host="127.0.0.1", port=0, http_port=0, shutdown_grace=0.1, drain_delay=0),
+            agent,
+            tls=tls,
+        )
     )
 
     def client_for(common_name: str | None) -> httpx.AsyncClient:

@@ -22,7 +22,7 @@ from a2a_grpc.core.jose import KeySet, SignatureError, verify_detached
 from a2a_grpc.core.signing import card_signing_keys, verify_card
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from a2a_grpc.server.app import start_server
+from a2a_grpc.server.app import ServerPlan, start_server
 from a2a_grpc.server.card import demo_card, load_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -246,7 +246,11 @@ async def test_mutual_tls_principal_comes_from_the_client_certificate() -> None:
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     agent = CallerRecorder()
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0), agent, tls=tls
+        ServerPlan(
+            ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0),
+            agent,
+            tls=tls,
+        )
     )
     channels: list[grpc.aio.Channel] = []
 
@@ -290,10 +294,12 @@ async def test_tokens_and_client_certificates_together_require_both() -> None:
     server_pem = ca.issue("localhost", server=True)
     tls = TlsFiles(server_pem.certificate, server_pem.key, client_ca=ca.certificate)
     running = await start_server(
-        ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0),
-        DemoAgent(),
-        tls=tls,
-        tokens=TOKENS,
+        ServerPlan(
+            ServerConfig(host="127.0.0.1", port=0, shutdown_grace=0.1, drain_delay=0),
+            DemoAgent(),
+            tls=tls,
+            tokens=TOKENS,
+        )
     )
     client = ca.issue("svc")
     credentials = grpc.ssl_channel_credentials(

@@ -16,7 +16,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from a2a_grpc.server.app import STORE_HEALTH_SERVICE, PortInUseError, StartupError, start_server
+from a2a_grpc.server.app import (
+    STORE_HEALTH_SERVICE,
+    PortInUseError,
+    ServerPlan,
+    StartupError,
+    start_server,
+)
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
@@ -54,7 +60,7 @@ async def test_reflection_lists_and_describes_the_service(demo: Harness) -> None
 async def test_port_is_not_shared(demo: Harness) -> None:
     config = ServerConfig(host="127.0.0.1", port=demo.running.port)
     with pytest.raises(PortInUseError, match="in use"):
-        await start_server(config, DemoAgent())
+        await start_server(ServerPlan(config, DemoAgent()))
 
 
 async def probe(url: str) -> tuple[int, dict[str, str], str]:
@@ -223,4 +229,4 @@ async def test_an_agent_with_a_plain_execute_is_refused_at_start() -> None:
 
     config = ServerConfig(host="127.0.0.1", port=0, http_port=None, drain_delay=0)
     with pytest.raises(StartupError, match=r"Plain\.execute is a plain function: declare it"):
-        await start_server(config, Plain())  # type: ignore[arg-type]
+        await start_server(ServerPlan(config, Plain()))  # type: ignore[arg-type]

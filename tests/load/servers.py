@@ -38,6 +38,7 @@ from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import (
     A2A_SERVICE,
     MethodAwareReflection,
+    ServerPlan,
     freeze_startup_objects,
     start_server,
 )
@@ -148,7 +149,7 @@ async def serve_ours(
         http_port=0 if http or both else None,
     )
     config = dataclasses.replace(config, **(overrides or {}))
-    running = await start_server(config, agents[agent_name]())
+    running = await start_server(ServerPlan(config, agents[agent_name]()))
     freeze_startup_objects()  # as `a2a-grpc serve` does once started
     if preload_count:
         preload(running.handler.store.table, preload_count)

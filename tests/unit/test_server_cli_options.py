@@ -175,8 +175,8 @@ def test_signer_card_options_reach_the_config(tmp_path: Path) -> None:
         "http://127.0.0.1:8001/cards/a.json",
     )
     assert loaded.config.signer_card_timeout == 2.0
-    assert loaded.signing_keys is not None and list(loaded.signing_keys) == ["k"]
-    assert loaded.signer_card_keys is not None
+    assert loaded.plan.signing_keys is not None and list(loaded.plan.signing_keys) == ["k"]
+    assert loaded.plan.signer_card_keys is not None
 
 
 def test_unusable_signer_card_options_say_what_to_fix(

@@ -58,7 +58,7 @@ from google.protobuf import json_format
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.app import RunningServer, start_server
+from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.card import finalize_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -75,7 +75,7 @@ INPUT_CALL = "mock_function_call_for_required_user_input"
 @pytest.fixture
 async def server() -> AsyncIterator[RunningServer]:
     config = ServerConfig(host="127.0.0.1", port=0, http_port=0, drain_delay=0, shutdown_grace=0.5)
-    running = await start_server(config, DemoAgent())
+    running = await start_server(ServerPlan(config, DemoAgent()))
     yield running
     await running.stop(0)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from a2a_grpc.core.jose import KeySet
-from a2a_grpc.server.app import start_server
+from a2a_grpc.server.app import ServerPlan, start_server
 from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
@@ -83,7 +83,9 @@ async def main(mode: str, *, v03_fields: bool = False) -> None:
         card_v03_fields=v03_fields,
     )
     running = await start_server(
-        config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys
+        ServerPlan(
+            config, DemoAgent(), card, extended_card=extended, tokens=tokens, signature_keys=keys
+        )
     )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
