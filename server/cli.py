@@ -37,6 +37,7 @@ from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.ops.telemetry import configure_from_environment
 from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
+from a2a_grpc.server.startup import shutdown_plan
 from a2a_grpc.server.transports.addresses import bare_host, bind_problem, is_wildcard
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.trust.tls import TlsFiles
@@ -684,17 +685,6 @@ async def _serve(setup: Setup) -> int:
     )
     await running.stop(on_drain=lambda: say(drained))
     return 0
-
-
-def shutdown_plan(config: ServerConfig) -> str:
-    """The start-up line that says what SIGTERM / SIGINT will do."""
-    drain = f"running work gets {config.shutdown_grace:g} s (--shutdown-grace)"
-    if config.drain_delay <= 0:
-        return f"on SIGTERM/SIGINT: NOT_SERVING and GOAWAY at once, then {drain}"
-    return (
-        f"on SIGTERM/SIGINT: NOT_SERVING, still serving for {config.drain_delay:g} s "
-        f"(--drain-delay; a second signal skips it), then GOAWAY and {drain}"
-    )
 
 
 def reload(setup: Setup, running: RunningServer) -> None:
