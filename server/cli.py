@@ -19,7 +19,6 @@ from pathlib import Path
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jose import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
-from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import load_agent
@@ -37,8 +36,8 @@ from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.ops.telemetry import configure_from_environment
 from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
-from a2a_grpc.server.startup import shutdown_plan
-from a2a_grpc.server.transports.addresses import bare_host, bind_problem, is_wildcard
+from a2a_grpc.server.startup import startup_report, summarize
+from a2a_grpc.server.transports.addresses import bare_host, bind_problem
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.trust.tls import TlsFiles
 
@@ -613,64 +612,12 @@ async def _serve(setup: Setup) -> int:
             stop.set()
 
         watch_lifeline(setup.lifeline, supervisor_gone)
+    for line in startup_report(summarize(running, setup.plan, setup.card_source, telemetry)):
+        if line.warning:
+            log.warning("%s", line.text)
+        else:
+            say(line.text)
     config = setup.config
-    scheme = "TLS" if setup.plan.tls else "plaintext"
-    say(f"serving A2A 1.0 over gRPC ({scheme}) on {running.address}")
-    if running.card_server is None:
-        say("agent card (not served over HTTP)")
-    else:
-        base = running.card_server.base_url
-        served = {"JSONRPC": f"JSON-RPC at {base}/", "HTTP+JSON": f"HTTP+JSON at {base}"}
-        say(
-            "; ".join(
-                [f"agent card at {running.card_url}"]
-                + [served[binding] for binding in config.http_bindings]
-            )
-        )
-    assert running.public is not None
-    listed = ", ".join(
-        " ".join(
-            (interface.protocol_binding, interface.url)
-            if interface.protocol_version == PROTOCOL_VERSION
-            else (interface.protocol_binding, interface.protocol_version, interface.url)
-        )
-        for interface in running.handler.card.supported_interfaces
-    )
-    agent = f"{type(setup.plan.agent).__module__}.{type(setup.plan.agent).__qualname__}"
-    say(f"agent {agent}; card: {setup.card_source}, listing {listed}")
-    if is_wildcard(config.host) and not config.advertise:
-        log.warning(
-            "listening on %s (every interface) without --advertise: the card lists %s, this "
-            "machine's host name; set --advertise HOST:PORT to the address clients reach",
-            config.host,
-            running.public.grpc,
-        )
-    if telemetry:
-        say(telemetry)
-    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    settings["max_live_tasks_per_principal"] = config.live_tasks_per_principal
-    settings["max_live_tasks_per_tenant"] = config.live_tasks_per_tenant
-    settings["store"] = redacted_url(config.store) if config.store else "memory"
-    say("settings " + ", ".join(f"{name}={value}" for name, value in settings.items()))
-    certificates = bool(setup.plan.tls and setup.plan.tls.client_ca)
-    if setup.plan.tokens and certificates:
-        say(
-            "authentication required: a client certificate and a bearer token on every call "
-            "(the token names the principal)"
-        )
-    elif setup.plan.tokens or certificates:
-        kind = "bearer token" if setup.plan.tokens else "client certificate"
-        say(f"authentication required: {kind}")
-    else:
-        say("no authentication configured: every caller is served as the same anonymous principal")
-    if config.compat_03:
-        say("A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: --no-compat-03)")
-    if config.compat_03 and config.card_v03_fields and config.http_port is not None:
-        say(
-            "the HTTP card also carries A2A 0.3's fields, for 0.3 clients that read it "
-            "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
-        )
-    say(shutdown_plan(config))
     freeze_startup_objects()
     await stop.wait()
     if config.drain_delay > 0 and not running.drain_delay_skipped:

@@ -1,8 +1,161 @@
-"""What `a2a-grpc serve` says as it starts: the start-up lines, from plain data."""
+"""What `a2a-grpc serve` says as it starts: the start-up lines, from plain data.
+
+`summarize` takes a StartupSummary from a running server; `startup_report` turns one into the
+lines, so that a test writes a summary by hand and checks the lines without a server.
+"""
 
 from __future__ import annotations
 
-from a2a_grpc.server.config import ServerConfig
+import dataclasses
+from dataclasses import dataclass
+
+from a2a_grpc.core.metadata import PROTOCOL_VERSION
+from a2a_grpc.server.app import RunningServer, ServerPlan
+from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.transports.addresses import is_wildcard
+
+
+@dataclass(frozen=True)
+class StartupSummary:
+    """What the start-up lines report about a started server, as plain data."""
+
+    config: ServerConfig
+    address: str
+    """The gRPC listen address, `host:port` as bound."""
+    tls: bool
+    http_base: str | None
+    """The HTTP port's base URL as bound, `http(s)://host:port` (None: no HTTP port)."""
+    interfaces: tuple[tuple[str, str, str], ...]
+    """The card's interfaces: (protocol binding, protocol version, URL) each."""
+    advertised_grpc: str
+    """The gRPC address the card lists."""
+    agent: str
+    """The agent's class, `module.QualifiedName`."""
+    card_source: str
+    """Where the card comes from: a file, "derived from SPEC", "demo"."""
+    bearer_tokens: bool = False
+    client_certificates: bool = False
+    telemetry: str | None = None
+    """The line telemetry set-up reports (None: nothing to say)."""
+
+
+@dataclass(frozen=True)
+class StartupLine:
+    text: str
+    warning: bool = False
+    """Logged as a warning (stderr) rather than printed as a start-up line (stdout)."""
+
+
+def summarize(
+    running: RunningServer, plan: ServerPlan, card_source: str, telemetry: str | None = None
+) -> StartupSummary:
+    """The summary of `running`, started from `plan`."""
+    assert running.public is not None
+    card_server = running.card_server
+    return StartupSummary(
+        config=running.handler.config,
+        address=running.address,
+        tls=plan.tls is not None,
+        http_base=None if card_server is None else card_server.base_url,
+        interfaces=tuple(
+            (interface.protocol_binding, interface.protocol_version, interface.url)
+            for interface in running.handler.card.supported_interfaces
+        ),
+        advertised_grpc=running.public.grpc,
+        agent=f"{type(plan.agent).__module__}.{type(plan.agent).__qualname__}",
+        card_source=card_source,
+        bearer_tokens=bool(plan.tokens),
+        client_certificates=bool(plan.tls and plan.tls.client_ca),
+        telemetry=telemetry,
+    )
+
+
+def startup_lines(summary: StartupSummary) -> list[str]:
+    """The lines `serve` prints on stdout as it starts, in order."""
+    return [line.text for line in startup_report(summary) if not line.warning]
+
+
+def startup_report(summary: StartupSummary) -> list[StartupLine]:
+    """Everything `serve` says as it starts, in order: the start-up lines, and the warnings
+    logged between them."""
+    config = summary.config
+    scheme = "TLS" if summary.tls else "plaintext"
+    lines = [StartupLine(f"serving A2A 1.0 over gRPC ({scheme}) on {summary.address}")]
+    lines.append(StartupLine(_http_line(summary)))
+    lines.append(
+        StartupLine(
+            f"agent {summary.agent}; card: {summary.card_source}, listing {_interfaces(summary)}"
+        )
+    )
+    if is_wildcard(config.host) and not config.advertise:
+        lines.append(
+            StartupLine(
+                f"listening on {config.host} (every interface) without --advertise: the card "
+                f"lists {summary.advertised_grpc}, this machine's host name; set --advertise "
+                "HOST:PORT to the address clients reach",
+                warning=True,
+            )
+        )
+    if summary.telemetry:
+        lines.append(StartupLine(summary.telemetry))
+    lines.append(StartupLine(settings_line(config)))
+    lines.append(StartupLine(_authentication_line(summary)))
+    if config.compat_03:
+        lines.append(
+            StartupLine(
+                "A2A 0.3 callers are served on the same port (a2a.v1.A2AService; off: "
+                "--no-compat-03)"
+            )
+        )
+    if config.compat_03 and config.card_v03_fields and config.http_port is not None:
+        lines.append(
+            StartupLine(
+                "the HTTP card also carries A2A 0.3's fields, for 0.3 clients that read it "
+                "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
+            )
+        )
+    lines.append(StartupLine(shutdown_plan(config)))
+    return lines
+
+
+def _http_line(summary: StartupSummary) -> str:
+    if summary.http_base is None:
+        return "agent card (not served over HTTP)"
+    base = summary.http_base
+    served = {"JSONRPC": f"JSON-RPC at {base}/", "HTTP+JSON": f"HTTP+JSON at {base}"}
+    return "; ".join(
+        [f"agent card at {base}/.well-known/agent-card.json"]
+        + [served[binding] for binding in summary.config.http_bindings]
+    )
+
+
+def _interfaces(summary: StartupSummary) -> str:
+    """The card's interfaces, the protocol version named only where it is not 1.0's."""
+    return ", ".join(
+        f"{binding} {url}" if version == PROTOCOL_VERSION else f"{binding} {version} {url}"
+        for binding, version, url in summary.interfaces
+    )
+
+
+def settings_line(config: ServerConfig) -> str:
+    """Every setting in force (the store URL's password hidden)."""
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    settings["max_live_tasks_per_principal"] = config.live_tasks_per_principal
+    settings["max_live_tasks_per_tenant"] = config.live_tasks_per_tenant
+    settings["store"] = redacted_url(config.store) if config.store else "memory"
+    return "settings " + ", ".join(f"{name}={value}" for name, value in settings.items())
+
+
+def _authentication_line(summary: StartupSummary) -> str:
+    if summary.bearer_tokens and summary.client_certificates:
+        return (
+            "authentication required: a client certificate and a bearer token on every call "
+            "(the token names the principal)"
+        )
+    if summary.bearer_tokens or summary.client_certificates:
+        kind = "bearer token" if summary.bearer_tokens else "client certificate"
+        return f"authentication required: {kind}"
+    return "no authentication configured: every caller is served as the same anonymous principal"
 
 
 def shutdown_plan(config: ServerConfig) -> str:
