@@ -89,7 +89,7 @@ class RunningServer:
     handler: RequestHandler
     health: EndingHealthServicer
     gate: CallGate
-    card_server: HttpServer | None = None
+    http_server: HttpServer | None = None
     public: PublicAddresses | None = None
     """What the card lists (the advertised addresses); None only for a hand-made instance."""
     metrics: ServerMetrics | None = None
@@ -134,8 +134,8 @@ class RunningServer:
         if extended is not None and card_publishes_signing_keys(extended):
             extended = self._with_signing_keys(extended, keys)
         handler.card, handler.extended_card = card, extended
-        if self.card_server is not None:
-            self.card_server.set_card(
+        if self.http_server is not None:
+            self.http_server.set_card(
                 card, v03=_card_v03_fields(handler.config), signer=self.card_signer
             )
 
@@ -152,10 +152,15 @@ class RunningServer:
         return host_port(self.handler.config.host, self.port)
 
     @property
+    def card_server(self) -> HttpServer | None:
+        """The name `http_server` had before; kept so code written against it still runs."""
+        return self.http_server
+
+    @property
     def card_url(self) -> str | None:
-        if self.card_server is None:
+        if self.http_server is None:
             return None
-        return f"{self.card_server.base_url}/.well-known/agent-card.json"
+        return f"{self.http_server.base_url}/.well-known/agent-card.json"
 
     def skip_drain_delay(self) -> None:
         """Ends a running stop's drain delay now (a second SIGTERM / SIGINT), or skips the next
@@ -214,16 +219,16 @@ class RunningServer:
         # those take to end, as `drain` allows, and the second `stop` below cuts the rest.
         self.health.end_watches()  # else each open Watch would hold the stop for the grace
         goaway = asyncio.ensure_future(self.server.stop(grace + CANCEL_SETTLE_S))
-        if self.card_server is not None:
-            await self.card_server.close()
+        if self.http_server is not None:
+            await self.http_server.close()
         await self.handler.drain(left())
         if left() == 0:
             self.gate.close()  # the grace is over: what still arrives is refused
         # Calls still open get the rest of the grace; one that arrived just before its
         # connection's GOAWAY is served, and the run it starts is waited for below.
         closing = [self.server.stop(left()), goaway]
-        if self.card_server is not None:
-            closing.append(self.card_server.stop(left()))  # HTTP calls end with the gRPC ones
+        if self.http_server is not None:
+            closing.append(self.http_server.stop(left()))  # HTTP calls end with the gRPC ones
         await asyncio.gather(*closing)
         self.gate.close()
         await self.handler.drain(left())
@@ -279,7 +284,7 @@ class _Listeners:
 
     server: grpc.aio.Server
     port: int
-    card_server: HttpServer | None
+    http_server: HttpServer | None
     board: HealthBoard
     """What Health says; it knows the A2A services served."""
 
@@ -310,7 +315,7 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     public = public_addresses(
         config.host,
         listeners.port,
-        None if listeners.card_server is None else listeners.card_server.port,
+        None if listeners.http_server is None else listeners.http_server.port,
         advertise=config.advertise,
         advertise_http=config.advertise_http,
         tls=auth.certificates is not None,
@@ -359,7 +364,7 @@ async def start_server(plan: ServerPlan) -> RunningServer:
         handler,
         health_servicer,
         gate,
-        card_server=listeners.card_server,
+        http_server=listeners.http_server,
         public=public,
         metrics=metrics,
         bearer_tokens=auth.bearer_tokens,
@@ -400,9 +405,9 @@ def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners
         ],
     )
     port = _bind(server, config, auth.certificates)
-    card_server = None
+    http_server = None
     if config.http_port is not None:
-        card_server = HttpServer(
+        http_server = HttpServer(
             None,
             host=bare_host(config.host),
             port=config.http_port,
@@ -414,11 +419,11 @@ def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners
             readiness=board,
         )
         try:
-            card_server.bind()
+            http_server.bind()
         except OSError as exc:
             problem = listen_problem(config.host, config.http_port, exc.errno, exc.strerror or "")
             raise PortInUseError(f"{problem} (the HTTP port)") from exc
-    return _Listeners(server, port, card_server, board)
+    return _Listeners(server, port, http_server, board)
 
 
 def _cards(
@@ -481,7 +486,7 @@ async def _start_serving(
     card_signer: tuple[PrivateKey, str] | None,
 ) -> None:
     """Puts the services on the bound ports, starts serving and says SERVING."""
-    config, server, card_server = handler.config, listeners.server, listeners.card_server
+    config, server, http_server = handler.config, listeners.server, listeners.http_server
     health_servicer, a2a_services = listeners.board.servicer, listeners.board.a2a_services
     add_to_server(A2AServicer(handler, gate), server)
     if config.compat_03:
@@ -491,9 +496,9 @@ async def _start_serving(
         MethodAwareReflection((*a2a_services, health.SERVICE_NAME, reflection.SERVICE_NAME)),
         server,
     )
-    if card_server is not None:
-        card_server.set_card(handler.card, v03=_card_v03_fields(config), signer=card_signer)
-        await card_server.start(
+    if http_server is not None:
+        http_server.set_card(handler.card, v03=_card_v03_fields(config), signer=card_signer)
+        await http_server.start(
             HttpBindings(
                 handler,
                 gate,

@@ -51,12 +51,12 @@ def summarize(
 ) -> StartupSummary:
     """The summary of `running`, started from `plan`."""
     assert running.public is not None
-    card_server = running.card_server
+    http_server = running.http_server
     return StartupSummary(
         config=running.handler.config,
         address=running.address,
         tls=plan.tls is not None,
-        http_base=None if card_server is None else card_server.base_url,
+        http_base=None if http_server is None else http_server.base_url,
         interfaces=tuple(
             (interface.protocol_binding, interface.protocol_version, interface.url)
             for interface in running.handler.card.supported_interfaces

@@ -58,8 +58,8 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 def base_of(harness: Harness) -> str:
-    assert harness.running.card_server is not None
-    return harness.running.card_server.base_url
+    assert harness.running.http_server is not None
+    return harness.running.http_server.base_url
 
 
 # -- the scenario, once per transport -------------------------------------------------------

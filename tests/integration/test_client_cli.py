@@ -327,7 +327,7 @@ async def test_process_non_a2a_failure(peer: Peer) -> None:
 
 
 @pytest.fixture
-def card_server(peer: Peer) -> Iterator[str]:
+def http_server(peer: Peer) -> Iterator[str]:
     """An HTTP server publishing an agent card whose GRPC interface is the peer."""
     card = {
         "name": "scripted",
@@ -373,29 +373,29 @@ def card_server(peer: Peer) -> Iterator[str]:
 
 
 async def test_card_url_target_follows_the_cards_order_and_tenant(
-    peer: Peer, card_server: str, capsys: pytest.CaptureFixture[str]
+    peer: Peer, http_server: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The card lists JSON-RPC (unreachable) first: the card's order picks it (spec §8.3.2),
     # and --transport grpc picks the card's GRPC interface and its tenant instead.
     peer.agent.handlers["SendMessage"] = answer(a2a_pb2.SendMessageResponse(task=completed_task()))
-    code, _, err = await run_process("send", card_server, "hi", "--timeout", "5")
+    code, _, err = await run_process("send", http_server, "hi", "--timeout", "5")
     assert code == 6 and "nowhere" in one_clear_line(err)
-    assert await run("send", card_server, "hi", "--transport", "grpc") == 0
+    assert await run("send", http_server, "hi", "--transport", "grpc") == 0
     assert peer.agent.calls[0].request.tenant == "acme"
     capsys.readouterr()
-    assert await run("card", card_server) == 0
+    assert await run("card", http_server) == 0
     out = capsys.readouterr().out
     assert "scripted 1: a test peer" in out and f"GRPC 1.0 {peer.target} tenant acme" in out
     assert "uses: JSONRPC 1.0 http://nowhere/rpc" in out
-    assert await run("card", card_server, "--transport", "grpc") == 0
+    assert await run("card", http_server, "--transport", "grpc") == 0
     assert f"uses: GRPC 1.0 {peer.target}" in capsys.readouterr().out
-    assert await run("card", card_server, "--transport", "http+json") == 0
+    assert await run("card", http_server, "--transport", "http+json") == 0
     assert "uses: nothing: agent 'scripted' offers no interface" in capsys.readouterr().out
-    code, _, err = await run_process("send", card_server, "hi", "--transport", "http+json")
+    code, _, err = await run_process("send", http_server, "hi", "--transport", "http+json")
     line = one_clear_line(err)
     assert code == 6 and "offers no interface this client can use" in line
     assert "JSONRPC 1.0 at http://nowhere/rpc" in line and f"GRPC 1.0 at {peer.target}" in line
-    code, _, err = await run_process("card", card_server + "/missing.json")
+    code, _, err = await run_process("card", http_server + "/missing.json")
     assert code == 6 and "HTTP 404" in one_clear_line(err)
 
 

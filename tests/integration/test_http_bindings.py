@@ -586,13 +586,13 @@ async def test_a_client_that_stops_reading_a_stream_is_cut_off(
 ) -> None:
     flood = Flood(chunks=2000, size=64 * 1024)  # 128 MiB of events: far above the TCP buffers
     harness = await make_server(flood, http_port=0, max_open_streams=1, stream_write_timeout=0.2)
-    assert harness.running.card_server is not None
+    assert harness.running.http_server is not None
     loop = asyncio.get_running_loop()
     with socket.socket() as sock:
         # A small receive buffer (no autotuning), so the server's writes soon wait on us.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.setblocking(False)
-        await loop.sock_connect(sock, ("127.0.0.1", harness.running.card_server.port))
+        await loop.sock_connect(sock, ("127.0.0.1", harness.running.http_server.port))
         if binding == "jsonrpc":
             path = "/"
             body = json.dumps(rpc("SendStreamingMessage", {"message": message(text="flood")}))

@@ -42,7 +42,7 @@ async def test_records_of_a_jsonrpc_call_name_it(
     make_server: Factory, records: pytest.LogCaptureFixture
 ) -> None:
     harness = await make_server(agent=LoggingAgent(), tokens={"t-bob": "bob"}, http_port=0)
-    assert harness.running.card_server is not None
+    assert harness.running.http_server is not None
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -60,7 +60,7 @@ async def test_records_of_a_jsonrpc_call_name_it(
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            harness.running.card_server.base_url + "/", data=json.dumps(body), headers=headers
+            harness.running.http_server.base_url + "/", data=json.dumps(body), headers=headers
         ) as response,
     ):
         task = (await response.json())["result"]["task"]

@@ -28,8 +28,8 @@ async def test_a_redis_outage_is_logged_once_and_counted(
 ) -> None:
     redis_server = make_redis_server(appendonly=True)  # the task outlives the restart
     harness = await make_server(store=redis_server.url, http_port=0)
-    assert harness.running.card_server is not None
-    metrics_url = harness.running.card_server.base_url + "/metrics"
+    assert harness.running.http_server is not None
+    metrics_url = harness.running.http_server.base_url + "/metrics"
     task = (await harness.stub.SendMessage(send_request("hello"))).task
     caplog.set_level(logging.INFO, "a2a_grpc")
     redis_server.stop()

@@ -30,11 +30,11 @@ async def send_with(running: RunningServer, token: str) -> grpc.StatusCode:
 
 async def http_status_with(running: RunningServer, token: str) -> int:
     """The HTTP status of an HTTP+JSON ListTasks with `token`."""
-    assert running.card_server is not None
+    assert running.http_server is not None
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
     async with (
         aiohttp.ClientSession() as session,
-        session.get(running.card_server.base_url + "/tasks", headers=headers) as response,
+        session.get(running.http_server.base_url + "/tasks", headers=headers) as response,
     ):
         return response.status
 
@@ -76,8 +76,8 @@ async def tls_send(running: RunningServer, ca: bytes) -> grpc.StatusCode:
 
 async def https_card_status(running: RunningServer, ca: bytes) -> int | str:
     context = ssl.create_default_context(cadata=ca.decode())
-    assert running.card_server is not None
-    url = running.card_server.base_url + CARD_PATH
+    assert running.http_server is not None
+    url = running.http_server.base_url + CARD_PATH
     async with aiohttp.ClientSession() as session:
         try:
             async with session.get(url, ssl=context) as response:
@@ -137,8 +137,8 @@ async def test_a_new_client_ca_decides_which_clients_get_in(
         (tmp_path / "cert.pem").write_bytes(client.certificate)
         (tmp_path / "key.pem").write_bytes(client.key)
         context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-        assert running.card_server is not None
-        url = running.card_server.base_url + CARD_PATH
+        assert running.http_server is not None
+        url = running.http_server.base_url + CARD_PATH
         async with aiohttp.ClientSession() as session:
             try:
                 async with session.get(url, ssl=context) as response:

@@ -73,7 +73,7 @@ async def test_a_stop_says_not_serving_at_once_and_serves_through_the_delay(
     make_server: Factory,
 ) -> None:
     harness = await make_server(http_port=0)
-    base = harness.running.card_server.base_url  # type: ignore[union-attr]
+    base = harness.running.http_server.base_url  # type: ignore[union-attr]
     assert (await probe(base + "/readyz"))[0] == 200
     health = health_pb2_grpc.HealthStub(harness.channel)
     watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
@@ -110,7 +110,7 @@ async def test_the_drain_sends_goaway_closes_the_ports_and_lets_work_finish(
 ) -> None:
     agent = Held()
     harness = await make_server(agent=agent, http_port=0)
-    base = harness.running.card_server.base_url  # type: ignore[union-attr]
+    base = harness.running.http_server.base_url  # type: ignore[union-attr]
     stream = harness.stub.SendStreamingMessage(send_request("hold"))
     await stream.read()
     assert (await stream.read()).status_update.status.state == a2a_pb2.TASK_STATE_WORKING
@@ -150,7 +150,7 @@ async def test_an_open_health_watch_ends_with_the_stop_instead_of_holding_it(
 
 async def test_readiness_follows_the_task_store(make_server: Factory) -> None:
     harness = await make_server(http_port=0)
-    base = harness.running.card_server.base_url  # type: ignore[union-attr]
+    base = harness.running.http_server.base_url  # type: ignore[union-attr]
     board = harness.running.board
     assert board is not None
     tell = board.reporter(STORE_HEALTH_SERVICE, needed=True)

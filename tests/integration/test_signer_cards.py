@@ -156,7 +156,7 @@ async def test_a_rotated_key_is_verified_without_restarting_the_verifier(
 ) -> None:
     a = await publisher(make_server, {"a-1": A1})
     a_card = card_of(a)
-    http_port = a.running.card_server.port  # type: ignore[union-attr]
+    http_port = a.running.http_server.port  # type: ignore[union-attr]
     agent = Recorder()
     b = await make_server(agent, trusted_signer_cards=(a_card,))
     await b.stub.SendMessage(signed(A1, "a-1", a_card), metadata=EXT)  # B caches A's card

@@ -100,8 +100,8 @@ async def test_http_bindings_open_server_spans_in_the_callers_trace(
 ) -> None:
     EXPORTER.clear()
     harness = await make_server(http_port=0)
-    assert harness.running.card_server is not None
-    base = harness.running.card_server.base_url
+    assert harness.running.http_server is not None
+    base = harness.running.http_server.base_url
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     headers = {"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
     message = {"messageId": "t-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}

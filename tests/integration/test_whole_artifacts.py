@@ -138,8 +138,8 @@ async def test_json_rpc_says_last_chunk_true(
     make_server: Factory, http: aiohttp.ClientSession
 ) -> None:
     harness = await make_server(http_port=0)
-    assert harness.running.card_server is not None
-    url = harness.running.card_server.base_url + "/"
+    assert harness.running.http_server is not None
+    url = harness.running.http_server.base_url + "/"
     seen = []
     for text in ("hello", "chunks 2"):
         payload = {

@@ -154,11 +154,11 @@ async def serve_ours(
     if preload_count:
         preload(running.handler.store.table, preload_count)
     if both:
-        assert running.card_server is not None
-        await _until_signalled(running.port, running.card_server.port)
+        assert running.http_server is not None
+        await _until_signalled(running.port, running.http_server.port)
     elif http:
-        assert running.card_server is not None
-        await _until_signalled(running.card_server.port)
+        assert running.http_server is not None
+        await _until_signalled(running.http_server.port)
     else:
         await _until_signalled(running.port)
     await running.stop()

@@ -92,7 +92,7 @@ async def served_card(running: RunningServer) -> dict[str, Any]:
 def serve_http_interfaces_only(running: RunningServer) -> a2a_pb2.AgentCard:
     """Serves, from now on, the card `serve --card FILE` makes of a file that lists only the
     HTTP interfaces (JSON-RPC and HTTP+JSON at the HTTP port), and returns it."""
-    assert running.card_server is not None and running.public is not None
+    assert running.http_server is not None and running.public is not None
     card = a2a_pb2.AgentCard()
     card.CopyFrom(running.handler.card)
     kept = [i for i in card.supported_interfaces if i.protocol_binding != "GRPC"]
@@ -108,7 +108,7 @@ def serve_http_interfaces_only(running: RunningServer) -> a2a_pb2.AgentCard:
         bearer_tokens=False,
         client_certificates=False,
     )
-    running.card_server.set_card(final, v03=config.compat_03)
+    running.http_server.set_card(final, v03=config.compat_03)
     return final
 
 
@@ -233,8 +233,8 @@ async def test_adk_takes_our_card_from_a_file(
 
     # Every call ADK made went over JSON-RPC.
     async with httpx.AsyncClient() as http:
-        assert server.card_server is not None
-        metrics = (await http.get(f"{server.card_server.base_url}/metrics")).text
+        assert server.http_server is not None
+        metrics = (await http.get(f"{server.http_server.base_url}/metrics")).text
     sends = [
         line
         for line in metrics.splitlines()

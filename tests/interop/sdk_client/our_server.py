@@ -90,8 +90,8 @@ async def main(mode: str, *, v03_fields: bool = False) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    assert running.card_server is not None
-    print(f"PORT {running.port} HTTP {running.card_server.port}", flush=True)
+    assert running.http_server is not None
+    print(f"PORT {running.port} HTTP {running.http_server.port}", flush=True)
     await stop.wait()
     await running.stop()
 
