@@ -34,7 +34,6 @@ from a2a_grpc.server.tasks.base import (
 )
 from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis.store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
 from tests.integration.certs import Authority
@@ -625,7 +624,9 @@ async def test_a_push_config_keeps_its_protocol_version_beside_it(make_store: Ma
     assert await configs.for_task("t1") == [given, plain]
     assert await configs.protocols("t1") == {"c03": "0.3"}
     if isinstance(store, RedisTaskStore):  # another replica on the same Redis reads it too
-        other = RedisPushConfigs(await make_store())
+        another = await make_store()
+        assert isinstance(another, RedisTaskStore)
+        other = another.push_configs
         assert await other.protocols("t1") == {"c03": "0.3"}
     await configs.put(given)  # replaced through 1.0
     assert await configs.protocols("t1") == {}

@@ -22,6 +22,14 @@ LAYERS = {
 }
 PROTOCOL_CORE = (
     "tasks/changes",
+    "tasks/redis/backend",
+    "tasks/redis/claims",
+    "tasks/redis/deliveries",
+    "tasks/redis/eviction",
+    "tasks/redis/keys",
+    "tasks/redis/leases",
+    "tasks/redis/reads",
+    "tasks/redis/room",
     "tasks/redis/store",
     "tasks/redis/events",
     "tasks/redis/push",

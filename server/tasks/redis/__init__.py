@@ -1,3 +1,12 @@
-"""The Redis task store, shared by replicas: the store (store), its Lua (scripts), the client
-and its cluster switch (client), one pub/sub reader per replica (events), push configs (push)
-and the shared idempotency claim (dedup)."""
+"""The Redis task store, shared by replicas, split by concern; each part takes the backend.
+
+- backend: the client and its cluster switch, the key names, the scripts, health;
+- keys: key and channel names; scripts: the Lua; client: the coalescing Redis client;
+- store: the `TaskStore` contract's writes, and the facade over the parts below;
+- room: room and fair shares; eviction: tasks leaving the store;
+- reads: one task, ListTasks pages;
+- events: one pub/sub reader per replica, and the outcome of a remote first delivery;
+- push: push configs; deliveries: webhook delivery, cursors and takeover;
+- leases: replica leases and reaping; claims: message-id claims;
+- dedup: the idempotency window shared by replicas, over the claims.
+"""
