@@ -45,7 +45,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol import validation
-from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, Outcome
+from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, Outcome, SharedDedupWindow
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
@@ -63,7 +63,6 @@ from a2a_grpc.server.tasks.base import (
 )
 from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis.dedup import SharedDedupWindow
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.trust.audit import AuditLog

@@ -32,6 +32,7 @@ Contract of every `TaskStore`:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -43,6 +44,7 @@ __all__ = [
     "EventBuilder",
     "InvalidPageTokenError",
     "LiveTaskLimitError",
+    "Outcome",
     "Scope",
     "StoreFullError",
     "StoreStats",
@@ -136,6 +138,25 @@ class Subscription(Protocol):
     def cancel(self) -> None:
         """Stops receiving; safe to call more than once."""
         ...
+
+
+class Outcome(Protocol):
+    """What a message led to: a run in progress, or the settled result of one."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def reply_message(self) -> a2a_pb2.Message | None: ...
+
+    @property
+    def started(self) -> asyncio.Event: ...
+
+    @property
+    def settled(self) -> asyncio.Event: ...
 
 
 EventBuilder = Callable[[], a2a_pb2.StreamResponse]

@@ -33,7 +33,6 @@ PROTOCOL_CORE = (
     "tasks/redis/store",
     "tasks/redis/events",
     "tasks/redis/push",
-    "tasks/redis/dedup",
     "protocol/handler",
     "protocol/run",
     "tasks/base",

@@ -7,6 +7,6 @@
 - reads: one task, ListTasks pages;
 - events: one pub/sub reader per replica, and the outcome of a remote first delivery;
 - push: push configs; deliveries: webhook delivery, cursors and takeover;
-- leases: replica leases and reaping; claims: message-id claims;
-- dedup: the idempotency window shared by replicas, over the claims.
+- leases: replica leases and reaping; claims: message-id claims (for the idempotency window
+  shared by replicas, `protocol.dedup.SharedDedupWindow`).
 """

@@ -6,8 +6,7 @@ wherever it runs, followed through its task's events (`outcome`).
 
 from __future__ import annotations
 
-from a2a_grpc.server.protocol.dedup import Outcome
-from a2a_grpc.server.tasks.base import Scope
+from a2a_grpc.server.tasks.base import Outcome, Scope
 from a2a_grpc.server.tasks.redis.backend import RedisBackend
 from a2a_grpc.server.tasks.redis.events import EventReader, RemoteOutcome
 

@@ -43,12 +43,12 @@ import redis.asyncio as aioredis
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.protocol.dedup import Outcome
 from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     EventBuilder,
     FirstStatus,
+    Outcome,
     Scope,
     StoreFullError,
     StoreStats,
