@@ -18,15 +18,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.tasks.base import Outcome, Scope
-
-if TYPE_CHECKING:
-    from a2a_grpc.server.tasks.redis.store import RedisTaskStore
+from a2a_grpc.server.tasks.base import Claims, Outcome, Scope
 
 __all__ = [
     "DedupWindow",
@@ -194,13 +191,14 @@ def message_digest(message: a2a_pb2.Message) -> str:
 
 
 class SharedDedupWindow(DedupWindow):
-    """The idempotency window over Redis: this process's window for repeats of runs it holds,
-    plus a claim in Redis that decides, across replicas, which delivery runs."""
+    """The idempotency window shared by replicas: this process's window for repeats of runs it
+    holds, plus a claim in the shared store (`claims`, e.g. in Redis) that decides, across
+    replicas, which delivery runs."""
 
-    def __init__(self, store: RedisTaskStore, *, window: float, capacity: int) -> None:
+    def __init__(self, claims: Claims, *, window: float, capacity: int) -> None:
         super().__init__(window=window, capacity=capacity)
-        self.store = store
-        self._claims: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
+        self.claims = claims
+        self._claimed: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
 
     @staticmethod
     def _key_digest(key: Key) -> str:
@@ -211,9 +209,9 @@ class SharedDedupWindow(DedupWindow):
         digest = self._key_digest(key)
         content = message_digest(message)
         value = f"{content}|{task_id}"
-        existing = await self.store.claim(digest, value, self.window)
+        existing = await self.claims.claim(digest, value, self.window)
         if existing is None:
-            self._claims[key] = (digest, value)
+            self._claimed[key] = (digest, value)
             return None
         first_content, _, first_task = existing.partition("|")
         if first_content != content:
@@ -224,13 +222,13 @@ class SharedDedupWindow(DedupWindow):
                     FieldViolation("message.message_id", "already used for different content")
                 ],
             )
-        return await self.store.outcome(first_task, Scope(key[0], key[1]))
+        return await self.claims.outcome(first_task, Scope(key[0], key[1]))
 
     async def unclaim(self, key: Key) -> None:
-        claimed = self._claims.pop(key, None)
+        claimed = self._claimed.pop(key, None)
         if claimed is not None:
-            await self.store.unclaim(*claimed)
+            await self.claims.unclaim(*claimed)
 
     def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
-        self._claims.pop(key, None)
+        self._claimed.pop(key, None)
         super().remember(key, message, run)

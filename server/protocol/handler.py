@@ -227,7 +227,9 @@ class RequestHandler:
             card,
             config,
             store=store,
-            dedup=SharedDedupWindow(store, window=config.dedup_window, capacity=config.max_tasks),
+            dedup=SharedDedupWindow(
+                store.claims, window=config.dedup_window, capacity=config.max_tasks
+            ),
             push=push,
             extended_card=extended_card,
             signature_keys=signature_keys,

@@ -33,7 +33,7 @@ Contract of every `TaskStore`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from a2a_grpc.generated import a2a_pb2
@@ -41,6 +41,8 @@ from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
 __all__ = [
     "REPLICA_STOPPED_TEXT",
+    "Claims",
+    "DeliveryRecorder",
     "EventBuilder",
     "InvalidPageTokenError",
     "LiveTaskLimitError",
@@ -54,6 +56,8 @@ __all__ = [
     "TaskFinishedError",
     "TaskQuery",
     "TaskStore",
+    "WebhookConfigs",
+    "Webhooks",
 ]
 
 
@@ -157,6 +161,77 @@ class Outcome(Protocol):
 
     @property
     def settled(self) -> asyncio.Event: ...
+
+
+class Claims(Protocol):
+    """Claims on message ids that every process sharing a store sees (the Redis store's
+    `claims`): what the idempotency window shared by replicas decides with
+    (`protocol.dedup.SharedDedupWindow`)."""
+
+    async def claim(self, digest: str, value: str, window: float) -> str | None:
+        """Sets the claim `value` on `digest` for `window` seconds unless one exists; returns
+        the existing one."""
+        ...
+
+    async def unclaim(self, digest: str, value: str) -> None:
+        """Gives back the claim `value` on `digest` (only if it still holds it)."""
+        ...
+
+    async def outcome(self, task_id: str, scope: Scope) -> Outcome:
+        """What the first delivery of a message id, as task `task_id`, led to, on any process."""
+        ...
+
+
+DeliveryRecorder = Callable[[str, str, str], Awaitable[None]]
+"""Awaited with (task id, config id, position) once an event reached a webhook."""
+
+
+class WebhookConfigs(Protocol):
+    """The push configs a webhook dispatcher delivers to (`push.webhooks.PushConfigStore`)."""
+
+    def mirror(
+        self,
+        task_id: str,
+        configs: list[a2a_pb2.TaskPushNotificationConfig],
+        protocols: dict[str, str] | None = None,
+    ) -> None:
+        """Makes the task's configs `configs` (read from a shared store, with the protocol
+        versions of those not registered in 1.0)."""
+        ...
+
+    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+
+
+class Webhooks(Protocol):
+    """What a shared store needs of the webhook dispatcher (`push.webhooks.WebhookDispatcher`):
+    the writer of an event delivers it, and a replica taking over a stopped one re-queues what
+    it had not delivered."""
+
+    @property
+    def configs(self) -> WebhookConfigs: ...
+
+    on_delivered: DeliveryRecorder | None
+
+    def observe(
+        self,
+        task_id: str,
+        event: a2a_pb2.StreamResponse,
+        position: str | None = None,
+        task: a2a_pb2.Task | None = None,
+    ) -> None:
+        """Queues the event for every webhook of the task (`position`: its place in the
+        store's log; `task`: the task as the event left it). Never waits."""
+        ...
+
+    def replay(
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        events: list[tuple[str, bytes]],
+        task: a2a_pb2.Task | None = None,
+    ) -> None:
+        """Queues `events` ((position, serialized StreamResponse), oldest first) for one
+        webhook."""
+        ...
 
 
 EventBuilder = Callable[[], a2a_pb2.StreamResponse]

@@ -87,6 +87,27 @@ def test_the_protocol_core_imports_no_grpc_and_no_transport(name: str) -> None:
     assert {module for module in imports if module.startswith(TRANSPORT)} == set()
 
 
+TASKS_MAY_NOT_IMPORT = (
+    "a2a_grpc.server.protocol",
+    "a2a_grpc.server.push",
+    "a2a_grpc.server.transports",
+    "grpc",
+    "aiohttp",
+)
+"""The task stores sit below the protocol, the webhooks and the transports: what they need of
+those (an outcome, claims, a webhook dispatcher) is a Protocol in tasks/base.py."""
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "server" / "tasks").rglob("*.py")),
+    ids=lambda path: str(path.relative_to(ROOT / "server")),
+)
+def test_the_task_stores_import_nothing_above_them(path: Path) -> None:
+    imports = imported_modules(path)
+    assert {name for name in imports if name.startswith(TASKS_MAY_NOT_IMPORT)} == set()
+
+
 def test_the_walk_sees_imports() -> None:
     assert "a2a_grpc.core.errors" in imported_modules(ROOT / "client" / "errors.py")
     assert "a2a_grpc.server.protocol.validation" in imported_modules(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push.webhooks import WebhookDispatcher
+from a2a_grpc.server.tasks.base import Webhooks
 from a2a_grpc.server.tasks.redis import reads
 from a2a_grpc.server.tasks.redis.backend import RedisBackend
 from a2a_grpc.server.tasks.redis.events import parse_stream_id
@@ -25,7 +25,7 @@ class Deliveries:
     def __init__(self, backend: RedisBackend, configs: RedisPushConfigs) -> None:
         self.backend = backend
         self.configs = configs
-        self.webhooks: WebhookDispatcher | None = None
+        self.webhooks: Webhooks | None = None
         """Delivers the events this replica writes to their tasks' webhooks (set by the
         server when the agent offers push notifications)."""
         self._push_versions: dict[str, int] = {}  # configs version last mirrored, per task

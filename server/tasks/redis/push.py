@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.ids import new_id
+from a2a_grpc.core.metadata import PROTOCOL_VERSION as V10
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push.webhooks import V10
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.redis.backend import RedisBackend

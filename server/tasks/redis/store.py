@@ -43,12 +43,10 @@ import redis.asyncio as aioredis
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     EventBuilder,
     FirstStatus,
-    Outcome,
     Scope,
     StoreFullError,
     StoreStats,
@@ -56,6 +54,7 @@ from a2a_grpc.server.tasks.base import (
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
+    Webhooks,
 )
 from a2a_grpc.server.tasks.broker import Subscription
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
@@ -207,11 +206,11 @@ class RedisTaskStore:
         return self.backend.healthy
 
     @property
-    def webhooks(self) -> WebhookDispatcher | None:
+    def webhooks(self) -> Webhooks | None:
         return self.deliveries.webhooks
 
     @webhooks.setter
-    def webhooks(self, webhooks: WebhookDispatcher | None) -> None:
+    def webhooks(self, webhooks: Webhooks | None) -> None:
         self.deliveries.webhooks = webhooks
 
     @property
@@ -653,17 +652,6 @@ class RedisTaskStore:
         subscription = await self.events.open(task_id, until_terminal=False)
         self.events.start_after(subscription, "0-0")
         return subscription
-
-    # -- message-id claims (claims.py) ----------------------------------------------------
-
-    async def outcome(self, task_id: str, scope: Scope) -> Outcome:
-        return await self.claims.outcome(task_id, scope)
-
-    async def claim(self, digest: str, value: str, window: float) -> str | None:
-        return await self.claims.claim(digest, value, window)
-
-    async def unclaim(self, digest: str, value: str) -> None:
-        await self.claims.unclaim(digest, value)
 
     # -- housekeeping ---------------------------------------------------------------------
 
