@@ -15,6 +15,9 @@ Contract of every `TaskStore`:
 - Events: every write publishes its stream event to the task's subscribers, on every replica
   that shares the store, in the order of the writes; `watch` gives a snapshot and then exactly
   the events after it (no gap, no repeat).
+- Listener: what a store tells the server (a task it let go of, a remote cancel of a task a
+  run here works on, its backend's health) goes to the `StoreListener` given to its
+  constructor; nothing is wired onto a store after it is built.
 - Failures: a shared store that cannot reach its backend within its timeout raises
   `StoreUnavailableError` (retryable); nothing half-written is visible afterwards.
 - Byte budget (a store that has one: the in-memory store's `--max-store-bytes`): every write is
@@ -49,6 +52,7 @@ __all__ = [
     "Outcome",
     "Scope",
     "StoreFullError",
+    "StoreListener",
     "StoreStats",
     "StoreUnavailableError",
     "Subscription",
@@ -210,17 +214,18 @@ class Webhooks(Protocol):
     @property
     def configs(self) -> WebhookConfigs: ...
 
-    on_delivered: DeliveryRecorder | None
-
     def observe(
         self,
         task_id: str,
         event: a2a_pb2.StreamResponse,
         position: str | None = None,
         task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: DeliveryRecorder | None = None,
     ) -> None:
         """Queues the event for every webhook of the task (`position`: its place in the
-        store's log; `task`: the task as the event left it). Never waits."""
+        store's log, awaited with `on_delivered` once delivered; `task`: the task as the event
+        left it). Never waits."""
         ...
 
     def replay(
@@ -228,6 +233,8 @@ class Webhooks(Protocol):
         config: a2a_pb2.TaskPushNotificationConfig,
         events: list[tuple[str, bytes]],
         task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: DeliveryRecorder | None = None,
     ) -> None:
         """Queues `events` ((position, serialized StreamResponse), oldest first) for one
         webhook."""
@@ -238,23 +245,30 @@ EventBuilder = Callable[[], a2a_pb2.StreamResponse]
 """Builds a write's stream event; a store calls it only when someone may read the event."""
 
 
+class StoreListener(Protocol):
+    """What a store tells the server, given to the store's constructor (the memory store's
+    table takes `task_evicted` alone: it has no backend and no other replica)."""
+
+    def task_evicted(self, task_id: str) -> None:
+        """The store let go of this task (e.g. its webhooks go too)."""
+        ...
+
+    def canceled_elsewhere(self, task_id: str) -> None:
+        """A caller on another replica canceled a task that a run on this replica works on
+        (its run must stop; the task is already CANCELED). Only a shared store calls it."""
+        ...
+
+    def health_changed(self, healthy: bool) -> None:
+        """False when the store's backend stops answering, True when it answers again (never
+        called by a store without a backend)."""
+        ...
+
+
 class TaskStore(Protocol):
     """Tasks, their events and the room they take. See the module docstring for the contract."""
 
     shared: bool
     """Whether other processes see the same tasks (so `--workers` and replicas make sense)."""
-
-    on_remote_cancel: Callable[[str], None] | None
-    """Called with a task id when a caller on another replica canceled a task that a run on
-    this replica works on (its run must stop; the task is already CANCELED). Set by the
-    handler; never called by a store that is not shared."""
-
-    on_evict: Callable[[str], None] | None
-    """Called with the id of every task this store lets go of (e.g. to drop its webhooks)."""
-
-    on_health: Callable[[bool], None] | None
-    """Called with False when the store's backend stops answering, True when it answers again
-    (never called by a store without a backend)."""
 
     @property
     def failures(self) -> int:
@@ -351,8 +365,9 @@ class TaskStore(Protocol):
         self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
     ) -> a2a_pb2.Task | None:
         """CANCELED now, with `message` as the status message, published; a run working on it
-        on another replica is told (`on_remote_cancel` there). Returns the task after, or None
-        when it is unknown in `scope`. TaskFinishedError when it is already terminal.
+        on another replica is told (its store's listener hears `canceled_elsewhere` there).
+        Returns the task after, or None when it is unknown in `scope`. TaskFinishedError when
+        it is already terminal.
         """
         ...
 

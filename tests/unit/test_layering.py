@@ -34,6 +34,7 @@ PROTOCOL_CORE = (
     "tasks/redis/events",
     "tasks/redis/push",
     "protocol/handler",
+    "compose",
     "protocol/run",
     "tasks/base",
     "tasks/memory",
@@ -106,6 +107,18 @@ those (an outcome, claims, a webhook dispatcher) is a Protocol in tasks/base.py.
 def test_the_task_stores_import_nothing_above_them(path: Path) -> None:
     imports = imported_modules(path)
     assert {name for name in imports if name.startswith(TASKS_MAY_NOT_IMPORT)} == set()
+
+
+def test_the_handler_imports_no_concrete_store() -> None:
+    """The handler takes its store, dedup window and push service; compose.py builds them."""
+    concrete = (
+        "a2a_grpc.server.tasks.memory",
+        "a2a_grpc.server.tasks.table",
+        "a2a_grpc.server.tasks.broker",
+        "a2a_grpc.server.tasks.redis",
+    )
+    imports = imported_modules(ROOT / "server" / "protocol" / "handler.py")
+    assert {name for name in imports if name.startswith(concrete)} == set()
 
 
 def test_the_walk_sees_imports() -> None:

@@ -9,4 +9,8 @@
 - push: push configs; deliveries: webhook delivery, cursors and takeover;
 - leases: replica leases and reaping; claims: message-id claims (for the idempotency window
   shared by replicas, `protocol.dedup.SharedDedupWindow`).
+
+Imports point one way: the parts import the backend (and one another's results: reads, push,
+events), the store imports the parts, and no part imports the store. `compose.py` builds the
+store with its listener and webhook dispatcher (`RedisTaskStore.connect`).
 """

@@ -22,12 +22,14 @@ from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 class Deliveries:
     """This replica's webhook deliveries (see the module docstring)."""
 
-    def __init__(self, backend: RedisBackend, configs: RedisPushConfigs) -> None:
+    def __init__(
+        self, backend: RedisBackend, configs: RedisPushConfigs, webhooks: Webhooks | None
+    ) -> None:
         self.backend = backend
         self.configs = configs
-        self.webhooks: Webhooks | None = None
-        """Delivers the events this replica writes to their tasks' webhooks (set by the
-        server when the agent offers push notifications)."""
+        self.webhooks = webhooks
+        """Delivers the events this replica writes to their tasks' webhooks (None when the
+        agent offers no push notifications)."""
         self._push_versions: dict[str, int] = {}  # configs version last mirrored, per task
         self._delivering: set[str] = set()  # tasks in this replica's delivery set
 
@@ -55,7 +57,7 @@ class Deliveries:
             configs, protocols = await self.configs.for_dispatch(task_id)
             webhooks.configs.mirror(task_id, configs, protocols)
             self._push_versions[task_id] = version
-        webhooks.observe(task_id, event, position, task)
+        webhooks.observe(task_id, event, position, task, on_delivered=self.delivered)
         if terminal:
             self._push_versions.pop(task_id, None)
 
@@ -92,7 +94,8 @@ class Deliveries:
                     for entry_id, fields in entries
                     if parse_stream_id(entry_id.decode()) > cursor
                 ]
-                webhooks.replay(config, missed, None if loaded is None else loaded.task)
+                task = None if loaded is None else loaded.task
+                webhooks.replay(config, missed, task, on_delivered=self.delivered)
             if task_id not in self._delivering:
                 await backend.call(
                     backend.client.sadd(keys.replica_deliveries(backend.replica_id), task_id)

@@ -36,7 +36,15 @@ class EventReader:
     its cancel channel. Fans each event out to the local subscriptions (broker.Subscription,
     so overflow and closing behave as in the in-memory store)."""
 
-    def __init__(self, backend: RedisBackend, queue_size: int) -> None:
+    def __init__(
+        self,
+        backend: RedisBackend,
+        queue_size: int,
+        *,
+        on_remote_cancel: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_remote_cancel` is called with the id of a task a run here works on, canceled
+        by a caller on another replica."""
         self.backend = backend
         self.queue_size = queue_size
         self._pubsub: Any = None
@@ -47,7 +55,7 @@ class EventReader:
         self._after: dict[Subscription, tuple[int, int]] = {}
         self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
         self._cancel_channel = backend.keys.cancel_channel(backend.replica_id)
-        self.on_remote_cancel: Callable[[str], None] | None = None
+        self.on_remote_cancel = on_remote_cancel
         self._restarting: asyncio.Task[None] | None = None
         self._unsubscribing: set[asyncio.Task[None]] = set()
 

@@ -20,10 +20,16 @@ from a2a_grpc.server.tasks.redis.deliveries import Deliveries
 class Eviction:
     """Deleting tasks that left the room (see the module docstring)."""
 
-    def __init__(self, backend: RedisBackend, deliveries: Deliveries) -> None:
+    def __init__(
+        self,
+        backend: RedisBackend,
+        deliveries: Deliveries,
+        *,
+        on_evict: Callable[[str], None] | None = None,
+    ) -> None:
         self.backend = backend
         self.deliveries = deliveries
-        self.on_evict: Callable[[str], None] | None = None
+        self.on_evict = on_evict
 
     async def evict_expired(self) -> int:
         """Deletes finished tasks past their time to live, with their events and index

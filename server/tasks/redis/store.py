@@ -38,8 +38,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -49,6 +47,7 @@ from a2a_grpc.server.tasks.base import (
     FirstStatus,
     Scope,
     StoreFullError,
+    StoreListener,
     StoreStats,
     StoreUnavailableError,
     TaskBusyError,
@@ -129,23 +128,22 @@ class RedisTaskStore:
 
     def __init__(
         self,
-        client: aioredis.Redis | RedisBackend,
+        backend: RedisBackend,
         *,
+        listener: StoreListener | None = None,
+        webhooks: Webhooks | None = None,
         max_tasks: int = 100_000,
         max_live_per_owner: int | None = None,
         max_live_per_tenant: int | None = None,
         terminal_ttl: float = 3600.0,
         lease: float = 10.0,
         queue_size: int = 1024,
-        timeout: float = 2.0,
         stream_length: int = 1000,
-        prefix: str = "a2a",
-        replica_id: str | None = None,
     ) -> None:
-        if isinstance(client, RedisBackend):
-            backend = client
-        else:
-            backend = RedisBackend(client, timeout=timeout, prefix=prefix, replica_id=replica_id)
+        """`listener` hears of evicted tasks and of remote cancels of this replica's runs
+        (the backend tells its health to the `on_health` it was given; `connect` gives it the
+        listener's). `webhooks` delivers the events this replica writes to their tasks'
+        webhooks (None when the agent offers no push notifications)."""
         self.backend = backend
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
@@ -153,11 +151,19 @@ class RedisTaskStore:
         self.stream_length = stream_length
         self._owned: dict[str, _Owned] = {}
         self._stamp = StatusClock().stamp
-        self.events = EventReader(backend, queue_size)
+        self.events = EventReader(
+            backend,
+            queue_size,
+            on_remote_cancel=None if listener is None else listener.canceled_elsewhere,
+        )
         backend.after_outage(self.events.restart)
         self.push_configs = RedisPushConfigs(backend)
-        self.deliveries = Deliveries(backend, self.push_configs)
-        self.eviction = Eviction(backend, self.deliveries)
+        self.deliveries = Deliveries(backend, self.push_configs, webhooks)
+        self.eviction = Eviction(
+            backend,
+            self.deliveries,
+            on_evict=None if listener is None else listener.task_evicted,
+        )
         self.room = Room(
             backend,
             self.eviction,
@@ -168,20 +174,34 @@ class RedisTaskStore:
         )
         self.leases = Leases(backend, lease=lease, on_dead=self._reap)
         self.claims = RedisClaims(backend, self.events)
+        """The message-id claims of the idempotency window shared by replicas."""
         self._settled_copies: OrderedDict[str, tuple[Scope, bytes, float]] = OrderedDict()
 
     @classmethod
-    def connect(cls, url: str, *, timeout: float = 2.0, **options: Any) -> RedisTaskStore:
-        """A store on the Redis at `url` (redis://, rediss://, unix://; password in the URL).
+    def connect(
+        cls,
+        url: str,
+        *,
+        timeout: float = 2.0,
+        prefix: str = "a2a",
+        replica_id: str | None = None,
+        listener: StoreListener | None = None,
+        **options: Any,
+    ) -> RedisTaskStore:
+        """A store on the Redis at `url` (redis://, rediss://, unix://; password in the URL),
+        under the key `prefix`; its backend tells `listener` of its health.
 
         No retries inside the client: a refused call fails within `timeout` and the caller's
         own retry (our client honours RetryInfo) decides.
         """
-        backend_options = {
-            name: options.pop(name) for name in ("prefix", "replica_id") if name in options
-        }
-        backend = RedisBackend.connect(url, timeout=timeout, **backend_options)
-        return cls(backend, timeout=timeout, **options)
+        backend = RedisBackend.connect(
+            url,
+            timeout=timeout,
+            prefix=prefix,
+            replica_id=replica_id,
+            on_health=None if listener is None else listener.health_changed,
+        )
+        return cls(backend, listener=listener, **options)
 
     # -- the parts' state, as the server and the tests read it -------------------------------
 
@@ -208,34 +228,6 @@ class RedisTaskStore:
     @property
     def webhooks(self) -> Webhooks | None:
         return self.deliveries.webhooks
-
-    @webhooks.setter
-    def webhooks(self, webhooks: Webhooks | None) -> None:
-        self.deliveries.webhooks = webhooks
-
-    @property
-    def on_evict(self) -> Callable[[str], None] | None:
-        return self.eviction.on_evict
-
-    @on_evict.setter
-    def on_evict(self, callback: Callable[[str], None] | None) -> None:
-        self.eviction.on_evict = callback
-
-    @property
-    def on_remote_cancel(self) -> Callable[[str], None] | None:
-        return self.events.on_remote_cancel
-
-    @on_remote_cancel.setter
-    def on_remote_cancel(self, callback: Callable[[str], None] | None) -> None:
-        self.events.on_remote_cancel = callback
-
-    @property
-    def on_health(self) -> Callable[[bool], None] | None:
-        return self.backend.on_health
-
-    @on_health.setter
-    def on_health(self, callback: Callable[[bool], None] | None) -> None:
-        self.backend.on_health = callback
 
     @property
     def failures(self) -> int:
@@ -670,8 +662,6 @@ class RedisTaskStore:
         """Checks that Redis answers (StoreUnavailableError otherwise), opens the event reader
         and starts the lease keeper."""
         await self.backend.start()
-        if self.deliveries.webhooks is not None:
-            self.deliveries.webhooks.on_delivered = self.deliveries.delivered
         await self.events.start()
         await self.leases.start()
 
