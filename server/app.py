@@ -27,6 +27,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
+from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.protocol.gate import CallGate
@@ -333,17 +334,17 @@ async def start_server(plan: ServerPlan) -> RunningServer:
             timeout_s=config.signer_card_timeout,
             card_keys=signer_card_keys,
         )
-    build = RequestHandler.on_redis if config.store else RequestHandler.in_memory
-    handler = build(
+    handler = build_handler(
         agent,
         final_card,
         config,
+        audit=audit,
+        on_store_health=board.reporter(STORE_HEALTH_SERVICE, needed=True),
         extended_card=extended_card,
         webhooks=webhooks,
         signature_keys=signature_keys,
         signer_cards=signer_cards,
     )
-    handler.audit = audit
     try:
         await handler.store.start()
     except StoreUnavailableError as exc:
@@ -353,7 +354,6 @@ async def start_server(plan: ServerPlan) -> RunningServer:
         raise StartupError(
             f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
         ) from exc
-    handler.store.on_health = board.reporter(STORE_HEALTH_SERVICE, needed=True)
     gate, metrics = _gate_and_metrics(config, handler, audit)
     await _start_serving(listeners, handler, gate, metrics, auth, plan.card_signer)
     if audit is not None:

@@ -5,43 +5,38 @@ original outcome (spec decision §9.7): the run in progress, or once it settled,
 direct reply. The same id with other content is INVALID_PARAMS. The window holds at most
 `capacity` ids, oldest first out. Synchronous, on the event loop: the handler looks a message
 up and remembers its run without awaiting in between, so concurrent repeats find the first.
+
+`DedupWindow` is one process's window; `SharedDedupWindow` adds, for replicas sharing a store,
+a claim per message id there that decides which delivery runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.tasks.base import Scope
+from a2a_grpc.server.tasks.base import Claims, Outcome, Scope
+
+__all__ = [
+    "DedupWindow",
+    "Idempotency",
+    "Key",
+    "Outcome",
+    "SharedDedupWindow",
+    "fingerprint",
+    "message_digest",
+]
 
 Key = tuple[str, str, str]
 """(tenant, principal, message id)."""
-
-
-class Outcome(Protocol):
-    """What a message led to: a run in progress, or the settled result of one."""
-
-    @property
-    def task_id(self) -> str: ...
-
-    @property
-    def scope(self) -> Scope: ...
-
-    @property
-    def reply_message(self) -> a2a_pb2.Message | None: ...
-
-    @property
-    def started(self) -> asyncio.Event: ...
-
-    @property
-    def settled(self) -> asyncio.Event: ...
 
 
 # asyncio.Event.wait() on a set event returns before binding to a loop, so one can be shared.
@@ -186,3 +181,54 @@ def _accepted_at(entries: OrderedDict[Key, _Delivery | _Settled]) -> float:
     """When the oldest entry was accepted."""
     oldest = next(iter(entries.values()))
     return oldest.accepted_at if isinstance(oldest, _Delivery) else oldest[1]
+
+
+def message_digest(message: a2a_pb2.Message) -> str:
+    """A fingerprint of a message's content that every process computes alike."""
+    return hashlib.blake2b(
+        message.SerializeToString(deterministic=True), digest_size=16
+    ).hexdigest()
+
+
+class SharedDedupWindow(DedupWindow):
+    """The idempotency window shared by replicas: this process's window for repeats of runs it
+    holds, plus a claim in the shared store (`claims`, e.g. in Redis) that decides, across
+    replicas, which delivery runs."""
+
+    def __init__(self, claims: Claims, *, window: float, capacity: int) -> None:
+        super().__init__(window=window, capacity=capacity)
+        self.claims = claims
+        self._claimed: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
+
+    @staticmethod
+    def _key_digest(key: Key) -> str:
+        joined = "\x00".join(key).encode()
+        return hashlib.blake2b(joined, digest_size=16).hexdigest()
+
+    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+        digest = self._key_digest(key)
+        content = message_digest(message)
+        value = f"{content}|{task_id}"
+        existing = await self.claims.claim(digest, value, self.window)
+        if existing is None:
+            self._claimed[key] = (digest, value)
+            return None
+        first_content, _, first_task = existing.partition("|")
+        if first_content != content:
+            raise InvalidParamsError(
+                f"message_id {key[2]!r} was already used for a different "
+                "message: mint a new message_id for new content",
+                field_violations=[
+                    FieldViolation("message.message_id", "already used for different content")
+                ],
+            )
+        return await self.claims.outcome(first_task, Scope(key[0], key[1]))
+
+    async def unclaim(self, key: Key) -> None:
+        claimed = self._claimed.pop(key, None)
+        if claimed is not None:
+            await self.claims.unclaim(*claimed)
+
+    def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
+        self._claimed.pop(key, None)
+        super().remember(key, message, run)

@@ -1,10 +1,11 @@
 """The protocol logic of A2AService: validation order, task runs, idempotency, streams, listing.
 
 Works on pb2 messages and core errors only; the servicer adapts it to grpc. It receives its
-collaborators (task store, idempotency window, push configs) and keeps the protocol's order over
-them; `RequestHandler.in_memory` builds the default, single-process set. Every decision that must
-hold across replicas is made atomically by a collaborator: who runs a message id (`claim`), who
-works on an interrupted task (`resume`), whether a write still applies (the store's check).
+collaborators (task store, idempotency window, push configs, audit, verifier) and keeps the
+protocol's order over them; `server/compose.py` builds them, and imports the concrete stores.
+Every decision that must hold across replicas is made atomically by a collaborator: who runs a
+message id (`claim`), who works on an interrupted task (`resume`), whether a write still
+applies (the store's check).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
-from a2a_grpc.core.jose import KeySet, SignatureError
+from a2a_grpc.core.jose import SignatureError
 from a2a_grpc.core.signing import SIGNED_MESSAGE_EXTENSION, MissingSignatureError, Signer
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.core.tracing import tracing_configured
@@ -45,11 +46,11 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor, RequestContext, agent_message
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol import validation
-from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, Outcome
+from a2a_grpc.server.protocol.dedup import Idempotency, Outcome
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.push.webhooks import V10, PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.push.webhooks import V10
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
     InvalidPageTokenError,
@@ -61,13 +62,8 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     TaskStore,
 )
-from a2a_grpc.server.tasks.broker import Broker
-from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis.dedup import SharedDedupWindow
-from a2a_grpc.server.tasks.redis.store import RedisTaskStore
-from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.trust.audit import AuditLog
-from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards, SignerCardUnavailableError
+from a2a_grpc.server.trust.signers import MessageVerifier, SignerCardUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -110,32 +106,31 @@ class RequestHandler:
         store: TaskStore,
         dedup: Idempotency,
         push: PushConfigService | None = None,
+        audit: AuditLog | None = None,
+        verifier: MessageVerifier | None = None,
+        runs: dict[str, TaskRun] | None = None,
         extended_card: a2a_pb2.AgentCard | None = None,
-        signature_keys: KeySet | None = None,
-        signer_cards: SignerCards | None = None,
     ) -> None:
-        """`push` serves the push-config RPCs and delivers webhooks (None when the card does
-        not offer push notifications). With `signature_keys` or `signer_cards`, signed
-        messages are verified (see `server/trust/signers.py`)."""
+        """Built by `server/compose.py` (`build_handler`). `push` serves the push-config RPCs
+        and delivers webhooks (None when the card does not offer push notifications);
+        `verifier` checks signed messages (see `server/trust/signers.py`; None: they are not
+        verified); `audit` records what each message led to. `runs`: the unsettled runs by
+        task id, shared with the store's listener (a run whose task is canceled on another
+        replica stops)."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card
         self.config = config
-        self.verifier: MessageVerifier | None = None
-        if signature_keys is not None or signer_cards is not None:
-            self.verifier = MessageVerifier(
-                signature_keys, signer_cards, required=config.require_signed_messages
-            )
+        self.verifier = verifier
         self.store = store
         self.dedup = dedup
         self.push = push
         self.webhooks = None if push is None else push.dispatcher
-        store.on_remote_cancel = self._canceled_elsewhere
-        self.audit: AuditLog | None = None
+        self.audit = audit
         self._traced = tracing_configured()  # give each agent run a span of its own
         self._input_modes = validation.accepted_input_modes(card)
         self._required_extensions = validation.required_extensions(card)
-        self._active: dict[str, TaskRun] = {}  # unsettled runs by task id
+        self._active: dict[str, TaskRun] = {} if runs is None else runs  # unsettled, by task id
         self._runners: set[asyncio.Task[None]] = set()
         self._housekeeper: asyncio.Task[None] | None = None
         self.outcomes = Outcomes(skill.id for skill in card.skills)
@@ -145,95 +140,6 @@ class RequestHandler:
         )
         """Sweeps that failed for another reason than the store being down (those the store
         counts): the first with its traceback, then at most a line a minute."""
-
-    @classmethod
-    def in_memory(
-        cls,
-        agent: AgentExecutor,
-        card: a2a_pb2.AgentCard,
-        config: ServerConfig,
-        *,
-        extended_card: a2a_pb2.AgentCard | None = None,
-        webhooks: WebhookDispatcher | None = None,
-        signature_keys: KeySet | None = None,
-        signer_cards: SignerCards | None = None,
-    ) -> RequestHandler:
-        """A handler over this process's memory: tasks, events and message ids are not shared.
-        `webhooks` delivers push notifications; one is made from `config` when not given."""
-        push = None
-        if card.capabilities.push_notifications:
-            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
-        else:
-            webhooks = None
-        table = TaskTable(
-            max_tasks=config.max_tasks,
-            max_bytes=config.max_store_bytes,
-            max_live_per_owner=config.live_tasks_per_principal,
-            max_live_per_tenant=config.live_tasks_per_tenant,
-            terminal_ttl=config.task_ttl,
-        )
-        store = InMemoryTaskStore(table, Broker(config.subscriber_queue_size, observer=webhooks))
-        if webhooks is not None:
-            push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs_per_task)
-            store.on_evict = webhooks.forget_task
-            webhooks.snapshot = table.peek  # what a 0.3 webhook is sent
-        return cls(
-            agent,
-            card,
-            config,
-            store=store,
-            dedup=DedupWindow(window=config.dedup_window, capacity=config.max_tasks),
-            push=push,
-            extended_card=extended_card,
-            signature_keys=signature_keys,
-            signer_cards=signer_cards,
-        )
-
-    @classmethod
-    def on_redis(
-        cls,
-        agent: AgentExecutor,
-        card: a2a_pb2.AgentCard,
-        config: ServerConfig,
-        *,
-        extended_card: a2a_pb2.AgentCard | None = None,
-        webhooks: WebhookDispatcher | None = None,
-        signature_keys: KeySet | None = None,
-        signer_cards: SignerCards | None = None,
-    ) -> RequestHandler:
-        """A handler over the Redis at `config.store`, shared with every replica using it:
-        tasks, events, message ids and push configs. The store must be started (`start`)."""
-        store = RedisTaskStore.connect(
-            config.store,
-            max_tasks=config.max_tasks,
-            max_live_per_owner=config.live_tasks_per_principal,
-            max_live_per_tenant=config.live_tasks_per_tenant,
-            terminal_ttl=config.task_ttl,
-            lease=config.task_lease,
-            queue_size=config.subscriber_queue_size,
-        )
-        push = None
-        if card.capabilities.push_notifications:
-            webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
-            store.webhooks = webhooks
-            store.on_evict = webhooks.forget_task
-            push = PushConfigService(
-                store,
-                webhooks,
-                max_per_task=config.max_push_configs_per_task,
-                configs=store.push_configs,
-            )
-        return cls(
-            agent,
-            card,
-            config,
-            store=store,
-            dedup=SharedDedupWindow(store, window=config.dedup_window, capacity=config.max_tasks),
-            push=push,
-            extended_card=extended_card,
-            signature_keys=signature_keys,
-            signer_cards=signer_cards,
-        )
 
     # -- SendMessage / SendStreamingMessage -----------------------------------------------
 
@@ -562,12 +468,6 @@ class RequestHandler:
             if task.status.state in INTERRUPTED_STATES:  # no run: no run will audit it
                 self._audit_canceled(task.id, scope)
         return await self._lookup(task.id, scope, None)
-
-    def _canceled_elsewhere(self, task_id: str) -> None:
-        """A caller on another replica canceled a task a run of ours works on."""
-        run = self._active.get(task_id)
-        if run is not None:
-            run.abort(a2a_pb2.TASK_STATE_CANCELED)
 
     def _audit_canceled(self, task_id: str, scope: Scope) -> None:
         """Audits CANCELED as the outcome of a task no agent was working on."""

@@ -409,14 +409,39 @@ def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotific
 class _Webhook:
     config: a2a_pb2.TaskPushNotificationConfig
     protocol: str = V10  # the version it was registered in, which its bodies are in
-    # Each event with the trace context it was published in (W3C headers to send along) and
-    # its position in a shared store's event log (None in one process).
-    queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]], str | None]] = field(
+    # Each event with the trace context it was published in (W3C headers to send along), its
+    # position in a shared store's event log and who records its delivery (None in one
+    # process).
+    queue: asyncio.Queue[tuple[bytes, list[tuple[str, str]], str | None, Delivered | None]] = field(
         default_factory=asyncio.Queue
     )
     worker: asyncio.Task[None] | None = None
     dead: bool = False
     finished: bool = False  # the task reached a terminal state: forget this webhook when drained
+
+
+Delivered = Callable[[str, str, str], Awaitable[None]]
+"""Awaited with (task id, config id, position) after an event with a position was delivered."""
+
+Snapshot = Callable[[str], a2a_pb2.Task | None]
+"""The task as it stands now, by id."""
+
+
+class SnapshotObserver:
+    """A broker's observer: `WebhookDispatcher.observe` with a `snapshot` of the task."""
+
+    __slots__ = ("_dispatcher", "_snapshot")
+
+    def __init__(self, dispatcher: WebhookDispatcher, snapshot: Snapshot) -> None:
+        self._dispatcher = dispatcher
+        self._snapshot = snapshot
+
+    @property
+    def watched(self) -> Container[str]:
+        return self._dispatcher.watched
+
+    def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
+        self._dispatcher.observe(task_id, event, snapshot=self._snapshot)
 
 
 class WebhookDispatcher:
@@ -450,17 +475,16 @@ class WebhookDispatcher:
         """Failed POST attempts and refused targets, since start (each receiver's repeats are
         logged at most once a minute: `_receiver_log`)."""
         self._receivers: dict[tuple[str, bool], FailureLog] = {}
-        self.on_delivered: Callable[[str, str, str], Awaitable[None]] | None = None
-        """Awaited with (task id, config id, position) after each event with a position was
-        delivered (a shared store keeps the cursor, so another replica can go on from it)."""
-        self.snapshot: Callable[[str], a2a_pb2.Task | None] | None = None
-        """The task as it stands now, by id (the memory store's table): the body of a 0.3
-        webhook when `observe` is not given the task."""
 
     @property
     def watched(self) -> Container[str]:
         """The tasks with webhooks (a live view, for the broker)."""
         return self.configs.watched
+
+    def with_snapshot(self, snapshot: Snapshot) -> SnapshotObserver:
+        """This dispatcher as a broker's observer that asks `snapshot` for the task as it
+        stands (the memory store's table), the body of a 0.3 webhook."""
+        return SnapshotObserver(self, snapshot)
 
     def observe(
         self,
@@ -468,13 +492,17 @@ class WebhookDispatcher:
         event: a2a_pb2.StreamResponse,
         position: str | None = None,
         task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: Delivered | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         """Queues a status or artifact update for every webhook of the task. Never waits.
 
         Costs one serialization per protocol version among the task's webhooks, plus a queue
         entry per webhook of the task (a capped number). `position`: the event's place in a
-        shared store's log, reported to `on_delivered`. `task`: the task as the event left it,
-        what a 0.3 webhook is sent (else `snapshot` is asked).
+        shared store's log, awaited with `on_delivered` once the event reached a webhook (the
+        store keeps the cursor, so another replica can go on from it). `task`: the task as the
+        event left it, what a 0.3 webhook is sent (else `snapshot` is asked for it).
         """
         if not _delivered_kind(event):
             return
@@ -487,21 +515,25 @@ class WebhookDispatcher:
                 trace_headers = outgoing_headers()
             if configs.protocol(task_id, config.id) == V03:
                 if body_v03 is None:
-                    body_v03 = self._task_body(task_id, event, task)
-                self._enqueue(config, body_v03, trace_headers, position, _is_terminal(event))
+                    body_v03 = self._task_body(task_id, event, task, snapshot)
+                terminal = _is_terminal(event)
+                self._enqueue(config, body_v03, trace_headers, position, terminal, on_delivered)
                 continue
             if body is None:
                 body = json_format.MessageToJson(event, indent=None).encode()
-            self._enqueue(config, body, trace_headers, position, _is_terminal(event))
+            self._enqueue(config, body, trace_headers, position, _is_terminal(event), on_delivered)
 
     def replay(
         self,
         config: a2a_pb2.TaskPushNotificationConfig,
         events: list[tuple[str, bytes]],
         task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: Delivered | None = None,
     ) -> None:
         """Queues `events` ((position, serialized StreamResponse), oldest first) for one
-        webhook: what another replica recorded but had not delivered when it stopped.
+        webhook: what another replica recorded but had not delivered when it stopped (each
+        delivery awaits `on_delivered`, as in `observe`).
 
         A 0.3 webhook is sent the task, not the events, so it gets one POST of `task` (the task
         as it stands now) at the last event's position: every body the missed events would have
@@ -518,20 +550,24 @@ class WebhookDispatcher:
         if self.configs.protocol(config.task_id, config.id) == V03:
             position, last = delivered[-1]
             terminal = any(_is_terminal(event) for _, event in delivered)
-            body = self._task_body(config.task_id, last, task)
-            self._enqueue(config, body, [], position, terminal)
+            body = self._task_body(config.task_id, last, task, None)
+            self._enqueue(config, body, [], position, terminal, on_delivered)
             return
         for position, event in delivered:
             body = json_format.MessageToJson(event, indent=None).encode()
-            self._enqueue(config, body, [], position, _is_terminal(event))
+            self._enqueue(config, body, [], position, _is_terminal(event), on_delivered)
 
     def _task_body(
-        self, task_id: str, event: a2a_pb2.StreamResponse, task: a2a_pb2.Task | None
+        self,
+        task_id: str,
+        event: a2a_pb2.StreamResponse,
+        task: a2a_pb2.Task | None,
+        snapshot: Snapshot | None,
     ) -> bytes:
         """The body of a 0.3 webhook: the task in A2A 0.3's JSON. Without the task (it left
         the store meanwhile), the one the event describes: its ids and its status."""
-        if task is None and self.snapshot is not None:
-            task = self.snapshot(task_id)
+        if task is None and snapshot is not None:
+            task = snapshot(task_id)
         if task is None:
             task = a2a_pb2.Task(id=task_id)
             if event.HasField("status_update"):
@@ -549,6 +585,7 @@ class WebhookDispatcher:
         trace_headers: list[tuple[str, str]],
         position: str | None,
         terminal: bool,
+        on_delivered: Delivered | None,
     ) -> None:
         hooks = self._webhooks.setdefault(config.task_id, {})
         webhook = hooks.get(config.id)
@@ -562,14 +599,14 @@ class WebhookDispatcher:
         if webhook.queue.qsize() >= self.policy.queue_size:
             self._give_up(webhook, f"more than {self.policy.queue_size} events undelivered")
             return
-        webhook.queue.put_nowait((body, trace_headers, position))
+        webhook.queue.put_nowait((body, trace_headers, position, on_delivered))
         webhook.finished = webhook.finished or terminal
         if webhook.worker is None or webhook.worker.done():
             webhook.worker = asyncio.get_running_loop().create_task(self._work(webhook))
 
     async def _work(self, webhook: _Webhook) -> None:
         while not webhook.queue.empty() and not webhook.dead:
-            body, trace_headers, position = webhook.queue.get_nowait()
+            body, trace_headers, position, on_delivered = webhook.queue.get_nowait()
             try:
                 delivered = await self._deliver(webhook, body, trace_headers)
             except Exception as exc:  # never let a delivery die silently
@@ -578,10 +615,10 @@ class WebhookDispatcher:
                 break
             if not delivered:
                 self._give_up(webhook, f"{self.policy.max_attempts} attempts failed")
-            elif position is not None and self.on_delivered is not None:
+            elif position is not None and on_delivered is not None:
                 config = webhook.config
                 try:
-                    await self.on_delivered(config.task_id, config.id, position)
+                    await on_delivered(config.task_id, config.id, position)
                 except Exception:  # the cursor lags: a takeover re-sends (at least once)
                     log.warning("webhook %s: could not record the delivery", config.id)
         # A dead webhook stays listed, so later events do not revive it, until its task goes.

@@ -15,6 +15,9 @@ Contract of every `TaskStore`:
 - Events: every write publishes its stream event to the task's subscribers, on every replica
   that shares the store, in the order of the writes; `watch` gives a snapshot and then exactly
   the events after it (no gap, no repeat).
+- Listener: what a store tells the server (a task it let go of, a remote cancel of a task a
+  run here works on, its backend's health) goes to the `StoreListener` given to its
+  constructor; nothing is wired onto a store after it is built.
 - Failures: a shared store that cannot reach its backend within its timeout raises
   `StoreUnavailableError` (retryable); nothing half-written is visible afterwards.
 - Byte budget (a store that has one: the in-memory store's `--max-store-bytes`): every write is
@@ -32,7 +35,8 @@ Contract of every `TaskStore`:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from a2a_grpc.generated import a2a_pb2
@@ -40,11 +44,15 @@ from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
 __all__ = [
     "REPLICA_STOPPED_TEXT",
+    "Claims",
+    "DeliveryRecorder",
     "EventBuilder",
     "InvalidPageTokenError",
     "LiveTaskLimitError",
+    "Outcome",
     "Scope",
     "StoreFullError",
+    "StoreListener",
     "StoreStats",
     "StoreUnavailableError",
     "Subscription",
@@ -52,6 +60,8 @@ __all__ = [
     "TaskFinishedError",
     "TaskQuery",
     "TaskStore",
+    "WebhookConfigs",
+    "Webhooks",
 ]
 
 
@@ -138,8 +148,120 @@ class Subscription(Protocol):
         ...
 
 
+class Outcome(Protocol):
+    """What a message led to: a run in progress, or the settled result of one."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def reply_message(self) -> a2a_pb2.Message | None: ...
+
+    @property
+    def started(self) -> asyncio.Event: ...
+
+    @property
+    def settled(self) -> asyncio.Event: ...
+
+
+class Claims(Protocol):
+    """Claims on message ids that every process sharing a store sees (the Redis store's
+    `claims`): what the idempotency window shared by replicas decides with
+    (`protocol.dedup.SharedDedupWindow`)."""
+
+    async def claim(self, digest: str, value: str, window: float) -> str | None:
+        """Sets the claim `value` on `digest` for `window` seconds unless one exists; returns
+        the existing one."""
+        ...
+
+    async def unclaim(self, digest: str, value: str) -> None:
+        """Gives back the claim `value` on `digest` (only if it still holds it)."""
+        ...
+
+    async def outcome(self, task_id: str, scope: Scope) -> Outcome:
+        """What the first delivery of a message id, as task `task_id`, led to, on any process."""
+        ...
+
+
+DeliveryRecorder = Callable[[str, str, str], Awaitable[None]]
+"""Awaited with (task id, config id, position) once an event reached a webhook."""
+
+
+class WebhookConfigs(Protocol):
+    """The push configs a webhook dispatcher delivers to (`push.webhooks.PushConfigStore`)."""
+
+    def mirror(
+        self,
+        task_id: str,
+        configs: list[a2a_pb2.TaskPushNotificationConfig],
+        protocols: dict[str, str] | None = None,
+    ) -> None:
+        """Makes the task's configs `configs` (read from a shared store, with the protocol
+        versions of those not registered in 1.0)."""
+        ...
+
+    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+
+
+class Webhooks(Protocol):
+    """What a shared store needs of the webhook dispatcher (`push.webhooks.WebhookDispatcher`):
+    the writer of an event delivers it, and a replica taking over a stopped one re-queues what
+    it had not delivered."""
+
+    @property
+    def configs(self) -> WebhookConfigs: ...
+
+    def observe(
+        self,
+        task_id: str,
+        event: a2a_pb2.StreamResponse,
+        position: str | None = None,
+        task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: DeliveryRecorder | None = None,
+    ) -> None:
+        """Queues the event for every webhook of the task (`position`: its place in the
+        store's log, awaited with `on_delivered` once delivered; `task`: the task as the event
+        left it). Never waits."""
+        ...
+
+    def replay(
+        self,
+        config: a2a_pb2.TaskPushNotificationConfig,
+        events: list[tuple[str, bytes]],
+        task: a2a_pb2.Task | None = None,
+        *,
+        on_delivered: DeliveryRecorder | None = None,
+    ) -> None:
+        """Queues `events` ((position, serialized StreamResponse), oldest first) for one
+        webhook."""
+        ...
+
+
 EventBuilder = Callable[[], a2a_pb2.StreamResponse]
 """Builds a write's stream event; a store calls it only when someone may read the event."""
+
+
+class StoreListener(Protocol):
+    """What a store tells the server, given to the store's constructor (the memory store's
+    table takes `task_evicted` alone: it has no backend and no other replica)."""
+
+    def task_evicted(self, task_id: str) -> None:
+        """The store let go of this task (e.g. its webhooks go too)."""
+        ...
+
+    def canceled_elsewhere(self, task_id: str) -> None:
+        """A caller on another replica canceled a task that a run on this replica works on
+        (its run must stop; the task is already CANCELED). Only a shared store calls it."""
+        ...
+
+    def health_changed(self, healthy: bool) -> None:
+        """False when the store's backend stops answering, True when it answers again (never
+        called by a store without a backend)."""
+        ...
 
 
 class TaskStore(Protocol):
@@ -147,18 +269,6 @@ class TaskStore(Protocol):
 
     shared: bool
     """Whether other processes see the same tasks (so `--workers` and replicas make sense)."""
-
-    on_remote_cancel: Callable[[str], None] | None
-    """Called with a task id when a caller on another replica canceled a task that a run on
-    this replica works on (its run must stop; the task is already CANCELED). Set by the
-    handler; never called by a store that is not shared."""
-
-    on_evict: Callable[[str], None] | None
-    """Called with the id of every task this store lets go of (e.g. to drop its webhooks)."""
-
-    on_health: Callable[[bool], None] | None
-    """Called with False when the store's backend stops answering, True when it answers again
-    (never called by a store without a backend)."""
 
     @property
     def failures(self) -> int:
@@ -255,8 +365,9 @@ class TaskStore(Protocol):
         self, task_id: str, scope: Scope, message: a2a_pb2.Message | None = None
     ) -> a2a_pb2.Task | None:
         """CANCELED now, with `message` as the status message, published; a run working on it
-        on another replica is told (`on_remote_cancel` there). Returns the task after, or None
-        when it is unknown in `scope`. TaskFinishedError when it is already terminal.
+        on another replica is told (its store's listener hears `canceled_elsewhere` there).
+        Returns the task after, or None when it is unknown in `scope`. TaskFinishedError when
+        it is already terminal.
         """
         ...
 

@@ -28,7 +28,9 @@ from a2a_grpc.server.tasks.table import TaskTable
 
 
 class InMemoryTaskStore:
-    """`TaskTable` + `Broker` behind the `TaskStore` contract. See the module docstring."""
+    """`TaskTable` + `Broker` behind the `TaskStore` contract. See the module docstring. The
+    tasks it lets go of are the table's to tell (`TaskTable(on_evict=...)`); the broker's
+    observer sees every event of the tasks it watches (webhooks)."""
 
     shared = False
     failures = 0  # no backend to fail
@@ -36,20 +38,10 @@ class InMemoryTaskStore:
     def __init__(self, table: TaskTable, broker: Broker) -> None:
         self.table = table
         self.broker = broker
-        self.on_remote_cancel: Callable[[str], None] | None = None
-        self.on_health: Callable[[bool], None] | None = None
         self._running: set[str] = set()  # ids of the tasks a run works on
         # Room reserved and not yet used, by task id: its bytes count from `reserve` on, so
         # `release` must know how many to give back.
         self._promised: dict[str, int] = {}
-
-    @property
-    def on_evict(self) -> Callable[[str], None] | None:
-        return self.table.on_evict
-
-    @on_evict.setter
-    def on_evict(self, callback: Callable[[str], None] | None) -> None:
-        self.table.on_evict = callback
 
     def __len__(self) -> int:
         return len(self.table)

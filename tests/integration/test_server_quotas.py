@@ -10,6 +10,7 @@ from google.protobuf import struct_pb2
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents, TaskMemoryFullError
+from a2a_grpc.server.push.webhooks import DeliveryPolicy, PushConfigStore, WebhookDispatcher
 from tests.integration.conftest import Factory, error_reason, send_request
 from tests.integration.test_server_retry_classes import details
 
@@ -155,20 +156,24 @@ async def test_one_tenant_cannot_hold_the_whole_store(make_server: Factory) -> N
     assert other.task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
 
 
+class Forgetting(WebhookDispatcher):
+    """A dispatcher that tells when the store let go of a task (its webhooks go with it)."""
+
+    def __init__(self) -> None:
+        super().__init__(PushConfigStore(), DeliveryPolicy())
+        self.forgotten = asyncio.Event()
+
+    def forget_task(self, task_id: str) -> None:
+        super().forget_task(task_id)
+        self.forgotten.set()
+
+
 async def test_finished_tasks_expire_without_new_traffic(make_server: Factory) -> None:
-    harness = await make_server(task_ttl=0.05)
-    store = harness.running.handler.store
-    evicted = asyncio.Event()
-    forget = store.on_evict  # the webhooks' hook, kept working
-
-    def on_evict(task_id: str) -> None:
-        if forget is not None:
-            forget(task_id)
-        evicted.set()
-
-    store.on_evict = on_evict
+    webhooks = Forgetting()
+    harness = await make_server(task_ttl=0.05, webhooks=webhooks)
     task = (await harness.stub.SendMessage(send_request())).task
-    await asyncio.wait_for(evicted.wait(), 10)  # the housekeeping timer, not a new request
+    # The housekeeping timer, not a new request.
+    await asyncio.wait_for(webhooks.forgotten.wait(), 10)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id))
     assert error_reason(caught.value) == "TASK_NOT_FOUND"

@@ -34,7 +34,6 @@ from a2a_grpc.server.tasks.base import (
 )
 from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis.store import REPLICA_STOPPED_TEXT, RedisTaskStore
 from a2a_grpc.server.tasks.table import TaskTable
 from tests.integration.certs import Authority
@@ -444,8 +443,32 @@ async def test_live_shares_are_enforced_and_given_back(make_store: MakeStore) ->
 # -- two replicas on one Redis -------------------------------------------------------------
 
 
-async def replicas(server: RedisServer, **options: Any) -> tuple[RedisTaskStore, RedisTaskStore]:
-    one = RedisTaskStore.connect(server.url, **options)
+class Heard:
+    """A `StoreListener` that keeps what its store told it."""
+
+    def __init__(self) -> None:
+        self.evicted: list[str] = []
+        self.canceled: asyncio.Queue[str] = asyncio.Queue()
+        self.health: list[bool] = []
+        self.recovered = asyncio.Event()
+
+    def task_evicted(self, task_id: str) -> None:
+        self.evicted.append(task_id)
+
+    def canceled_elsewhere(self, task_id: str) -> None:
+        self.canceled.put_nowait(task_id)
+
+    def health_changed(self, healthy: bool) -> None:
+        self.health.append(healthy)
+        if healthy:
+            self.recovered.set()
+
+
+async def replicas(
+    server: RedisServer, *, heard: Heard | None = None, **options: Any
+) -> tuple[RedisTaskStore, RedisTaskStore]:
+    """Two stores on one Redis, as two replicas hold them; the first tells `heard`."""
+    one = RedisTaskStore.connect(server.url, listener=heard, **options)
     two = RedisTaskStore.connect(server.url, **options)
     await one.start()
     await two.start()
@@ -453,16 +476,15 @@ async def replicas(server: RedisServer, **options: Any) -> tuple[RedisTaskStore,
 
 
 async def test_a_cancel_on_another_replica_reaches_the_run(redis_server: RedisServer) -> None:
-    one, two = await replicas(redis_server)
+    heard = Heard()
+    one, two = await replicas(redis_server, heard=heard)
     try:
-        told: asyncio.Queue[str] = asyncio.Queue()
-        one.on_remote_cancel = told.put_nowait
         await created(one, "t1")
         await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
         watched = await two.watch("t1", ALICE, until_terminal=True)
         assert watched is not None
         await two.cancel("t1", ALICE)
-        assert await asyncio.wait_for(told.get(), 5) == "t1"
+        assert await asyncio.wait_for(heard.canceled.get(), 5) == "t1"
         with pytest.raises(TaskFinishedError):  # the run's next write changes nothing
             await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
         assert kinds(await drain(watched[1])) == ["TASK_STATE_CANCELED"]
@@ -539,20 +561,17 @@ async def test_a_redis_at_its_maxmemory_refuses_writes_as_a_full_store(
 
 async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
     server = make_redis_server()
-    store = RedisTaskStore.connect(server.url, timeout=0.5)
-    health: list[bool] = []
-    store.on_health = health.append
+    heard = Heard()
+    store = RedisTaskStore.connect(server.url, timeout=0.5, listener=heard)
     await store.start()
     try:
         server.kill()
         with pytest.raises(StoreUnavailableError):
             async with asyncio.timeout(10):  # a guard: the store's own 0.5 s bound answers
                 await store.get("t1", ALICE)
-        assert health == [False]
+        assert heard.health == [False]
         server.restart()
-        recovered = asyncio.Event()
-        store.on_health = lambda healthy: recovered.set() if healthy else None
-        await asyncio.wait_for(recovered.wait(), 10)
+        await asyncio.wait_for(heard.recovered.wait(), 10)
         assert await store.get("t1", ALICE) is None
     finally:
         await store.close()
@@ -562,21 +581,20 @@ async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
     redis_cluster: RedisCluster,
 ) -> None:
     prefix = f"replicas{next(_prefixes)}"
-    one = RedisTaskStore.connect(redis_cluster.url, prefix=prefix)
+    heard = Heard()
+    one = RedisTaskStore.connect(redis_cluster.url, prefix=prefix, listener=heard)
     two = RedisTaskStore.connect(redis_cluster.urls[1], prefix=prefix)
     await one.start()
     await two.start()
     try:
         assert one.client is not one.pubsub_client  # it found the cluster
-        told: asyncio.Queue[str] = asyncio.Queue()
-        one.on_remote_cancel = told.put_nowait
         for number in range(6):  # task ids in several slots, so on several nodes
             await created(one, f"t{number}")
         watched = await two.watch("t3", ALICE, until_terminal=True)
         assert watched is not None
         await one.set_status("t3", a2a_pb2.TASK_STATE_WORKING)
         await two.cancel("t3", ALICE)
-        assert await asyncio.wait_for(told.get(), 5) == "t3"
+        assert await asyncio.wait_for(heard.canceled.get(), 5) == "t3"
         assert kinds(await drain(watched[1])) == ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]
         page = await two.list(ALICE, TaskQuery(page_size=10))
         assert page.tasks[0].id == "t3" and page.total_size == 6
@@ -625,7 +643,9 @@ async def test_a_push_config_keeps_its_protocol_version_beside_it(make_store: Ma
     assert await configs.for_task("t1") == [given, plain]
     assert await configs.protocols("t1") == {"c03": "0.3"}
     if isinstance(store, RedisTaskStore):  # another replica on the same Redis reads it too
-        other = RedisPushConfigs(await make_store())
+        another = await make_store()
+        assert isinstance(another, RedisTaskStore)
+        other = another.push_configs
         assert await other.protocols("t1") == {"c03": "0.3"}
     await configs.put(given)  # replaced through 1.0
     assert await configs.protocols("t1") == {}
@@ -755,9 +775,8 @@ async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) 
 
 
 async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) -> None:
-    store = RedisTaskStore.connect(redis_server.url, timeout=0.3)
-    health: list[bool] = []
-    store.on_health = health.append
+    heard = Heard()
+    store = RedisTaskStore.connect(redis_server.url, timeout=0.3, listener=heard)
     await store.start()
     await created(store, "t1")
     try:
@@ -765,12 +784,10 @@ async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) 
         with pytest.raises(StoreUnavailableError):
             async with asyncio.timeout(10):  # a guard: the store's own 0.3 s bound answers
                 await store.get("t1", ALICE)
-        assert health == [False]
+        assert heard.health == [False]
     finally:
         redis_server.resume()
-    recovered = asyncio.Event()
-    store.on_health = lambda healthy: recovered.set() if healthy else None
-    await asyncio.wait_for(recovered.wait(), 10)
+    await asyncio.wait_for(heard.recovered.wait(), 10)
     assert await store.get("t1", ALICE) is not None
     await store.close()
 

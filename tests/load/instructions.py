@@ -47,16 +47,15 @@ class _Context:
 async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     from a2a_grpc.generated import a2a_pb2
     from a2a_grpc.server.card import demo_card
+    from a2a_grpc.server.compose import build_handler
     from a2a_grpc.server.config import ServerConfig
     from a2a_grpc.server.demo_agent import DemoAgent
     from a2a_grpc.server.ops.metrics import RpcMetrics
     from a2a_grpc.server.protocol.gate import CallGate
-    from a2a_grpc.server.protocol.handler import RequestHandler
     from a2a_grpc.server.transports.grpc.servicer import A2AServicer
 
-    build = RequestHandler.on_redis if store else RequestHandler.in_memory
     config = ServerConfig(max_tasks=max_tasks, store=store)
-    handler = build(DemoAgent(), demo_card("127.0.0.1:1"), config)
+    handler = build_handler(DemoAgent(), demo_card("127.0.0.1:1"), config)
     if store:
         await handler.store.start()
     # As `serve` builds it by default: metrics on (ServerConfig.metrics).

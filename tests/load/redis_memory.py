@@ -2,8 +2,8 @@
 
     .venv/bin/python -m tests.load.redis_memory REDIS_URL [N] [--concurrency 64]
 
-Fills the (empty) Redis at REDIS_URL with N small finished tasks through
-RequestHandler.on_redis and the demo agent, in this process: each is a blocking SendMessage of
+Fills the (empty) Redis at REDIS_URL with N small finished tasks through a handler on Redis
+(compose.build_handler) and the demo agent, in this process: each is a blocking SendMessage of
 "hello" minus the gRPC, so Redis holds exactly what a replica writes per message (the task
 hash, its event stream, its ListTasks index entries, the message-id claim, its place in the
 room). Reports Redis's `used_memory` growth over the fill divided by N, and where it goes:
@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
@@ -83,7 +84,7 @@ async def breakdown(client: Any, count: int) -> dict[str, float]:
 
 async def measure(url: str, count: int, concurrency: int) -> dict[str, Any]:
     config = ServerConfig(max_tasks=count + 1, store=url)
-    handler = RequestHandler.on_redis(DemoAgent(), demo_card("127.0.0.1:0"), config)
+    handler = build_handler(DemoAgent(), demo_card("127.0.0.1:0"), config)
     client = aioredis.from_url(url)
     await handler.store.start()
     try:

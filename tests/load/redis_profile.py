@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.load.redis_profile [--sends 5000] [-c 32] [--cprofile FILE]
 
-In this process, no gRPC: RequestHandler.in_memory and RequestHandler.on_redis with the demo
+In this process, no gRPC: compose.build_handler in memory and on Redis with the demo
 agent, each sending `--sends` echo messages `-c` at a time, on a redis-server of its own
 pinned to CPU 0 (run this under `taskset -c 1` to keep the two apart). Prints:
 - CPU per send in this process, in memory and on Redis;
@@ -33,6 +33,7 @@ from redis.backoff import NoBackoff
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
@@ -74,11 +75,11 @@ def command_stats(redis: RedisServer) -> dict[str, tuple[int, int]]:
 
 
 async def handlers(args: argparse.Namespace, redis: RedisServer) -> None:
-    memory = RequestHandler.in_memory(DemoAgent(), demo_card("127.0.0.1:0"), ServerConfig())
+    memory = build_handler(DemoAgent(), demo_card("127.0.0.1:0"), ServerConfig())
     await cpu_per_call(send(memory), WARMUP, args.concurrency)
     in_memory = await cpu_per_call(send(memory), args.sends, args.concurrency)
     config = ServerConfig(store=redis.url)
-    shared = RequestHandler.on_redis(DemoAgent(), demo_card("127.0.0.1:0"), config)
+    shared = build_handler(DemoAgent(), demo_card("127.0.0.1:0"), config)
     await shared.store.start()
     try:
         await cpu_per_call(send(shared), WARMUP, args.concurrency)

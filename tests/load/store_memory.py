@@ -26,9 +26,10 @@ import uuid
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import CallContext
 from a2a_grpc.server.tasks.base import Scope
 from a2a_grpc.server.tasks.table import TaskTable
 
@@ -94,7 +95,7 @@ def measure_payload(count: int, payload: int) -> tuple[float, float]:
 
 async def measure_server(count: int) -> float:
     config = ServerConfig(max_tasks=count + 1)
-    handler = RequestHandler.in_memory(DemoAgent(), demo_card("127.0.0.1:0"), config)
+    handler = build_handler(DemoAgent(), demo_card("127.0.0.1:0"), config)
     call = CallContext()
     before = rss_bytes()
     for _ in range(count):

@@ -26,6 +26,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
@@ -103,7 +104,7 @@ async def make() -> AsyncIterator[Make]:
     def build(
         agent: Any = None, card: a2a_pb2.AgentCard | None = None, **config: Any
     ) -> RequestHandler:
-        handler = RequestHandler.in_memory(
+        handler = build_handler(
             agent or Recorder(), card or demo_card("localhost:50051"), ServerConfig(**config)
         )
         made.append(handler)

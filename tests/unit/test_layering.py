@@ -23,9 +23,17 @@ LAYERS = {
 SERVER = ROOT / "server"
 NO_WIRE = ("grpc", "aiohttp", "a2a_grpc.server.transports", "a2a_grpc.server.app")
 """What the server's inner packages never import: the wire, and who assembles the server."""
+CONCRETE_STORES = (
+    "a2a_grpc.server.tasks.memory",
+    "a2a_grpc.server.tasks.table",
+    "a2a_grpc.server.tasks.redis",
+)
+"""The stores themselves: compose.py builds them, the protocol takes them as collaborators."""
 PACKAGE_RULES: dict[str, tuple[str, ...]] = {
-    "protocol": NO_WIRE,
-    "tasks": NO_WIRE,
+    "protocol": (*NO_WIRE, *CONCRETE_STORES),
+    # Below the protocol and the webhooks: what the stores need of those (an outcome, claims,
+    # a webhook dispatcher) is a Protocol in tasks/base.py.
+    "tasks": (*NO_WIRE, "a2a_grpc.server.protocol", "a2a_grpc.server.push"),
     "push": NO_WIRE,
     "trust": NO_WIRE,
 }

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from a2a_grpc.server.tasks.base import Scope
-from a2a_grpc.server.tasks.redis.store import SCOPE_NAMES_MAX_CHARS, _Keys
+from a2a_grpc.server.tasks.redis.keys import SCOPE_NAMES_MAX_CHARS, Keys
 
 
 def test_scope_names_are_the_documented_keys_and_long_scopes_are_not_kept() -> None:
-    keys = _Keys("a2a")
+    keys = Keys("a2a")
     scope = Scope("acme", "alice")
     names = keys.scope(scope)
     # The key layout every replica shares (old and new during a rolling deploy).

@@ -1,3 +1,16 @@
-"""The Redis task store, shared by replicas: the store (store), its Lua (scripts), the client
-and its cluster switch (client), one pub/sub reader per replica (events), push configs (push)
-and the shared idempotency claim (dedup)."""
+"""The Redis task store, shared by replicas, split by concern; each part takes the backend.
+
+- backend: the client and its cluster switch, the key names, the scripts, health;
+- keys: key and channel names; scripts: the Lua; client: the coalescing Redis client;
+- store: the `TaskStore` contract's writes, and the facade over the parts below;
+- room: room and fair shares; eviction: tasks leaving the store;
+- reads: one task, ListTasks pages;
+- events: one pub/sub reader per replica, and the outcome of a remote first delivery;
+- push: push configs; deliveries: webhook delivery, cursors and takeover;
+- leases: replica leases and reaping; claims: message-id claims (for the idempotency window
+  shared by replicas, `protocol.dedup.SharedDedupWindow`).
+
+Imports point one way: the parts import the backend (and one another's results: reads, push,
+events), the store imports the parts, and no part imports the store. `compose.py` builds the
+store with its listener and webhook dispatcher (`RedisTaskStore.connect`).
+"""

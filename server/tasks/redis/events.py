@@ -3,7 +3,7 @@ local streams, and the outcome of a message id whose first delivery another repl
 
 Events are published by the store's write scripts on the task's channel, as "<stream id>\n
 <flags>\n<StreamResponse bytes>"; flags "t" (terminal, or a direct reply) closes every stream,
-"i" (interrupted) the send streams. See redis_store.py for the keys and the contract.
+"i" (interrupted) the send streams. See store.py for the contract and keys.py for the names.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.states import SETTLED_STATES
@@ -19,7 +20,7 @@ from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
 from a2a_grpc.server.tasks.broker import Subscription
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.tasks.redis.store import RedisTaskStore
+    from a2a_grpc.server.tasks.redis.backend import RedisBackend
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,16 @@ class EventReader:
     its cancel channel. Fans each event out to the local subscriptions (broker.Subscription,
     so overflow and closing behave as in the in-memory store)."""
 
-    def __init__(self, store: RedisTaskStore, queue_size: int) -> None:
-        self.store = store
+    def __init__(
+        self,
+        backend: RedisBackend,
+        queue_size: int,
+        *,
+        on_remote_cancel: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_remote_cancel` is called with the id of a task a run here works on, canceled
+        by a caller on another replica."""
+        self.backend = backend
         self.queue_size = queue_size
         self._pubsub: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -45,12 +54,13 @@ class EventReader:
         self._pending: dict[Subscription, list[tuple[tuple[int, int], bytes, str]]] = {}
         self._after: dict[Subscription, tuple[int, int]] = {}
         self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
-        self._cancel_channel = store.keys.cancel_channel(store.replica_id)
+        self._cancel_channel = backend.keys.cancel_channel(backend.replica_id)
+        self.on_remote_cancel = on_remote_cancel
         self._restarting: asyncio.Task[None] | None = None
         self._unsubscribing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._pubsub = self.store.pubsub_client.pubsub()
+        self._pubsub = self.backend.pubsub_client.pubsub()
         await self._subscribe_channel(self._cancel_channel)
 
     def restart(self) -> None:
@@ -73,7 +83,7 @@ class EventReader:
             with contextlib.suppress(Exception):
                 await old.aclose()
         with contextlib.suppress(StoreUnavailableError):
-            await self.start()  # down again: the store's probe calls restart() once more
+            await self.start()  # down again: the backend's probe calls restart() once more
 
     async def _subscribe_channel(self, channel: str) -> None:
         """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
@@ -83,12 +93,14 @@ class EventReader:
         # Failed by `_fail_all` after a timeout here gave up on it: retrieve it, unlogged.
         confirmed.add_done_callback(lambda future: future.cancelled() or future.exception())
         self._confirmations.setdefault(channel, []).append(confirmed)
-        await self.store.call(self._pubsub.subscribe(channel))
+        await self.backend.call(self._pubsub.subscribe(channel))
         if self._reader is None or self._reader.done():
             self._reader = asyncio.get_running_loop().create_task(self._read())
         try:
             # Not a Redis call, so bounded here: the store's timeout, as a read would be.
-            await self.store.call(asyncio.wait_for(asyncio.shield(confirmed), self.store.timeout))
+            await self.backend.call(
+                asyncio.wait_for(asyncio.shield(confirmed), self.backend.timeout)
+            )
         finally:
             waiting = self._confirmations.get(channel)
             if waiting is not None and confirmed in waiting:
@@ -101,7 +113,7 @@ class EventReader:
         if subscribers is None:
             self._subscribers[task_id] = [subscription]
             try:
-                await self._subscribe_channel(self.store.keys.channel(task_id))
+                await self._subscribe_channel(self.backend.keys.channel(task_id))
             except BaseException:
                 subscription.cancel()
                 raise
@@ -132,7 +144,7 @@ class EventReader:
                     "the task store (Redis) connection broke; call SubscribeToTask again"
                 )
             )
-            self.store.report_failure(f"its event connection broke ({exc})")
+            self.backend.report_failure(f"its event connection broke ({exc})")
 
     def _dispatch(self, message: Any) -> None:
         kind = message[0].decode() if isinstance(message[0], bytes) else str(message[0])
@@ -148,11 +160,11 @@ class EventReader:
             return
         data: bytes = message[2]
         if channel == self._cancel_channel:
-            callback = self.store.on_remote_cancel
+            callback = self.on_remote_cancel
             if callback is not None:
                 callback(data.decode())
             return
-        task_id = channel[len(self.store.keys.prefix) + 4 :]  # after "<prefix>:ev:"
+        task_id = channel[len(self.backend.keys.prefix) + 4 :]  # after "<prefix>:ev:"
         subscribers = self._subscribers.get(task_id)
         if not subscribers:
             return
@@ -188,7 +200,7 @@ class EventReader:
         if not subscribers:
             del self._subscribers[task_id]
             pubsub = self._pubsub
-            if pubsub is not None and self.store.healthy:
+            if pubsub is not None and self.backend.healthy:
                 job = asyncio.get_running_loop().create_task(self._unsubscribe(pubsub, task_id))
                 self._unsubscribing.add(job)
                 job.add_done_callback(self._unsubscribing.discard)
@@ -197,7 +209,7 @@ class EventReader:
         if task_id in self._subscribers:
             return  # someone subscribed again meanwhile
         with contextlib.suppress(Exception):
-            await pubsub.unsubscribe(self.store.keys.channel(task_id))
+            await pubsub.unsubscribe(self.backend.keys.channel(task_id))
 
     def _fail_all(self, error: Exception) -> None:
         for subscribers in list(self._subscribers.values()):
@@ -213,7 +225,7 @@ class EventReader:
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
-            await asyncio.wait([self._reader], timeout=self.store.timeout)
+            await asyncio.wait([self._reader], timeout=self.backend.timeout)
         if self._pubsub is not None:
             with contextlib.suppress(Exception):
                 await self._pubsub.aclose()
@@ -232,21 +244,23 @@ class RemoteOutcome:
         self._follower: asyncio.Task[None] | None = None
 
     @classmethod
-    async def follow(cls, store: RedisTaskStore, task_id: str, scope: Scope) -> RemoteOutcome:
+    async def follow(
+        cls, backend: RedisBackend, events: EventReader, task_id: str, scope: Scope
+    ) -> RemoteOutcome:
         outcome = cls(task_id, scope)
-        subscription = await store.events.open(task_id, until_terminal=False)
+        subscription = await events.open(task_id, until_terminal=False)
         try:
-            fields = await store.run_script(
-                "SNAPSHOT", [store.keys.task(task_id), store.keys.events(task_id)], []
+            fields = await backend.run_script(
+                "SNAPSHOT", [backend.keys.task(task_id), backend.keys.events(task_id)], []
             )
             body = fields[0]
             if body is not None:
                 outcome._saw(a2a_pb2.StreamResponse(task=a2a_pb2.Task.FromString(body)))
-                store.events.start_after(subscription, fields[6].decode())
+                events.start_after(subscription, fields[6].decode())
             else:  # not created yet, or a direct reply: read its events from the start
-                store.events.start_after(subscription, "0-0")
-                for _, entry in await store.call(
-                    store.client.xrange(store.keys.events(task_id), "-", "+", count=4)
+                events.start_after(subscription, "0-0")
+                for _, entry in await backend.call(
+                    backend.client.xrange(backend.keys.events(task_id), "-", "+", count=4)
                 ):
                     outcome._saw(a2a_pb2.StreamResponse.FromString(entry[b"e"]))
         except BaseException:

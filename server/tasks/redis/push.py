@@ -1,15 +1,15 @@
-"""Push-notification configs in Redis, beside their task (see redis_store.py for the keys)."""
+"""Push-notification configs in Redis, beside their task (keys.py names the keys)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core.ids import new_id
+from a2a_grpc.core.metadata import PROTOCOL_VERSION as V10
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.push.webhooks import V10
 
 if TYPE_CHECKING:
-    from a2a_grpc.server.tasks.redis.store import RedisTaskStore
+    from a2a_grpc.server.tasks.redis.backend import RedisBackend
 
 
 class RedisPushConfigs:
@@ -18,8 +18,8 @@ class RedisPushConfigs:
     1.0 message every reader sees), and a version that every change increments (so the replica
     delivering the task's events knows to read them again). Listed by id."""
 
-    def __init__(self, store: RedisTaskStore) -> None:
-        self.store = store
+    def __init__(self, backend: RedisBackend) -> None:
+        self.backend = backend
 
     async def put(
         self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
@@ -33,16 +33,16 @@ class RedisPushConfigs:
         return stored
 
     async def _change(self, task_id: str, *change: Any) -> None:
-        keys = self.store.keys
-        await self.store.run_script(
+        keys = self.backend.keys
+        await self.backend.run_script(
             "PUSH_CHANGE",
             [keys.push(task_id), keys.push_version(task_id), keys.push_protocols(task_id)],
             list(change),
         )
 
     async def protocols(self, task_id: str) -> dict[str, str]:
-        store = self.store
-        raw = await store.call(store.client.hgetall(store.keys.push_protocols(task_id)))
+        backend = self.backend
+        raw = await backend.call(backend.client.hgetall(backend.keys.push_protocols(task_id)))
         return {config_id.decode(): protocol.decode() for config_id, protocol in raw.items()}
 
     async def for_dispatch(
@@ -52,20 +52,24 @@ class RedisPushConfigs:
         return await self.for_task(task_id), await self.protocols(task_id)
 
     async def count(self, task_id: str) -> int:
-        return int(await self.store.call(self.store.client.hlen(self.store.keys.push(task_id))))
+        return int(
+            await self.backend.call(self.backend.client.hlen(self.backend.keys.push(task_id)))
+        )
 
     async def has(self, task_id: str, config_id: str) -> bool:
-        store = self.store
-        return bool(await store.call(store.client.hexists(store.keys.push(task_id), config_id)))
+        backend = self.backend
+        return bool(
+            await backend.call(backend.client.hexists(backend.keys.push(task_id), config_id))
+        )
 
     async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
-        store = self.store
-        raw = await store.call(store.client.hget(store.keys.push(task_id), config_id))
+        backend = self.backend
+        raw = await backend.call(backend.client.hget(backend.keys.push(task_id), config_id))
         return None if raw is None else a2a_pb2.TaskPushNotificationConfig.FromString(raw)
 
     async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        store = self.store
-        raw = await store.call(store.client.hgetall(store.keys.push(task_id)))
+        backend = self.backend
+        raw = await backend.call(backend.client.hgetall(backend.keys.push(task_id)))
         return [
             a2a_pb2.TaskPushNotificationConfig.FromString(raw[config_id])
             for config_id in sorted(raw)
@@ -75,9 +79,9 @@ class RedisPushConfigs:
         await self._change(task_id, "delete", config_id)
 
     async def drop_task(self, task_id: str) -> None:
-        keys = self.store.keys
-        await self.store.call(
-            self.store.client.delete(
+        keys = self.backend.keys
+        await self.backend.call(
+            self.backend.client.delete(
                 keys.push(task_id), keys.push_version(task_id), keys.push_protocols(task_id)
             )
         )

@@ -1,0 +1,152 @@
+"""The composition root of the protocol core: builds the task store, the idempotency window,
+the push-config service, the webhook dispatcher and the signature verifier for one server, and
+the `RequestHandler` over them. Every collaborator is given to its constructor; nothing is
+wired by assigning attributes afterwards.
+
+Two sets, chosen by `config.store`: this process's memory (tasks, events, message ids and
+push configs are not shared), or the Redis at `config.store`, shared with every replica using
+it. What a store tells the server (a task evicted, a run's task canceled on another replica,
+its backend's health) goes to the `StoreEvents` made for it first (`tasks.base.StoreListener`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from a2a_grpc.core.jose import KeySet
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import AgentExecutor
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, SharedDedupWindow
+from a2a_grpc.server.protocol.handler import RequestHandler
+from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
+from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.push.webhooks import PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.tasks.base import TaskStore
+from a2a_grpc.server.tasks.broker import Broker
+from a2a_grpc.server.tasks.memory import InMemoryTaskStore
+from a2a_grpc.server.tasks.redis.store import RedisTaskStore
+from a2a_grpc.server.tasks.table import TaskTable
+from a2a_grpc.server.trust.audit import AuditLog
+from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards
+
+__all__ = ["StoreEvents", "build_handler"]
+
+
+class StoreEvents:
+    """The server's `StoreListener`: a task the store let go of drops its webhooks; a task a
+    run here works on, canceled by a caller on another replica, stops its run; the backend's
+    health goes to `on_health` (the health board)."""
+
+    def __init__(
+        self,
+        runs: dict[str, TaskRun],
+        *,
+        webhooks: WebhookDispatcher | None = None,
+        on_health: Callable[[bool], None] | None = None,
+    ) -> None:
+        self._runs = runs
+        self._on_health = on_health
+        # The dispatcher's own method, with no call in between: a full store evicts a task
+        # per new one.
+        self.task_evicted: Callable[[str], None] = (
+            _ignore if webhooks is None else webhooks.forget_task
+        )
+
+    def canceled_elsewhere(self, task_id: str) -> None:
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.abort(a2a_pb2.TASK_STATE_CANCELED)
+
+    def health_changed(self, healthy: bool) -> None:
+        if self._on_health is not None:
+            self._on_health(healthy)
+
+
+def _ignore(task_id: str) -> None:
+    pass
+
+
+def build_handler(
+    agent: AgentExecutor,
+    card: a2a_pb2.AgentCard,
+    config: ServerConfig,
+    *,
+    audit: AuditLog | None = None,
+    on_store_health: Callable[[bool], None] | None = None,
+    extended_card: a2a_pb2.AgentCard | None = None,
+    webhooks: WebhookDispatcher | None = None,
+    signature_keys: KeySet | None = None,
+    signer_cards: SignerCards | None = None,
+) -> RequestHandler:
+    """A handler over this process's memory, or over the Redis at `config.store` (shared with
+    every replica using it; start its store with `handler.store.start()`).
+
+    `webhooks` delivers push notifications when the card offers them (one is made from
+    `config` when not given). With `signature_keys` or `signer_cards`, signed messages are
+    verified (see `server/trust/signers.py`). `on_store_health` is told when the store's
+    backend stops and starts answering again."""
+    if card.capabilities.push_notifications:
+        webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
+    else:
+        webhooks = None
+    runs: dict[str, TaskRun] = {}
+    listener = StoreEvents(runs, webhooks=webhooks, on_health=on_store_health)
+    store: TaskStore
+    dedup: Idempotency
+    push = None
+    if config.store:
+        shared = RedisTaskStore.connect(
+            config.store,
+            listener=listener,
+            webhooks=webhooks,
+            max_tasks=config.max_tasks,
+            max_live_per_owner=config.live_tasks_per_principal,
+            max_live_per_tenant=config.live_tasks_per_tenant,
+            terminal_ttl=config.task_ttl,
+            lease=config.task_lease,
+            queue_size=config.subscriber_queue_size,
+        )
+        store = shared
+        dedup = SharedDedupWindow(
+            shared.claims, window=config.dedup_window, capacity=config.max_tasks
+        )
+        if webhooks is not None:
+            push = PushConfigService(
+                store,
+                webhooks,
+                max_per_task=config.max_push_configs,
+                configs=shared.push_configs,
+            )
+    else:
+        table = TaskTable(
+            max_tasks=config.max_tasks,
+            max_bytes=config.max_store_bytes,
+            max_live_per_owner=config.live_tasks_per_principal,
+            max_live_per_tenant=config.live_tasks_per_tenant,
+            terminal_ttl=config.task_ttl,
+            on_evict=None if webhooks is None else listener.task_evicted,
+        )
+        # A 0.3 webhook is sent the task as it stands: the table's.
+        observer = None if webhooks is None else webhooks.with_snapshot(table.peek)
+        store = InMemoryTaskStore(table, Broker(config.subscriber_queue_size, observer=observer))
+        dedup = DedupWindow(window=config.dedup_window, capacity=config.max_tasks)
+        if webhooks is not None:
+            push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs)
+    verifier = None
+    if signature_keys is not None or signer_cards is not None:
+        verifier = MessageVerifier(
+            signature_keys, signer_cards, required=config.require_signed_messages
+        )
+    return RequestHandler(
+        agent,
+        card,
+        config,
+        store=store,
+        dedup=dedup,
+        push=push,
+        audit=audit,
+        verifier=verifier,
+        runs=runs,
+        extended_card=extended_card,
+    )
