@@ -37,6 +37,8 @@ TOKENS = {"alice-token": "alice"}
 GRPC_AUTH = (("authorization", "Bearer alice-token"),)
 HTTP_AUTH = {"Authorization": "Bearer alice-token"}
 SPAN_PREFIX = "lf.a2a.v1.A2AService/"
+MAX_SCRAPES = 500
+"""Bound on the /metrics scrapes a test makes while it waits for the server to count a call."""
 
 Scenario = Callable[[Harness, aiohttp.ClientSession], Awaitable[None]]
 
@@ -233,7 +235,7 @@ async def test_every_transport_leaves_the_same_spans_audit_records_and_metrics(
         assert other_metrics == metrics, name
 
 
-async def test_a_unary_call_its_caller_cancels_is_audited_as_cancelled(
+async def test_a_unary_call_its_caller_cancels_is_counted_and_audited_as_cancelled(
     make_server: Factory, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
     log = tmp_path / "audit.jsonl"
@@ -244,7 +246,13 @@ async def test_a_unary_call_its_caller_cancels_is_audited_as_cancelled(
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    held.go.set()
-    await harness.running.stop(5)  # the server's side of the call has ended; the trail is flushed
+    # The server learns of the cancel on its own time: ask its metrics (each answer a real
+    # round trip, no clock) until the call's end is counted, then stop, which flushes the trail.
+    cancelled = ("SendMessage", "CANCELLED")
+    for _ in range(MAX_SCRAPES):
+        if cancelled in await metric_summary(harness, http):
+            break
+    assert cancelled in await metric_summary(harness, http)
+    await harness.running.stop(0)
     requests = [row for row in audit_summary(log) if row[0] == "request"]
     assert requests == [("request", "SendMessage", "CANCELLED", "", False, True)]
