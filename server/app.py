@@ -31,7 +31,8 @@ from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.protocol.gate import CallGate
-from a2a_grpc.server.protocol.handler import CANCEL_SETTLE_S, RequestHandler
+from a2a_grpc.server.protocol.handler import RequestHandler
+from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
 from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.transports.addresses import (
@@ -222,7 +223,7 @@ class RunningServer:
         goaway = asyncio.ensure_future(self.server.stop(grace + CANCEL_SETTLE_S))
         if self.http_server is not None:
             await self.http_server.close()
-        await self.handler.drain(left())
+        await self.handler.housekeeping.drain(left())
         if left() == 0:
             self.gate.close()  # the grace is over: what still arrives is refused
         # Calls still open get the rest of the grace; one that arrived just before its
@@ -232,7 +233,7 @@ class RunningServer:
             closing.append(self.http_server.stop(left()))  # HTTP calls end with the gRPC ones
         await asyncio.gather(*closing)
         self.gate.close()
-        await self.handler.drain(left())
+        await self.handler.housekeeping.drain(left())
         if self.handler.webhooks is not None:
             await self.handler.webhooks.close(left())
         await self.handler.store.close()
@@ -509,7 +510,7 @@ async def _start_serving(
             metrics,
         )
     await server.start()
-    handler.start()
+    handler.housekeeping.start()
     for service in ("", *a2a_services):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
 

@@ -159,7 +159,7 @@ class ServerMetrics:
             labels=["component"],
         )
         failures.add_metric(["task_store"], handler.store.failures)
-        failures.add_metric(["housekeeping"], handler.housekeeping_failures.failures)
+        failures.add_metric(["housekeeping"], handler.housekeeping.failures.failures)
         webhooks = handler.webhooks
         if webhooks is not None:
             failures.add_metric(["webhooks"], webhooks.failures)

@@ -113,6 +113,18 @@ class AuditLog(ChainWriter):
             for held in self._held.pop((tenant, principal, message.message_id), ()):
                 self._add(held)
 
+    def canceled(self, task_id: str, principal: str, tenant: str) -> None:
+        """Records CANCELED as the outcome of a task no agent was working on (canceled while it
+        waited for input, or expired waiting)."""
+        self.outcome(
+            task_id=task_id,
+            state=a2a_pb2.TaskState.Name(a2a_pb2.TASK_STATE_CANCELED),
+            principal=principal,
+            tenant=tenant,
+            message_id="",
+            cost=None,
+        )
+
     def outcome(
         self,
         *,

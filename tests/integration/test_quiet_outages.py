@@ -37,7 +37,8 @@ async def test_a_redis_outage_is_logged_once_and_counted(
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await harness.stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id))
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
-    await harness.running.handler.sweep_once()  # the timer's sweep meets the outage too
+    # The timer's sweep meets the outage too.
+    await harness.running.handler.housekeeping.sweep_once()
     async with aiohttp.ClientSession() as http, http.get(metrics_url) as response:
         assert failures_metric(await response.text(), "task_store") >= FAILED_CALLS
     redis_server.start()

@@ -112,7 +112,7 @@ async def make() -> AsyncIterator[Make]:
 
     yield build
     for handler in made:
-        await handler.drain(0)  # cancels the agents a test left holding
+        await handler.housekeeping.drain(0)  # cancels the agents a test left holding
 
 
 _ids = itertools.count()

@@ -1,0 +1,124 @@
+"""Housekeeping: what runs on a timer and at shutdown rather than per call. Expiring tasks that
+waited for input too long, finished tasks past their TTL and message ids past the dedup window,
+and draining the runs when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Set
+
+from a2a_grpc.core.failure_log import FailureLog
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import agent_message
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.protocol.dedup import Idempotency
+from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT, StoreUnavailableError, TaskStore
+from a2a_grpc.server.trust.audit import AuditLog
+
+log = logging.getLogger(__name__)
+
+CANCEL_SETTLE_S = 5.0
+"""Seconds a shutdown waits for the agents it cancelled to end (their tasks to be stored)."""
+
+
+class Housekeeping:
+    """The sweeps of one handler's store and idempotency window, and its drain."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        store: TaskStore,
+        dedup: Idempotency,
+        audit: AuditLog | None,
+        active: Mapping[str, TaskRun],
+        runners: Set[asyncio.Task[None]],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.dedup = dedup
+        self.audit = audit
+        self.active = active
+        self.runners = runners
+        self._housekeeper: asyncio.Task[None] | None = None
+        self.failures = FailureLog(log, "housekeeping (expiring tasks)", level=logging.ERROR)
+        """Sweeps that failed for another reason than the store being down (those the store
+        counts): the first with its traceback, then at most a line a minute."""
+
+    def start(self) -> None:
+        """Starts the timer that expires tasks and message ids on time, also on an idle server
+        (otherwise they would only go when new work arrives). Call on the server's loop, after
+        the store's `start`."""
+        if self._housekeeper is None:
+            self._housekeeper = asyncio.get_running_loop().create_task(self._keep_house())
+
+    @property
+    def sweep_interval(self) -> float:
+        """Seconds between sweeps: a quarter of the shortest lifetime, within 10 ms .. 1 s."""
+        config = self.config
+        shortest = min(config.task_ttl, config.interrupted_ttl, config.dedup_window)
+        return min(1.0, max(0.01, shortest / 4))
+
+    async def _keep_house(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            await self.sweep_once()
+
+    async def sweep_once(self) -> None:
+        """One `sweep` as the timer runs it: a failure is logged quietly and never stops the
+        next sweeps; one because the store is down is not logged here (the store logs its
+        outage)."""
+        try:
+            await self.sweep()
+        except StoreUnavailableError:
+            return
+        except Exception as exc:
+            self.failures.failed(f"{type(exc).__name__}: {exc}", traceback=exc)
+        else:
+            self.failures.recovered()
+
+    async def sweep(self) -> None:
+        """Cancels tasks that waited for input longer than `interrupted_ttl`, drops finished
+        tasks past `task_ttl` and message ids past the dedup window."""
+        store = self.store
+        for task_id in await store.parked_longer_than(self.config.interrupted_ttl):
+            await self._expire_parked(task_id)
+        await store.evict_expired()
+        self.dedup.expire(time.monotonic())
+
+    async def _expire_parked(self, task_id: str) -> None:
+        text = (
+            f"canceled: no answer arrived within {self.config.interrupted_ttl:g} s of a request "
+            "for input; start a new task, listing this one in reference_task_ids"
+        )
+        message = agent_message(text, context_id="", task_id=task_id)  # the store sets it
+        scope = await self.store.cancel_parked(task_id, message)
+        if scope is not None and self.audit is not None:
+            self.audit.canceled(task_id, scope.owner, scope.tenant)
+
+    async def drain(self, grace: float) -> None:
+        """Shutdown: lets running agents finish within `grace` seconds, those started meanwhile
+        too, then cancels them (their tasks end CANCELED, or FAILED saying the replica stopped
+        when the store is shared) and waits up to CANCEL_SETTLE_S for them to end."""
+        if self._housekeeper is not None:
+            self._housekeeper.cancel()
+            self._housekeeper = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self.runners and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self.runners), timeout=left)
+        pending = set(self.runners)
+        if not pending:
+            return
+        if self.store.shared:
+            # Another replica takes the next request for these tasks: say why they ended
+            # rather than that someone canceled them (spec decision §9.11).
+            for run in self.active.values():
+                run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
+        for runner in pending:
+            runner.cancel()
+        await asyncio.wait(pending, timeout=CANCEL_SETTLE_S)
