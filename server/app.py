@@ -54,9 +54,12 @@ from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
+    Authenticator,
     BearerTokens,
     ClientCertificates,
+    ForwardedClientCert,
 )
+from a2a_grpc.server.trust.mesh import XFCC_HEADER, trusted_networks
 from a2a_grpc.server.trust.signers import SignerCards
 from a2a_grpc.server.trust.tls import ServerCertificates, TlsFiles
 
@@ -277,7 +280,8 @@ class _Auth:
     certificates: ServerCertificates | None
     bearer_tokens: BearerTokens | None
     client_certificates: bool
-    authenticator: AllOf | AnyOf | None
+    """The card states mTLS: a client CA, or a trusted sidecar's XFCC without bearer tokens."""
+    authenticator: Authenticator | None
 
 
 @dataclass(frozen=True)
@@ -308,7 +312,7 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     problem = executor_problem(agent)
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
-    auth = _auth(plan.tokens, plan.tls)
+    auth = _auth(plan.tokens, plan.tls, config)
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
@@ -375,20 +379,32 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     )
 
 
-def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None) -> _Auth:
-    """Bearer tokens, client certificates, both (both required: see AllOf) or neither."""
+def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None, config: ServerConfig) -> _Auth:
+    """Bearer tokens, client certificates, both (both required: see AllOf) or neither; with
+    `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert` stands in for the client
+    certificate (ForwardedClientCert)."""
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
-    authenticators: list[BearerTokens | ClientCertificates] = []
+    if config.trust_domain and not (client_certificates or config.trust_xfcc):
+        raise StartupError("--trust-domain needs client certificates (--client-ca) or --trust-xfcc")
+    authenticators: list[Authenticator] = []
     bearer_tokens = BearerTokens(tokens) if tokens else None
     if bearer_tokens is not None:
         authenticators.append(bearer_tokens)
     if client_certificates:
-        authenticators.append(ClientCertificates())
-    # Both configured: both required (see AllOf); one configured: that one.
-    combine = AllOf if len(authenticators) > 1 else AnyOf
-    authenticator = combine(tuple(authenticators)) if authenticators else None
-    return _Auth(certificates, bearer_tokens, client_certificates, authenticator)
+        authenticators.append(ClientCertificates(config.trust_domain))
+    elif config.trust_xfcc:
+        wants = f"{XFCC_HEADER} from a trusted proxy"
+        authenticators.append(ClientCertificates(config.trust_domain, wants=wants))
+    # Both configured: both required (see AllOf); one configured: that one. Bearer tokens and
+    # XFCC without a client CA: either (a direct caller has no certificate to present).
+    combine = AllOf if client_certificates and bearer_tokens is not None else AnyOf
+    authenticator: Authenticator | None = combine(tuple(authenticators)) if authenticators else None
+    if authenticator is not None and config.trust_xfcc:
+        networks = trusted_networks(config.trusted_proxy)
+        authenticator = ForwardedClientCert(authenticator, networks, config.trust_domain)
+    card_mtls = client_certificates or (config.trust_xfcc and bearer_tokens is None)
+    return _Auth(certificates, bearer_tokens, card_mtls, authenticator)
 
 
 def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners:

@@ -148,7 +148,32 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--client-ca",
         metavar="PEM",
-        help="CA for client certificates; enables mTLS auth (default: none)",
+        help="CA for client certificates; enables mTLS auth: the principal is the "
+        "certificate's SPIFFE ID (URI SAN spiffe://...), else cert:<CN> (default: none)",
+    )
+    add(
+        "--trust-domain",
+        metavar="TD",
+        action=_AppendItems,
+        default=d.trust_domain,
+        help="accept only SPIFFE IDs of this trust domain (repeatable, or comma-separated), "
+        "from client certificates and --trust-xfcc; a certificate without a SPIFFE ID is "
+        "refused (default: any trust domain)",
+    )
+    add(
+        "--trust-xfcc",
+        action="store_true",
+        help="read the caller's SPIFFE ID from x-forwarded-client-cert (Envoy's format; the "
+        "last element, the local sidecar's) on connections from --trusted-proxy; that header "
+        "from elsewhere, or malformed, is refused (off: the header is ignored)",
+    )
+    add(
+        "--trusted-proxy",
+        metavar="CIDR",
+        action=_AppendItems,
+        default=None,
+        help="with --trust-xfcc: where the sidecar connects from (repeatable, or "
+        f"comma-separated) (default: loopback, {' and '.join(d.trusted_proxy)})",
     )
     add(
         "--signature-keys",
@@ -387,6 +412,23 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
+class _AppendItems(argparse.Action):
+    """A repeatable option whose values may each be comma-separated: a tuple of them all, in
+    order, without repeats. The default is replaced, not extended, by the first use."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        seen = getattr(namespace, self.dest)
+        earlier = () if seen is None or seen is self.default else tuple(seen)
+        items = [item.strip() for item in str(values).split(",") if item.strip()]
+        setattr(namespace, self.dest, tuple(dict.fromkeys((*earlier, *items))))
+
+
 def _card_urls(value: str) -> tuple[str, ...]:
     urls = []
     for entry in value.split(","):
@@ -494,6 +536,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         http_port = 0 if args.port == 0 else args.port + 1
     values["http_port"] = None if http_port == HTTP_PORT_OFF else http_port
     values["reuse_port"] = args.worker_index is not None
+    if args.trusted_proxy is None:  # unset: ServerConfig's default (loopback)
+        values["trusted_proxy"] = ServerConfig.trusted_proxy
     return ServerConfig(**values)
 
 

@@ -11,6 +11,11 @@ from typing import Any, TypeVar
 
 from a2a_grpc.server.push.webhooks import DeliveryPolicy
 from a2a_grpc.server.transports.addresses import parse_advertise, parse_http_url
+from a2a_grpc.server.trust.mesh import (
+    DEFAULT_TRUSTED_PROXIES,
+    trust_domain_problem,
+    trusted_networks,
+)
 
 MiB = 1024 * 1024
 
@@ -233,6 +238,18 @@ class ServerConfig:
     advertise_http: str = ""
     """`http(s)://host[:port][/path]`: the base URL the card lists for the HTTP bindings (JSON-RPC
     at `URL/`, HTTP+JSON under `URL`). Empty: derived as `advertise` says."""
+    trust_domain: tuple[str, ...] = ()
+    """SPIFFE trust domains (`example.org`) whose callers are accepted, by the SPIFFE ID of
+    their client certificate or of `x-forwarded-client-cert`; a SPIFFE ID of another trust
+    domain, or a client certificate without one, is refused. Empty: any trust domain. Needs
+    client certificates (a client CA) or `trust_xfcc`."""
+    trust_xfcc: bool = False
+    """Read the caller's SPIFFE ID from `x-forwarded-client-cert` (Envoy's format, the last
+    element: the one the local sidecar added) on connections from `trusted_proxy`; that header
+    from any other address, or malformed, is refused. Off: the header is ignored."""
+    trusted_proxy: tuple[str, ...] = DEFAULT_TRUSTED_PROXIES
+    """With `trust_xfcc`: the networks (CIDRs, or single addresses) whose connections may carry
+    `x-forwarded-client-cert`: where the sidecar connects from. Default: loopback."""
     reuse_port: bool = False
     """Bind the gRPC and HTTP ports with SO_REUSEPORT, sharing them with the other workers: set
     in each worker process by the supervisor. Off, the port is never shared (another process on
@@ -300,6 +317,16 @@ class ServerConfig:
                     check(value)
             except ValueError as exc:
                 problems.append(str(exc))
+        problems += [
+            f"trust_domain: {problem}"
+            for problem in map(trust_domain_problem, self.trust_domain)
+            if problem is not None
+        ]
+        try:
+            if not trusted_networks(self.trusted_proxy):
+                problems.append("trusted_proxy must name at least one network")
+        except ValueError as exc:
+            problems.append(str(exc))
         store_problem = _store_problem(self.store)
         if store_problem is not None:
             problems.append(store_problem)

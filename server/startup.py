@@ -147,14 +147,18 @@ def settings_line(config: ServerConfig) -> str:
 
 
 def _authentication_line(summary: StartupSummary) -> str:
+    forwarded = "the SPIFFE ID x-forwarded-client-cert names, from a --trusted-proxy"
     if summary.bearer_tokens and summary.client_certificates:
         return (
             "authentication required: a client certificate and a bearer token on every call "
             "(the token names the principal)"
+            + (f"; {forwarded} stands in for the certificate" if summary.config.trust_xfcc else "")
         )
-    if summary.bearer_tokens or summary.client_certificates:
-        kind = "bearer token" if summary.bearer_tokens else "client certificate"
-        return f"authentication required: {kind}"
+    kinds = ["bearer token"] if summary.bearer_tokens else []
+    kinds += ["client certificate"] if summary.client_certificates else []
+    kinds += [forwarded] if summary.config.trust_xfcc else []
+    if kinds:
+        return "authentication required: " + ", or ".join(kinds)
     return "no authentication configured: every caller is served as the same anonymous principal"
 
 

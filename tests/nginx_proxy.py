@@ -16,6 +16,11 @@ new workers. The reload returns once every old worker has logged it: that is the
 proves the new configuration routes every new call. (An old worker still finishes the calls it
 had; "exiting" comes only after its last connection closed.) A configuration nginx rejects is
 logged `[emerg]` and leaves the old workers running: `reload` raises then.
+
+`headers` plays a sidecar: nginx sets each on every proxied call (`grpc_set_header`), in place
+of any the client sent under that name, as Envoy does an `x-forwarded-client-cert`. With
+`http_upstream`, nginx also proxies HTTP/1.1 (`proxy_pass`, the same headers by
+`proxy_set_header`) from `http_target` to that port, for the JSON-RPC and HTTP+JSON bindings.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -70,10 +75,35 @@ http {{
         listen 127.0.0.1:{port} http2;
         location / {{
             grpc_pass grpc://replicas;
+{grpc_headers}
         }}
     }}
-}}
+{http_server}}}
 """
+HTTP_SERVER = """\
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_http_version 1.1;
+            proxy_buffering off;
+{headers}
+        }}
+    }}
+"""
+
+
+def _quoted(value: str) -> str:
+    """`value` as an nginx configuration string: single-quoted, `'` and `\\` escaped, and no
+    `$` (nginx would read a variable)."""
+    assert "$" not in value, "no nginx variables in a test header"
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _header_lines(directive: str, headers: Mapping[str, str]) -> str:
+    return "\n".join(
+        f"            {directive} {name} {_quoted(value)};" for name, value in headers.items()
+    )
 
 
 class _NginxLog(_LogPump):
@@ -120,10 +150,19 @@ class NginxGrpcProxy:
     `fail_timeout=1s`). Use as a context manager; `close()` stops it and removes its files.
     `reload(down=ports)` takes those ports out of rotation (and puts the others back)."""
 
-    def __init__(self, upstream_ports: Sequence[int], *, server_options: str = "") -> None:
+    def __init__(
+        self,
+        upstream_ports: Sequence[int],
+        *,
+        server_options: str = "",
+        headers: Mapping[str, str] | None = None,
+        http_upstream: int | None = None,
+    ) -> None:
         self.upstream_ports = tuple(upstream_ports)
         self.server_options = server_options
-        self.port = free_ports(1)[0]
+        self.headers = dict(headers or {})
+        self.http_upstream = http_upstream
+        self.port, self.http_port = free_ports(2)
         self._dir = Path(tempfile.mkdtemp(prefix="a2a-nginx-"))
         self._process: subprocess.Popen[str] | None = None
         self._pump: _NginxLog | None = None
@@ -136,6 +175,11 @@ class NginxGrpcProxy:
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def http_target(self) -> str:
+        """The base URL of the HTTP proxy (with `http_upstream`)."""
+        return f"http://127.0.0.1:{self.http_port}"
 
     def lines(self) -> list[str]:
         """nginx's error log so far."""
@@ -150,7 +194,21 @@ class NginxGrpcProxy:
         config = self._dir / "nginx.conf"
         # Run as root (CI), nginx would hand its workers to `nobody`, who cannot write here.
         user = "user root;\n" if os.geteuid() == 0 else ""
-        text = CONFIG.format(user=user, dir=self._dir, servers=servers, port=self.port)
+        http_server = ""
+        if self.http_upstream is not None:
+            http_server = HTTP_SERVER.format(
+                port=self.http_port,
+                upstream=self.http_upstream,
+                headers=_header_lines("proxy_set_header", self.headers),
+            )
+        text = CONFIG.format(
+            user=user,
+            dir=self._dir,
+            servers=servers,
+            port=self.port,
+            grpc_headers=_header_lines("grpc_set_header", self.headers),
+            http_server=http_server,
+        )
         written = config.with_suffix(".new")
         written.write_text(text)
         written.replace(config)  # nginx never reads half a file

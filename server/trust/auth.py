@@ -6,8 +6,14 @@ call gate's first step asks for the principal (`current_principal`), so a caller
 credentials gets UNAUTHENTICATED before any lookup and learns nothing about which tasks exist.
 The principal scopes every task operation (with the request's tenant).
 
-Configured with neither tokens nor client certificates, the server authenticates nothing and
-serves every caller as the anonymous principal "".
+What a call presents is a `Presented`: its metadata (gRPC metadata, or the HTTP headers of the
+same names), the names of the client certificate TLS verified, and the address the connection
+comes from. Principals: a bearer token's principal; a client certificate's SPIFFE ID
+(`spiffe://td/ns/x/sa/y`, its URI SAN) or, without one, `cert:<CN>`; the SPIFFE ID a trusted
+sidecar forwards in `x-forwarded-client-cert` (ForwardedClientCert, trust/mesh.py).
+
+Configured with neither tokens nor client certificates (nor a trusted sidecar), the server
+authenticates nothing and serves every caller as the anonymous principal "".
 """
 
 from __future__ import annotations
@@ -17,9 +23,18 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+from a2a_grpc.server.trust.mesh import (
+    XFCC_HEADER,
+    IdentityProblem,
+    Network,
+    forwarded_spiffe_id,
+    is_trusted,
+    spiffe_id,
+)
 
 TOKENS_ENV = "A2A_GRPC_TOKENS"
 
@@ -45,19 +60,40 @@ def current_principal() -> str:
     return caller
 
 
+@dataclass(frozen=True)
+class Presented:
+    """What one call presents to be authenticated, as its transport received it."""
+
+    metadata: Sequence[tuple[str, str | bytes]] = ()
+    """The call's gRPC metadata, or an HTTP request's headers of the same (lowercase) names."""
+    peer: Mapping[str, Sequence[bytes]] = field(default_factory=dict)
+    """The client certificate TLS verified, as gRPC's auth context names it: `x509_common_name`
+    (its subject CN), `peer_uri` (its URI SANs), `x509_subject_alternative_name` (all its
+    SANs); empty without a client certificate."""
+    remote: str | None = None
+    """The IP address the connection comes from (`127.0.0.1`, `::1`); None when it has none
+    (a Unix socket)."""
+
+    def values(self, key: str) -> list[str]:
+        """The text values of metadata `key`, in order."""
+        return [v.decode() if isinstance(v, bytes) else v for k, v in self.metadata if k == key]
+
+
 class Authenticator(Protocol):
-    """Turns a call's metadata and TLS peer into a principal, or raises AuthenticationError.
+    """Turns what a call presents into a principal, or raises AuthenticationError.
 
     Returns None when this authenticator found no credentials of its kind (so another may try).
+    An authenticator may have a `wants` attribute: what a caller must send, for the refusal of
+    a call that sent nothing any authenticator takes.
     """
 
-    def authenticate(
-        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
-    ) -> str | None: ...
+    def authenticate(self, presented: Presented) -> str | None: ...
 
 
 class BearerTokens:
     """`authorization: Bearer <token>` → principal, from a fixed table of tokens."""
+
+    wants = "'authorization: Bearer <token>'"
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         self.replace(tokens)
@@ -69,13 +105,10 @@ class BearerTokens:
         # Keyed by digest so lookups do not compare secrets character by character.
         self._principals = {_digest(token): principal for token, principal in tokens.items()}
 
-    def authenticate(
-        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
-    ) -> str | None:
-        header = next((v for k, v in metadata if k == "authorization"), None)
-        if header is None:
+    def authenticate(self, presented: Presented) -> str | None:
+        text = next(iter(presented.values("authorization")), None)
+        if text is None:
             return None
-        text = header.decode() if isinstance(header, bytes) else header
         scheme, _, token = text.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationError("authorization must be 'Bearer <token>'")
@@ -86,15 +119,72 @@ class BearerTokens:
 
 
 class ClientCertificates:
-    """mTLS: the principal is the verified client certificate's subject common name."""
+    """mTLS: the principal is the verified client certificate's SPIFFE ID (its one URI SAN
+    `spiffe://...`, checked against the SPIFFE ID standard), or `cert:<CN>` when it has none.
 
-    def authenticate(
-        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
-    ) -> str | None:
-        names = peer.get("x509_common_name") or peer.get("x509_subject_alternative_name")
+    With `trust_domains`, only SPIFFE IDs of those trust domains are accepted: a certificate of
+    another trust domain, or one without a SPIFFE ID, is refused.
+    """
+
+    def __init__(
+        self, trust_domains: Sequence[str] = (), *, wants: str = "a client certificate"
+    ) -> None:
+        self.trust_domains = tuple(trust_domains)
+        self.wants = wants
+
+    def authenticate(self, presented: Presented) -> str | None:
+        peer = presented.peer
+        uris = [uri.decode() for uri in peer.get("peer_uri", ())]
+        try:
+            found = spiffe_id(uris, "the client certificate", self.trust_domains)
+        except IdentityProblem as exc:
+            raise AuthenticationError(str(exc)) from None
+        if found is not None:
+            return found
+        names = [n for n in peer.get("x509_common_name", ()) if n] or [
+            n for n in peer.get("x509_subject_alternative_name", ()) if n
+        ]
         if not names:
             return None
+        if self.trust_domains:
+            raise AuthenticationError(
+                "the client certificate has no SPIFFE ID (a URI SAN spiffe://...): this server "
+                f"accepts only trust domain(s) {', '.join(self.trust_domains)} (--trust-domain)"
+            )
         return "cert:" + names[0].decode()
+
+
+@dataclass(frozen=True)
+class ForwardedClientCert:
+    """`--trust-xfcc`: the SPIFFE ID a sidecar forwards in `x-forwarded-client-cert` stands in
+    for the client certificate the sidecar verified, for `inner` to authenticate.
+
+    A call without the header goes to `inner` as it is (its own certificate, its token). A call
+    with it is refused unless its connection comes from one of `trusted_proxies` (a sidecar on
+    loopback by default), unless the header parses (trust/mesh.py), and unless its last element
+    (the one the local sidecar added) names one valid SPIFFE ID, of `trust_domains` when given.
+    Then `inner` sees that SPIFFE ID in place of the connection's own certificate (the
+    sidecar's, when the sidecar connects with mTLS: it only admits the connection).
+    """
+
+    inner: Authenticator
+    trusted_proxies: tuple[Network, ...]
+    trust_domains: tuple[str, ...] = ()
+
+    def authenticate(self, presented: Presented) -> str | None:
+        values = presented.values(XFCC_HEADER)
+        if not values:
+            return self.inner.authenticate(presented)
+        if not is_trusted(presented.remote, self.trusted_proxies):
+            raise AuthenticationError(
+                f"{XFCC_HEADER} is accepted only from a trusted proxy (--trusted-proxy); this "
+                f"connection comes from {presented.remote or 'an address that is not IP'}"
+            )
+        try:
+            forwarded = forwarded_spiffe_id(values, self.trust_domains)
+        except IdentityProblem as exc:
+            raise AuthenticationError(str(exc)) from None
+        return self.inner.authenticate(replace(presented, peer={"peer_uri": [forwarded.encode()]}))
 
 
 @dataclass(frozen=True)
@@ -103,21 +193,15 @@ class AnyOf:
 
     authenticators: tuple[Authenticator, ...]
 
-    def authenticate(
-        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
-    ) -> str:
+    def authenticate(self, presented: Presented) -> str:
         for authenticator in self.authenticators:
-            principal = authenticator.authenticate(metadata, peer)
+            principal = authenticator.authenticate(presented)
             if principal is not None:
                 return principal
+        wants = [getattr(a, "wants", "credentials") for a in self.authenticators]
         raise AuthenticationError(
-            "this server needs credentials: send 'authorization: Bearer <token>'"
-            + (" or a client certificate" if self._takes_certificates else "")
+            "this server needs credentials: send " + " or ".join(dict.fromkeys(wants))
         )
-
-    @property
-    def _takes_certificates(self) -> bool:
-        return any(isinstance(a, ClientCertificates) for a in self.authenticators)
 
 
 @dataclass(frozen=True)
@@ -131,10 +215,8 @@ class AllOf:
 
     authenticators: tuple[Authenticator, ...]
 
-    def authenticate(
-        self, metadata: Sequence[tuple[str, str | bytes]], peer: Mapping[str, Sequence[bytes]]
-    ) -> str:
-        principals = [a.authenticate(metadata, peer) for a in self.authenticators]
+    def authenticate(self, presented: Presented) -> str:
+        principals = [a.authenticate(presented) for a in self.authenticators]
         if any(principal is None for principal in principals):
             raise AuthenticationError(
                 "this server needs both a client certificate and 'authorization: Bearer <token>'"
@@ -178,14 +260,10 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
     return tokens
 
 
-def caller_of(
-    authenticator: Authenticator,
-    metadata: Sequence[tuple[str, str | bytes]],
-    peer: Mapping[str, Sequence[bytes]],
-) -> str | AuthenticationError:
+def caller_of(authenticator: Authenticator, presented: Presented) -> str | AuthenticationError:
     """The caller's principal, or the refusal to answer with UNAUTHENTICATED."""
     try:
-        principal = authenticator.authenticate(metadata, peer)
+        principal = authenticator.authenticate(presented)
     except AuthenticationError as exc:
         return exc
     return principal if principal is not None else AuthenticationError("credentials are required")

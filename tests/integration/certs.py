@@ -1,9 +1,11 @@
-"""Throwaway PKI for TLS tests: a CA, a server certificate for 127.0.0.1, client certificates."""
+"""Throwaway PKI for TLS tests: a CA, a server certificate for 127.0.0.1, client certificates
+(with a SPIFFE ID, a URI SAN, when asked; with no subject CN when `common_name` is None)."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -49,12 +51,14 @@ class Authority:
         )
         self.certificate = self._cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, common_name: str, *, server: bool = False) -> Pem:
+    def issue(
+        self, common_name: str | None, *, server: bool = False, uris: Sequence[str] = ()
+    ) -> Pem:
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(common_name))
+            .subject_name(_name(common_name) if common_name is not None else x509.Name([]))
             .issuer_name(self._cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -67,6 +71,12 @@ class Authority:
                     [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
                 ),
                 critical=False,
+            )
+        elif uris:
+            # RFC 5280: the SAN extension is critical when the subject is empty.
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.UniformResourceIdentifier(u) for u in uris]),
+                critical=common_name is None,
             )
         cert = builder.sign(self._key, hashes.SHA256())
         return Pem(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))

@@ -12,6 +12,7 @@ from a2a_grpc.server.trust.auth import (
     AuthenticationError,
     BearerTokens,
     ClientCertificates,
+    Presented,
     load_tokens,
 )
 
@@ -45,11 +46,11 @@ def test_bad_token_tables(tmp_path: Path, content: str | None, env: str, message
 
 def test_bearer_authentication() -> None:
     auth = AnyOf((BearerTokens({"s3cret": "alice"}),))
-    assert auth.authenticate((("authorization", "Bearer s3cret"),), {}) == "alice"
-    assert auth.authenticate((("authorization", "bearer  s3cret "),), {}) == "alice"
+    assert auth.authenticate(Presented((("authorization", "Bearer s3cret"),))) == "alice"
+    assert auth.authenticate(Presented((("authorization", "bearer  s3cret "),))) == "alice"
     for metadata in ((), (("authorization", "Bearer nope"),), (("authorization", "Basic x"),)):
         with pytest.raises(AuthenticationError):
-            auth.authenticate(metadata, {})
+            auth.authenticate(Presented(metadata))
 
 
 @pytest.mark.parametrize(
@@ -80,8 +81,9 @@ def test_unreadable_token_file_and_empty_environment_entries(tmp_path: Path) -> 
 def test_all_of_needs_every_credential() -> None:
     auth = AllOf((BearerTokens({"s3cret": "alice"}), ClientCertificates()))
     certificate = {"x509_common_name": [b"svc"]}
-    assert auth.authenticate((("authorization", "Bearer s3cret"),), certificate) == "alice"
+    token = (("authorization", "Bearer s3cret"),)
+    assert auth.authenticate(Presented(token, certificate)) == "alice"
     with pytest.raises(AuthenticationError, match="both"):
-        auth.authenticate((), certificate)
+        auth.authenticate(Presented((), certificate))
     with pytest.raises(AuthenticationError, match="both"):
-        auth.authenticate((("authorization", "Bearer s3cret"),), {})
+        auth.authenticate(Presented(token))

@@ -8,7 +8,14 @@ from typing import Any
 import grpc
 
 from a2a_grpc.core.service import V03_SERVICE_NAME, method_path
-from a2a_grpc.server.trust.auth import AuthenticationError, Authenticator, caller_of, set_caller
+from a2a_grpc.server.trust.auth import (
+    AuthenticationError,
+    Authenticator,
+    Presented,
+    caller_of,
+    set_caller,
+)
+from a2a_grpc.server.trust.mesh import grpc_peer_address
 
 A2A_SERVICE_PREFIXES = (method_path(""), f"/{V03_SERVICE_NAME}/")
 """The paths of the A2A services (1.0 and 0.3): every call to them is authenticated."""
@@ -59,8 +66,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def _authenticate(self, context: Any) -> str | AuthenticationError:
         """The caller's principal, or the refusal the servicer turns into UNAUTHENTICATED."""
-        return caller_of(
-            self.authenticator,
+        presented = Presented(
             tuple(context.invocation_metadata() or ()),
             context.auth_context() or {},
+            grpc_peer_address(context.peer()),
         )
+        return caller_of(self.authenticator, presented)

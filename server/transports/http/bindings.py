@@ -16,8 +16,8 @@ the same handler method; only the encoding of requests, results, streams and err
   answers POST, because the spec's prose says POST for `:subscribe` where the proto says GET.
 
 Service parameters come from headers: `A2A-Version`, `A2A-Extensions` (comma-separated; the
-activated ones are echoed in the response header), `Authorization` (the gRPC server's
-authenticator), `traceparent` / `tracestate`.
+activated ones are echoed in the response header), `Authorization` and
+`X-Forwarded-Client-Cert` (the gRPC server's authenticator), `traceparent` / `tracestate`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC
 from a2a_grpc.server.protocol.gate import NO_PARAMS, CallGate, ServiceParams
 from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
-from a2a_grpc.server.trust.auth import Authenticator, caller_of, set_caller
+from a2a_grpc.server.trust.auth import Authenticator, Presented, caller_of, set_caller
+from a2a_grpc.server.trust.mesh import XFCC_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -180,19 +181,28 @@ EncodeError = Callable[[StatusError], bytes]
 
 
 def _peer_names(request: web.Request) -> Mapping[str, Sequence[bytes]]:
-    """The common name of the client certificate TLS verified (mTLS), as gRPC's auth context
-    has it (`x509_common_name`), so the same authenticator names the same principal."""
+    """The names of the client certificate TLS verified (mTLS), as gRPC's auth context has
+    them (`x509_common_name`: the subject's CN; `peer_uri`: the URI SANs, where a SPIFFE ID
+    is), so the same authenticator names the same principal on both ports."""
     transport = request.transport
     certificate = None if transport is None else transport.get_extra_info("peercert")
     if not certificate:
         return {}
-    names = [
+    names: dict[str, list[bytes]] = {}
+    common_names = [
         value.encode()
         for rdn in certificate.get("subject", ())
         for key, value in rdn
         if key == "commonName"
     ]
-    return {"x509_common_name": names} if names else {}
+    if common_names:
+        names["x509_common_name"] = common_names
+    uris = [
+        value.encode() for kind, value in certificate.get("subjectAltName", ()) if kind == "URI"
+    ]
+    if uris:
+        names["peer_uri"] = uris
+    return names
 
 
 class HttpBindings:
@@ -229,12 +239,18 @@ class HttpBindings:
 
     def _authenticate(self, http_request: web.Request) -> None:
         """Names the caller of this request (the gate reads it), as gRPC's interceptor does:
-        its `Authorization` header and the client certificate TLS verified."""
+        its `Authorization` and `X-Forwarded-Client-Cert` headers, the client certificate TLS
+        verified and the address the connection comes from."""
         if self.authenticator is None:
             return
-        authorization = http_request.headers.get("Authorization")
-        metadata = () if authorization is None else (("authorization", authorization),)
-        set_caller(caller_of(self.authenticator, metadata, _peer_names(http_request)))
+        headers = http_request.headers
+        metadata = [
+            (key, value)
+            for key in ("authorization", XFCC_HEADER)
+            for value in headers.getall(key, ())
+        ]
+        presented = Presented(tuple(metadata), _peer_names(http_request), http_request.remote)
+        set_caller(caller_of(self.authenticator, presented))
 
     async def _unary(
         self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
