@@ -381,7 +381,7 @@ async def test_a_write_refused_after_a_cancel_elsewhere_leaves_no_trace(
         with pytest.raises(TaskFinishedError):
             await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
         # Not even a stale member that ListTasks would have to sweep (see the module docstring
-        # of redis_store.py for the index keys).
+        # of tasks/redis/keys.py for the index keys).
         completed_index = one.keys.index(ALICE, f"s:{a2a_pb2.TASK_STATE_COMPLETED}")
         assert await one.client.zcard(completed_index) == 0
         for store in (one, two):

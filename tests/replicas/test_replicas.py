@@ -187,7 +187,7 @@ async def test_one_message_id_sent_to_two_replicas_runs_once(
 async def test_a_reused_message_id_with_other_content_is_refused_on_another_replica(
     replicas: StartReplica, redis: aioredis.Redis
 ) -> None:
-    """Catches the shared idempotency window (redis_dedup.py) without its content check: a
+    """Catches the shared idempotency window (SharedDedupWindow in protocol/dedup.py) without its content check: a
     message id reused for different content, sent to a replica other than the one that ran
     the first message, would get the first message's task instead of INVALID_PARAMS (this
     replica's own window never saw the id, so only the claim in Redis can tell)."""
