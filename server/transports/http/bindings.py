@@ -227,14 +227,14 @@ class HttpBindings:
 
     # -- the shared call path -------------------------------------------------------------
 
-    def _authenticate(self, http_request: web.Request) -> None:
+    async def _authenticate(self, http_request: web.Request) -> None:
         """Names the caller of this request (the gate reads it), as gRPC's interceptor does:
         its `Authorization` header and the client certificate TLS verified."""
         if self.authenticator is None:
             return
         authorization = http_request.headers.get("Authorization")
         metadata = () if authorization is None else (("authorization", authorization),)
-        set_caller(caller_of(self.authenticator, metadata, _peer_names(http_request)))
+        set_caller(await caller_of(self.authenticator, metadata, _peer_names(http_request)))
 
     async def _unary(
         self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
@@ -243,7 +243,7 @@ class HttpBindings:
         to echo."""
         call = self.gate.begin(rpc.name, read_params(http_request), transport)
         try:
-            self._authenticate(http_request)
+            await self._authenticate(http_request)
             handler_call, activated = call.admit()
             request = parse()
             call.parsed(request)
@@ -274,7 +274,7 @@ class HttpBindings:
         slow_reader = False
         try:
             try:
-                self._authenticate(http_request)
+                await self._authenticate(http_request)
                 handler_call, activated = call.admit()
                 request = parse()
                 call.parsed(request)
