@@ -52,9 +52,11 @@ from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
+    Authenticator,
     BearerTokens,
     ClientCertificates,
 )
+from a2a_grpc.server.trust.oidc import JwtBearer
 from a2a_grpc.server.trust.signers import SignerCards
 from a2a_grpc.server.trust.tls import ServerCertificates, TlsFiles
 
@@ -95,6 +97,8 @@ class RunningServer:
     metrics: ServerMetrics | None = None
     """The server's metrics registry (None with `config.metrics` off)."""
     bearer_tokens: BearerTokens | None = None
+    jwt: JwtBearer | None = None
+    """What checks bearer JWTs (its keys: `jwt.start`), closed by `stop`."""
     certificates: ServerCertificates | None = None
     card_signer: tuple[PrivateKey, str] | None = None
     """The key and kid the cards are signed with (`--card-signing-key`), for a reload."""
@@ -237,6 +241,8 @@ class RunningServer:
         await self.handler.store.close()
         if self.handler.verifier is not None:
             await self.handler.verifier.aclose()
+        if self.jwt is not None:
+            await self.jwt.aclose()
         if self.handler.audit is not None:
             await asyncio.to_thread(self.handler.audit.close)
 
@@ -276,6 +282,8 @@ class _Auth:
     bearer_tokens: BearerTokens | None
     client_certificates: bool
     authenticator: AllOf | AnyOf | None
+    jwt: JwtBearer | None = None
+    """Bearer JWTs (`--oidc-issuer` / `--jwks`): it holds static `bearer_tokens` as its table."""
 
 
 @dataclass(frozen=True)
@@ -306,7 +314,24 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     problem = executor_problem(agent)
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
-    auth = _auth(plan.tokens, plan.tls)
+    auth = _auth(plan.tokens, plan.tls, config)
+    if auth.jwt is not None:
+        try:
+            await auth.jwt.start()
+        except ValueError as exc:
+            await auth.jwt.aclose()
+            raise StartupError(f"cannot check JWTs: {exc}") from exc
+    try:
+        return await _start(plan, auth)
+    except BaseException:
+        if auth.jwt is not None:
+            await auth.jwt.aclose()
+        raise
+
+
+async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
+    """`start_server` once the authenticator is ready."""
+    config, agent = plan.config, plan.agent
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
@@ -371,23 +396,47 @@ async def start_server(plan: ServerPlan) -> RunningServer:
         certificates=auth.certificates,
         card_signer=plan.card_signer,
         board=board,
+        jwt=auth.jwt,
     )
 
 
-def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None) -> _Auth:
-    """Bearer tokens, client certificates, both (both required: see AllOf) or neither."""
+def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None, config: ServerConfig) -> _Auth:
+    """Bearer tokens (static, JWTs or both), client certificates, both (both required: see
+    AllOf) or neither."""
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
-    authenticators: list[BearerTokens | ClientCertificates] = []
+    authenticators: list[Authenticator] = []
     bearer_tokens = BearerTokens(tokens) if tokens else None
-    if bearer_tokens is not None:
+    jwt = _jwt_bearer(config, bearer_tokens)
+    if jwt is not None:
+        authenticators.append(jwt)  # a bearer value that is no JWT goes to the static table
+    elif bearer_tokens is not None:
         authenticators.append(bearer_tokens)
     if client_certificates:
         authenticators.append(ClientCertificates())
     # Both configured: both required (see AllOf); one configured: that one.
     combine = AllOf if len(authenticators) > 1 else AnyOf
     authenticator = combine(tuple(authenticators)) if authenticators else None
-    return _Auth(certificates, bearer_tokens, client_certificates, authenticator)
+    return _Auth(certificates, bearer_tokens, client_certificates, authenticator, jwt)
+
+
+def _jwt_bearer(config: ServerConfig, static: BearerTokens | None) -> JwtBearer | None:
+    """The JWT authenticator the config asks for (None: JWTs are not accepted); its keys are
+    fetched by `JwtBearer.start`."""
+    if not (config.oidc_issuer or config.jwks):
+        return None
+    return JwtBearer(
+        issuer=config.oidc_issuer or config.jwt_issuer,
+        audience=config.jwt_audience,
+        oidc=bool(config.oidc_issuer),
+        jwks=config.jwks,
+        algorithms=config.jwt_algorithms,
+        principal_claim=config.jwt_principal_claim,
+        leeway=config.jwt_leeway,
+        timeout_s=config.jwks_timeout,
+        refresh_interval=config.jwks_refresh_interval,
+        static=static,
+    )
 
 
 def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners:
@@ -439,6 +488,8 @@ def _cards(
         v03=config.compat_03,
         bearer_tokens=auth.bearer_tokens is not None,
         client_certificates=auth.client_certificates,
+        jwt=auth.jwt is not None,
+        oidc_discovery_url=None if auth.jwt is None else auth.jwt.discovery_url,
         signed_messages=(
             config.require_signed_messages
             if plan.signature_keys is not None or config.trusted_signer_cards
