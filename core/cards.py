@@ -41,6 +41,7 @@ __all__ = [
     "CardTimeoutError",
     "CardUnreachableError",
     "FetchedCard",
+    "bounded_get",
     "card_url",
     "max_age",
     "parse_card",
@@ -114,6 +115,42 @@ def parse_card(text: str | bytes) -> a2a_pb2.AgentCard:
     except (json_format.ParseError, ValueError) as error:
         raise InvalidAgentResponseError(f"malformed agent card: {error}") from error
     return card
+
+
+async def bounded_get(
+    http: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    *,
+    timeout_s: float,
+    what: str,
+    max_bytes: int = MAX_CARD_BYTES,
+) -> tuple[int, httpx.Headers, bytes]:
+    """GET `url`: its status, headers and body (empty unless 200), within `timeout_s` seconds in
+    all (connect, headers and body) and `max_bytes`; `what` names the document in the errors
+    (CardTimeoutError, CardUnreachableError, CardRejectedError for a body over `max_bytes`).
+    Redirects are followed only if `http` follows them."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with http.stream("GET", url, headers=headers) as response:
+                if response.status_code != 200:
+                    return response.status_code, response.headers, b""
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise CardRejectedError(
+                            f"GET {url}: {what} is larger than {max_bytes} bytes", url=url
+                        )
+                return 200, response.headers, bytes(body)
+    except (TimeoutError, httpx.TimeoutException) as error:
+        raise CardTimeoutError(
+            f"timed out after {timeout_s:g} s fetching {what} {url}", url=url
+        ) from error
+    except httpx.HTTPError as error:
+        raise CardUnreachableError(
+            f"could not fetch {what} {url}: {error or type(error).__name__}", url=url
+        ) from error
 
 
 def max_age(cache_control: str | None) -> float:
@@ -190,17 +227,9 @@ class CardCache:
         headers = {"accept": "application/json"}
         if cached is not None and cached.etag:
             headers["if-none-match"] = cached.etag
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                status, response_headers, body = await self._get(url, headers)
-        except (TimeoutError, httpx.TimeoutException) as error:
-            raise CardTimeoutError(
-                f"timed out after {self._timeout_s:g} s fetching the agent card {url}", url=url
-            ) from error
-        except httpx.HTTPError as error:
-            raise CardUnreachableError(
-                f"could not fetch the agent card {url}: {error or type(error).__name__}", url=url
-            ) from error
+        status, response_headers, body = await bounded_get(
+            self._http, url, headers, timeout_s=self._timeout_s, what="the agent card"
+        )
         now = self._clock()
         if status == 304 and cached is not None:
             card = cached.card
@@ -221,19 +250,6 @@ class CardCache:
         else:
             self._entries[url] = entry
         return entry
-
-    async def _get(self, url: str, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
-        async with self._http.stream("GET", url, headers=headers) as response:
-            if response.status_code != 200:
-                return response.status_code, response.headers, b""
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_CARD_BYTES:
-                    raise CardRejectedError(
-                        f"GET {url}: the card is larger than {MAX_CARD_BYTES} bytes", url=url
-                    )
-            return 200, response.headers, bytes(body)
 
     async def aclose(self) -> None:
         """Stops fetches in flight and closes the HTTP client if this cache created it."""

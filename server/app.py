@@ -60,6 +60,7 @@ from a2a_grpc.server.trust.auth import (
     ForwardedClientCert,
 )
 from a2a_grpc.server.trust.mesh import XFCC_HEADER, trusted_networks
+from a2a_grpc.server.trust.oidc import JwtBearer
 from a2a_grpc.server.trust.signers import SignerCards
 from a2a_grpc.server.trust.tls import ServerCertificates, TlsFiles
 
@@ -100,6 +101,8 @@ class RunningServer:
     metrics: ServerMetrics | None = None
     """The server's metrics registry (None with `config.metrics` off)."""
     bearer_tokens: BearerTokens | None = None
+    jwt: JwtBearer | None = None
+    """What checks bearer JWTs (its keys: `jwt.start`), closed by `stop`."""
     certificates: ServerCertificates | None = None
     card_signer: tuple[PrivateKey, str] | None = None
     """The key and kid the cards are signed with (`--card-signing-key`), for a reload."""
@@ -242,6 +245,8 @@ class RunningServer:
         await self.handler.store.close()
         if self.handler.verifier is not None:
             await self.handler.verifier.aclose()
+        if self.jwt is not None:
+            await self.jwt.aclose()
         if self.handler.audit is not None:
             await asyncio.to_thread(self.handler.audit.close)
 
@@ -282,6 +287,8 @@ class _Auth:
     client_certificates: bool
     """The card states mTLS: a client CA, or a trusted sidecar's XFCC without bearer tokens."""
     authenticator: Authenticator | None
+    jwt: JwtBearer | None = None
+    """Bearer JWTs (`--oidc-issuer` / `--jwks`): it holds static `bearer_tokens` as its table."""
 
 
 @dataclass(frozen=True)
@@ -313,6 +320,23 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
     auth = _auth(plan.tokens, plan.tls, config)
+    if auth.jwt is not None:
+        try:
+            await auth.jwt.start()
+        except ValueError as exc:
+            await auth.jwt.aclose()
+            raise StartupError(f"cannot check JWTs: {exc}") from exc
+    try:
+        return await _start(plan, auth)
+    except BaseException:
+        if auth.jwt is not None:
+            await auth.jwt.aclose()
+        raise
+
+
+async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
+    """`start_server` once the authenticator is ready."""
+    config, agent = plan.config, plan.agent
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
@@ -376,21 +400,25 @@ async def start_server(plan: ServerPlan) -> RunningServer:
         certificates=auth.certificates,
         card_signer=plan.card_signer,
         board=board,
+        jwt=auth.jwt,
     )
 
 
 def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None, config: ServerConfig) -> _Auth:
-    """Bearer tokens, client certificates, both (both required: see AllOf) or neither; with
-    `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert` stands in for the client
-    certificate (ForwardedClientCert)."""
+    """Bearer tokens (static, JWTs or both), client certificates, both (both required: see
+    AllOf) or neither; with `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert`
+    stands in for the client certificate (ForwardedClientCert)."""
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
     if config.trust_domain and not (client_certificates or config.trust_xfcc):
         raise StartupError("--trust-domain needs client certificates (--client-ca) or --trust-xfcc")
     authenticators: list[Authenticator] = []
     bearer_tokens = BearerTokens(tokens) if tokens else None
-    if bearer_tokens is not None:
-        authenticators.append(bearer_tokens)
+    jwt = _jwt_bearer(config, bearer_tokens)
+    # A bearer value that is no JWT goes from the JWT authenticator to the static table.
+    bearer = jwt if jwt is not None else bearer_tokens
+    if bearer is not None:
+        authenticators.append(bearer)
     if client_certificates:
         authenticators.append(ClientCertificates(config.trust_domain))
     elif config.trust_xfcc:
@@ -398,13 +426,32 @@ def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None, config: Server
         authenticators.append(ClientCertificates(config.trust_domain, wants=wants))
     # Both configured: both required (see AllOf); one configured: that one. Bearer tokens and
     # XFCC without a client CA: either (a direct caller has no certificate to present).
-    combine = AllOf if client_certificates and bearer_tokens is not None else AnyOf
+    combine = AllOf if client_certificates and bearer is not None else AnyOf
     authenticator: Authenticator | None = combine(tuple(authenticators)) if authenticators else None
     if authenticator is not None and config.trust_xfcc:
         networks = trusted_networks(config.trusted_proxy)
         authenticator = ForwardedClientCert(authenticator, networks, config.trust_domain)
-    card_mtls = client_certificates or (config.trust_xfcc and bearer_tokens is None)
-    return _Auth(certificates, bearer_tokens, card_mtls, authenticator)
+    card_mtls = client_certificates or (config.trust_xfcc and bearer is None)
+    return _Auth(certificates, bearer_tokens, card_mtls, authenticator, jwt)
+
+
+def _jwt_bearer(config: ServerConfig, static: BearerTokens | None) -> JwtBearer | None:
+    """The JWT authenticator the config asks for (None: JWTs are not accepted); its keys are
+    fetched by `JwtBearer.start`."""
+    if not (config.oidc_issuer or config.jwks):
+        return None
+    return JwtBearer(
+        issuer=config.oidc_issuer or config.jwt_issuer,
+        audience=config.jwt_audience,
+        oidc=bool(config.oidc_issuer),
+        jwks=config.jwks,
+        algorithms=config.jwt_algorithms,
+        principal_claim=config.jwt_principal_claim,
+        leeway=config.jwt_leeway,
+        timeout_s=config.jwks_timeout,
+        refresh_interval=config.jwks_refresh_interval,
+        static=static,
+    )
 
 
 def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners:
@@ -456,6 +503,8 @@ def _cards(
         v03=config.compat_03,
         bearer_tokens=auth.bearer_tokens is not None,
         client_certificates=auth.client_certificates,
+        jwt=auth.jwt is not None,
+        oidc_discovery_url=None if auth.jwt is None else auth.jwt.discovery_url,
         signed_messages=(
             config.require_signed_messages
             if plan.signature_keys is not None or config.trusted_signer_cards

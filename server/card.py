@@ -141,6 +141,8 @@ def finalize_card(
     *,
     bearer_tokens: bool,
     client_certificates: bool,
+    jwt: bool = False,
+    oidc_discovery_url: str | None = None,
     signed_messages: bool | None = None,
     http_url: str | None = None,
     http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON"),
@@ -158,7 +160,10 @@ def finalize_card(
     when the card lists no gRPC interface); any other 0.3 interface is dropped (0.3 is served
     over gRPC only). Unset capabilities become explicit (streaming on, push and extended card
     off), and the server enforces what the card says; the security schemes in force are
-    declared and required. `signed_messages` (not None: the server verifies signatures; True:
+    declared and required: `jwt` (bearer JWTs accepted) is the OpenID Connect scheme at
+    `oidc_discovery_url` when given, else an HTTP bearer scheme of format JWT; static tokens and
+    JWTs are alternatives (two requirements), a client certificate goes with either.
+    `signed_messages` (not None: the server verifies signatures; True:
     it requires them) offers the signed-messages extension; `signing_keys` publishes the public
     keys this agent's own messages are signed with in that extension's entry (`params.jwks`).
     """
@@ -206,18 +211,29 @@ def finalize_card(
             uri=BUDGET_EXTENSION,
             description="Requests may state a budget; tasks report their cost.",
         )
-    schemes: list[str] = []
+    bearers: list[str] = []
     if bearer_tokens:
         final.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"
-        schemes.append("bearer")
+        bearers.append("bearer")
+    if jwt and oidc_discovery_url:
+        oidc = final.security_schemes["oidc"].open_id_connect_security_scheme
+        oidc.open_id_connect_url = oidc_discovery_url
+        oidc.description = "bearer JWT from this OpenID Connect issuer"
+        bearers.append("oidc")
+    elif jwt:
+        scheme = final.security_schemes["jwt"].http_auth_security_scheme
+        scheme.scheme, scheme.bearer_format = "Bearer", "JWT"
+        bearers.append("jwt")
     if client_certificates:
         final.security_schemes["mtls"].mtls_security_scheme.description = "client certificate"
-        schemes.append("mtls")
-    if schemes and not final.security_requirements:
-        # Both configured means both required (see auth.AllOf): one requirement naming both.
-        requirement = final.security_requirements.add()
-        for scheme in schemes:
-            requirement.schemes[scheme].SetInParent()
+    if (bearers or client_certificates) and not final.security_requirements:
+        # Static tokens and JWTs share the header: either will do (one requirement each). A
+        # certificate configured beside them is required too (see auth.AllOf): in each one.
+        mtls = ["mtls"] if client_certificates else []
+        for names in [[bearer, *mtls] for bearer in bearers] or [mtls]:
+            requirement = final.security_requirements.add()
+            for scheme_name in names:
+                requirement.schemes[scheme_name].SetInParent()
     return final
 
 

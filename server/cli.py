@@ -39,6 +39,7 @@ from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_
 from a2a_grpc.server.startup import startup_report, summarize
 from a2a_grpc.server.transports.addresses import bare_host, bind_problem
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
+from a2a_grpc.server.trust.oidc import ALGORITHMS
 from a2a_grpc.server.trust.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,71 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="with --trust-xfcc: where the sidecar connects from (repeatable, or "
         f"comma-separated) (default: loopback, {' and '.join(d.trusted_proxy)})",
+    )
+    add(
+        "--oidc-issuer",
+        metavar="URL",
+        default=d.oidc_issuer,
+        help="accept bearer JWTs from this OpenID Connect issuer (its "
+        "/.well-known/openid-configuration names the keys); needs --jwt-audience "
+        "(default: none)",
+    )
+    add(
+        "--jwks",
+        metavar="URL|FILE",
+        default=d.jwks,
+        help="accept bearer JWTs signed by the keys of this JWKS (instead of --oidc-issuer); "
+        "needs --jwt-issuer and --jwt-audience (default: none)",
+    )
+    add(
+        "--jwt-issuer",
+        metavar="ISS",
+        default=d.jwt_issuer,
+        help="with --jwks: the iss every JWT must carry (default: none)",
+    )
+    add(
+        "--jwt-audience",
+        metavar="AUD",
+        default=d.jwt_audience,
+        help="the aud every JWT must hold; required with JWTs (default: none)",
+    )
+    add(
+        "--jwt-algorithms",
+        type=_algorithms,
+        metavar="LIST",
+        default=d.jwt_algorithms,
+        help=f"comma-separated algorithms a JWT may be signed with, among {','.join(ALGORITHMS)} "
+        "(default: all of them)",
+    )
+    add(
+        "--jwt-principal-claim",
+        metavar="CLAIM",
+        default=d.jwt_principal_claim,
+        help="the JWT claim naming the caller, whose principal is jwt:<value>; azp or client_id "
+        "for service tokens (default: %(default)s)",
+    )
+    add(
+        "--jwt-leeway",
+        type=float,
+        metavar="SECONDS",
+        default=d.jwt_leeway,
+        help="clock skew allowed when checking exp, nbf and iat (default: %(default)s)",
+    )
+    add(
+        "--jwks-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=d.jwks_timeout,
+        help="seconds one fetch of the discovery document or the JWKS may take at most "
+        "(default: %(default)s)",
+    )
+    add(
+        "--jwks-refresh-interval",
+        type=float,
+        metavar="SECONDS",
+        default=d.jwks_refresh_interval,
+        help="least seconds between two fetches of the JWKS, for an unknown key id or stale "
+        "keys (default: %(default)s)",
     )
     add(
         "--signature-keys",
@@ -438,6 +504,11 @@ def _card_urls(value: str) -> tuple[str, ...]:
             except ValueError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
     return tuple(dict.fromkeys(urls))
+
+
+def _algorithms(value: str) -> tuple[str, ...]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    return tuple(dict.fromkeys(names))
 
 
 def _bindings(value: str) -> tuple[str, ...]:

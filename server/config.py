@@ -16,6 +16,13 @@ from a2a_grpc.server.trust.mesh import (
     trust_domain_problem,
     trusted_networks,
 )
+from a2a_grpc.server.trust.oidc import (
+    ALGORITHMS,
+    DEFAULT_LEEWAY_S,
+    DEFAULT_REFRESH_INTERVAL_S,
+    DEFAULT_TIMEOUT_S,
+    check_http_url,
+)
 
 MiB = 1024 * 1024
 
@@ -78,6 +85,36 @@ def _store_problem(store: str) -> str | None:
             f"unix:///run/redis.sock; got {redacted_url(store)!r}"
         )
     return None
+
+
+def _jwt_problems(config: ServerConfig) -> list[str]:
+    """What keeps the JWT settings from checking tokens (none when JWTs are off)."""
+    if not (config.oidc_issuer or config.jwks):
+        given = [name for name in ("jwt_issuer", "jwt_audience") if getattr(config, name)]
+        return [f"{name} is for JWTs: set oidc_issuer or jwks too" for name in given]
+    problems = []
+    if config.oidc_issuer and config.jwks:
+        problems.append("oidc_issuer and jwks: choose one (the issuer's discovery names its keys)")
+    if config.oidc_issuer:
+        try:
+            check_http_url(config.oidc_issuer, "oidc_issuer")
+        except ValueError as exc:
+            problems.append(str(exc))
+        if config.jwt_issuer:
+            problems.append("jwt_issuer is for jwks: with oidc_issuer, that URL is the issuer")
+    elif not config.jwt_issuer:
+        problems.append("jwks needs jwt_issuer: the iss every JWT must carry")
+    if not config.jwt_audience:
+        problems.append("JWTs need jwt_audience: the aud every JWT must hold")
+    if not config.jwt_principal_claim:
+        problems.append("jwt_principal_claim must name a claim")
+    unknown = [a for a in config.jwt_algorithms if a not in ALGORITHMS]
+    if unknown or not config.jwt_algorithms:
+        problems.append(
+            f"jwt_algorithms must be among {', '.join(ALGORITHMS)} (asymmetric only), got "
+            f"{', '.join(config.jwt_algorithms) or 'none'}"
+        )
+    return problems
 
 
 def memory_limit() -> int:
@@ -180,6 +217,27 @@ class ServerConfig:
     messages that name them (`serve --trusted-signer-cards`)."""
     signer_card_timeout: float = 5.0
     """Seconds one fetch of a trusted signer's card may take."""
+    oidc_issuer: str = ""
+    """An OpenID Connect issuer's URL: bearer JWTs it signs are accepted (its discovery document
+    names the keys); the card declares its OpenID Connect scheme. Needs `jwt_audience`."""
+    jwks: str = ""
+    """A JWKS (`https://...` URL or file) whose keys sign the bearer JWTs accepted, when there is
+    no discovery document to name them; needs `jwt_issuer` and `jwt_audience`."""
+    jwt_issuer: str = ""
+    """With `jwks`: the `iss` every JWT must carry (with `oidc_issuer`, that URL is the issuer)."""
+    jwt_audience: str = ""
+    """The `aud` every JWT must hold: this agent's identifier at the issuer."""
+    jwt_algorithms: tuple[str, ...] = ALGORITHMS
+    """The algorithms a JWT may be signed with, among RS256, PS256, ES256, EdDSA."""
+    jwt_principal_claim: str = "sub"
+    """The claim naming the caller (its principal is `jwt:<value>`): `sub`, or `azp` /
+    `client_id` for service tokens."""
+    jwt_leeway: float = DEFAULT_LEEWAY_S
+    """Seconds of clock skew allowed when checking `exp`, `nbf` and `iat`."""
+    jwks_timeout: float = DEFAULT_TIMEOUT_S
+    """Seconds one fetch of the discovery document or of the JWKS may take."""
+    jwks_refresh_interval: float = DEFAULT_REFRESH_INTERVAL_S
+    """Least seconds between two fetches of the JWKS (an unknown key id, or stale keys)."""
     max_message_bytes: int = 2 * MiB
     """Largest message accepted (its serialized size: every part and its metadata count)."""
     max_store_bytes: int = field(default_factory=default_store_bytes)
@@ -295,8 +353,12 @@ class ServerConfig:
             ),
             (self.workers >= 1, "workers must be at least 1"),
             (self.signer_card_timeout > 0, "signer_card_timeout must be positive"),
+            (self.jwks_timeout > 0, "jwks_timeout must be positive"),
+            (self.jwks_refresh_interval >= 0, "jwks_refresh_interval must not be negative"),
+            (0 <= self.jwt_leeway <= 300, "jwt_leeway must be between 0 and 300 seconds"),
         ]
         problems = [message for ok, message in checks if not ok]
+        problems.extend(_jwt_problems(self))
         unknown = [name for name in self.bindings if name not in BINDINGS]
         if unknown:
             problems.append(

@@ -34,6 +34,7 @@ class StartupSummary:
     card_source: str
     """Where the card comes from: a file, "derived from SPEC", "demo"."""
     bearer_tokens: bool = False
+    """Bearer tokens are checked: static ones, JWTs or both."""
     client_certificates: bool = False
     telemetry: str | None = None
     """The line telemetry set-up reports (None: nothing to say)."""
@@ -64,7 +65,7 @@ def summarize(
         advertised_grpc=running.public.grpc,
         agent=f"{type(plan.agent).__module__}.{type(plan.agent).__qualname__}",
         card_source=card_source,
-        bearer_tokens=bool(plan.tokens),
+        bearer_tokens=bool(plan.tokens) or running.jwt is not None,  # static tokens or JWTs
         client_certificates=bool(plan.tls and plan.tls.client_ca),
         telemetry=telemetry,
     )

@@ -22,7 +22,7 @@ import contextvars
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +41,22 @@ TOKENS_ENV = "A2A_GRPC_TOKENS"
 
 class AuthenticationError(Exception):
     """Missing or invalid credentials; the message says what the caller must send."""
+
+
+class AuthenticationPending(Exception):
+    """An authenticator cannot decide before some I/O is done (e.g. fetching keys for a JWT's
+    unknown key id): `caller_of` awaits `wait()` and asks it once more. Checking credentials
+    stays synchronous; only the authenticators that fetch anything raise this. The message is
+    the refusal should the second answer be pending too."""
+
+    def __init__(self, message: str, wait: Callable[[], Awaitable[None]]) -> None:
+        self.wait = wait
+        super().__init__(message)
+
+
+RESERVED_PREFIXES = ("cert:", "jwt:", "spiffe:")
+"""Principals starting so are those of client certificates (by CN or SPIFFE ID) and JWTs: no
+static token may name one, so that a principal names one kind of credential only."""
 
 
 _caller: contextvars.ContextVar[str | AuthenticationError] = contextvars.ContextVar(
@@ -102,6 +118,12 @@ class BearerTokens:
         """From now on `tokens` are the valid ones (and only they); ValueError when empty."""
         if not tokens:
             raise ValueError("at least one token is needed")
+        reserved = sorted({p for p in tokens.values() if p.startswith(RESERVED_PREFIXES)})
+        if reserved:
+            raise ValueError(
+                f"token principals may not start with {' or '.join(RESERVED_PREFIXES)} (those of "
+                f"certificates and JWTs): {', '.join(map(repr, reserved))}"
+            )
         # Keyed by digest so lookups do not compare secrets character by character.
         self._principals = {_digest(token): principal for token, principal in tokens.items()}
 
@@ -260,12 +282,22 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
     return tokens
 
 
-def caller_of(authenticator: Authenticator, presented: Presented) -> str | AuthenticationError:
-    """The caller's principal, or the refusal to answer with UNAUTHENTICATED."""
-    try:
-        principal = authenticator.authenticate(presented)
-    except AuthenticationError as exc:
-        return exc
+async def caller_of(
+    authenticator: Authenticator, presented: Presented
+) -> str | AuthenticationError:
+    """The caller's principal, or the refusal to answer with UNAUTHENTICATED. An authenticator
+    that is pending (AuthenticationPending) is asked again once its wait is over."""
+    for last in (False, True):
+        try:
+            principal = authenticator.authenticate(presented)
+        except AuthenticationError as exc:
+            return exc
+        except AuthenticationPending as pending:
+            if last:
+                return AuthenticationError(str(pending))
+            await pending.wait()
+            continue
+        break
     return principal if principal is not None else AuthenticationError("credentials are required")
 
 

@@ -187,10 +187,11 @@ async def test_one_message_id_sent_to_two_replicas_runs_once(
 async def test_a_reused_message_id_with_other_content_is_refused_on_another_replica(
     replicas: StartReplica, redis: aioredis.Redis
 ) -> None:
-    """Catches the shared idempotency window (SharedDedupWindow in protocol/dedup.py) without its content check: a
-    message id reused for different content, sent to a replica other than the one that ran
-    the first message, would get the first message's task instead of INVALID_PARAMS (this
-    replica's own window never saw the id, so only the claim in Redis can tell)."""
+    """Catches the shared idempotency window (SharedDedupWindow in protocol/dedup.py)
+    without its content check: a message id reused for different content, sent to a replica
+    other than the one that ran the first message, would get the first message's task instead
+    of INVALID_PARAMS (this replica's own window never saw the id, so only the claim in Redis
+    can tell)."""
     a, b = await replicas(), await replicas()
     first = await a.stub.SendMessage(send("task one", message_id="reused-id"), timeout=30)
     assert first.task.status.state == a2a_pb2.TASK_STATE_COMPLETED

@@ -51,24 +51,24 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     def _unary(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         async def authenticated(request: Any, context: Any) -> Any:
-            set_caller(self._authenticate(context))
+            set_caller(await self._authenticate(context))
             return await behaviour(request, context)
 
         return authenticated
 
     def _stream(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         async def authenticated(request: Any, context: Any) -> AsyncIterator[Any]:
-            set_caller(self._authenticate(context))
+            set_caller(await self._authenticate(context))
             async for response in behaviour(request, context):
                 yield response
 
         return authenticated
 
-    def _authenticate(self, context: Any) -> str | AuthenticationError:
+    async def _authenticate(self, context: Any) -> str | AuthenticationError:
         """The caller's principal, or the refusal the servicer turns into UNAUTHENTICATED."""
         presented = Presented(
             tuple(context.invocation_metadata() or ()),
             context.auth_context() or {},
             grpc_peer_address(context.peer()),
         )
-        return caller_of(self.authenticator, presented)
+        return await caller_of(self.authenticator, presented)

@@ -237,7 +237,7 @@ class HttpBindings:
 
     # -- the shared call path -------------------------------------------------------------
 
-    def _authenticate(self, http_request: web.Request) -> None:
+    async def _authenticate(self, http_request: web.Request) -> None:
         """Names the caller of this request (the gate reads it), as gRPC's interceptor does:
         its `Authorization` and `X-Forwarded-Client-Cert` headers, the client certificate TLS
         verified and the address the connection comes from."""
@@ -250,7 +250,7 @@ class HttpBindings:
             for value in headers.getall(key, ())
         ]
         presented = Presented(tuple(metadata), _peer_names(http_request), http_request.remote)
-        set_caller(caller_of(self.authenticator, presented))
+        set_caller(await caller_of(self.authenticator, presented))
 
     async def _unary(
         self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
@@ -259,7 +259,7 @@ class HttpBindings:
         to echo."""
         call = self.gate.begin(rpc.name, read_params(http_request), transport)
         try:
-            self._authenticate(http_request)
+            await self._authenticate(http_request)
             handler_call, activated = call.admit()
             request = parse()
             call.parsed(request)
@@ -290,7 +290,7 @@ class HttpBindings:
         slow_reader = False
         try:
             try:
-                self._authenticate(http_request)
+                await self._authenticate(http_request)
                 handler_call, activated = call.admit()
                 request = parse()
                 call.parsed(request)
