@@ -17,12 +17,19 @@ from a2a_grpc.client.channel import (
     create_channel,
 )
 from a2a_grpc.client.client import A2AClient
-from a2a_grpc.client.credentials import ApiKey, BearerToken, Credentials
+from a2a_grpc.client.credentials import (
+    ApiKey,
+    BearerToken,
+    ClientCredentialsToken,
+    Credentials,
+    TokenFile,
+)
 from a2a_grpc.client.errors import (
     A2AClientError,
     A2ATransportError,
     AgentCardError,
     CallCancelledError,
+    CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
     StreamResumeError,
@@ -55,7 +62,9 @@ __all__ = [
     "ChannelOptions",
     "ChannelTarget",
     "ClientAuditLog",
+    "ClientCredentialsToken",
     "Credentials",
+    "CredentialsError",
     "DeadlineExceededError",
     "EventStream",
     "GrpcTransport",
@@ -70,6 +79,7 @@ __all__ = [
     "StreamResumeError",
     "TaskView",
     "TlsConfig",
+    "TokenFile",
     "Transport",
     "UnavailableError",
     "channel_target",
