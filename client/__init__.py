@@ -12,7 +12,9 @@ from a2a_grpc.client.card import (
 from a2a_grpc.client.channel import (
     ChannelOptions,
     ChannelTarget,
+    ReloadingChannel,
     TlsConfig,
+    TlsPaths,
     channel_target,
     create_channel,
 )
@@ -72,6 +74,7 @@ __all__ = [
     "JsonRpcTransport",
     "JsonRpcV03Transport",
     "MessageSigner",
+    "ReloadingChannel",
     "RestTransport",
     "RestV03Transport",
     "RetryPolicy",
@@ -79,6 +82,7 @@ __all__ = [
     "StreamResumeError",
     "TaskView",
     "TlsConfig",
+    "TlsPaths",
     "TokenFile",
     "Transport",
     "UnavailableError",
