@@ -199,7 +199,14 @@ class TlsConfig:
             return Path(value) if value is not None else None
 
         paths = TlsPaths(path(ca), path(cert), path(key))
-        config = _read(paths, server_name_override)
+        for _ in range(2):
+            try:
+                config = _read(paths, server_name_override)
+                break
+            except ValueError:  # being rewritten right now: read again
+                continue
+        else:
+            config = _read(paths, server_name_override, settled=False)
         return config if watch else replace(config, paths=None, signature=())
 
     def current(self) -> TlsConfig:
@@ -238,8 +245,9 @@ def _signature_or_none(paths: TlsPaths) -> object:
         return None
 
 
-def _read(paths: TlsPaths, server_name_override: str | None) -> TlsConfig:
-    """The config the files hold now; ValueError when they changed while being read."""
+def _read(paths: TlsPaths, server_name_override: str | None, *, settled: bool = True) -> TlsConfig:
+    """The config the files hold now; ValueError when they changed while being read (unless
+    not `settled`: then the signature is left empty, so the next `current()` reads again)."""
     before = paths.signature()
 
     def read(path: Path | None) -> bytes | None:
@@ -254,7 +262,9 @@ def _read(paths: TlsPaths, server_name_override: str | None) -> TlsConfig:
         signature=before,
     )
     if paths.signature() != before:
-        raise ValueError("the TLS files changed while they were being read")
+        if settled:
+            raise ValueError("the TLS files changed while they were being read")
+        return replace(config, signature=())
     return config
 
 
