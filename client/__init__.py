@@ -12,17 +12,26 @@ from a2a_grpc.client.card import (
 from a2a_grpc.client.channel import (
     ChannelOptions,
     ChannelTarget,
+    ReloadingChannel,
     TlsConfig,
+    TlsPaths,
     channel_target,
     create_channel,
 )
 from a2a_grpc.client.client import A2AClient
-from a2a_grpc.client.credentials import ApiKey, BearerToken, Credentials
+from a2a_grpc.client.credentials import (
+    ApiKey,
+    BearerToken,
+    ClientCredentialsToken,
+    Credentials,
+    TokenFile,
+)
 from a2a_grpc.client.errors import (
     A2AClientError,
     A2ATransportError,
     AgentCardError,
     CallCancelledError,
+    CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
     StreamResumeError,
@@ -55,7 +64,9 @@ __all__ = [
     "ChannelOptions",
     "ChannelTarget",
     "ClientAuditLog",
+    "ClientCredentialsToken",
     "Credentials",
+    "CredentialsError",
     "DeadlineExceededError",
     "EventStream",
     "GrpcTransport",
@@ -63,6 +74,7 @@ __all__ = [
     "JsonRpcTransport",
     "JsonRpcV03Transport",
     "MessageSigner",
+    "ReloadingChannel",
     "RestTransport",
     "RestV03Transport",
     "RetryPolicy",
@@ -70,6 +82,8 @@ __all__ = [
     "StreamResumeError",
     "TaskView",
     "TlsConfig",
+    "TlsPaths",
+    "TokenFile",
     "Transport",
     "UnavailableError",
     "channel_target",

@@ -33,16 +33,23 @@ CreateTaskPushNotificationConfig (each call registers a new config).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
+from a2a_grpc.client.credentials import FileSignature, file_signature, racy
 from a2a_grpc.core.service import SERVICE_NAME
+
+_log = logging.getLogger(__name__)
 
 IDEMPOTENT_RPCS: tuple[str, ...] = (
     "GetTask",
@@ -135,16 +142,45 @@ def _list_item(item: str) -> str:
 
 
 @dataclass(frozen=True)
+class TlsPaths:
+    """The PEM files a `TlsConfig` was read from, so that it can be read again when they
+    change (`TlsConfig.current`)."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+
+    def signature(self) -> tuple[FileSignature | None, ...]:
+        """Each file's (device, inode, size, mtime): any change means a rewrite or a swap;
+        OSError when one cannot be stat'ed."""
+        return tuple(
+            None if path is None else file_signature(path)
+            for path in (self.ca, self.cert, self.key)
+        )
+
+
+@dataclass(frozen=True)
 class TlsConfig:
     """TLS settings: PEM bytes; None root certificates means the system trust store.
 
     Set both `client_certificate` and `client_key` for mutual TLS.
+
+    A config made by `from_files` remembers its files (`paths`) and their `signature`, and the
+    channels and HTTP clients made from it follow them: before each call they ask `current()`,
+    which reads the files again once they changed (SPIRE's agent and cert-manager rewrite a
+    SPIFFE certificate and key in place, or swap a Kubernetes volume's `..data` link), and
+    the next connection presents the new certificate. See `ReloadingChannel` for the gRPC side
+    and client/transports/http.py for the HTTP side.
     """
 
     root_certificates: bytes | None = None
     client_certificate: bytes | None = None
     client_key: bytes | None = None
     server_name_override: str | None = None
+    paths: TlsPaths | None = field(default=None, compare=False)
+    """The files this config was read from, followed by `current()`; None: fixed bytes."""
+    signature: tuple[FileSignature | None, ...] = field(default=(), compare=False, repr=False)
+    """The files' signature when they were read."""
 
     @classmethod
     def from_files(
@@ -153,13 +189,100 @@ class TlsConfig:
         cert: str | Path | None = None,
         key: str | Path | None = None,
         server_name_override: str | None = None,
+        *,
+        watch: bool = True,
     ) -> TlsConfig:
-        """Reads PEM files; raises OSError when one cannot be read."""
+        """Reads PEM files; raises OSError when one cannot be read. With `watch` (the default)
+        the config follows the files (`current()`); without, it keeps what was read now."""
 
-        def read(path: str | Path | None) -> bytes | None:
-            return Path(path).read_bytes() if path is not None else None
+        def path(value: str | Path | None) -> Path | None:
+            return Path(value) if value is not None else None
 
-        return cls(read(ca), read(cert), read(key), server_name_override)
+        paths = TlsPaths(path(ca), path(cert), path(key))
+        for _ in range(2):
+            try:
+                config = _read(paths, server_name_override)
+                break
+            except ValueError:  # being rewritten right now: read again
+                continue
+        else:
+            config = _read(paths, server_name_override, settled=False)
+        return config if watch else replace(config, paths=None, signature=())
+
+    def current(self) -> TlsConfig:
+        """This config, or, when its files changed since they were read, a new one read from
+        them (equal to this one when only their signature changed, not their bytes). A change
+        caught half made (a file changed while being read, a certificate and a key that do not
+        match, a file missing for a moment or not PEM) keeps this config: the next call looks
+        again. Cheap when nothing changed: one `os.stat` per file (and a read
+        while a file is less than 2 s old: see `credentials.racy`)."""
+        if self.paths is None:
+            return self
+        try:
+            signature = self.paths.signature()
+            if signature == self.signature and not any(map(racy, signature)):
+                return self
+            fresh = _read(self.paths, self.server_name_override)
+            if fresh == self:  # the same bytes: only the signature is new
+                return fresh
+            _check_pair(fresh)
+        except (OSError, ValueError) as error:
+            seen = _signature_or_none(self.paths)
+            if _warned.get(self.paths) != seen:  # once per state of the files, not per call
+                _warned[self.paths] = seen
+                _log.warning("the TLS files changed but cannot be used yet: %s", error)
+            return self
+        return fresh
+
+
+_warned: dict[TlsPaths, object] = {}
+
+
+def _signature_or_none(paths: TlsPaths) -> object:
+    try:
+        return paths.signature()
+    except OSError:
+        return None
+
+
+def _read(paths: TlsPaths, server_name_override: str | None, *, settled: bool = True) -> TlsConfig:
+    """The config the files hold now; ValueError when they changed while being read (unless
+    not `settled`: then the signature is left empty, so the next `current()` reads again)."""
+    before = paths.signature()
+
+    def read(path: Path | None) -> bytes | None:
+        return path.read_bytes() if path is not None else None
+
+    config = TlsConfig(
+        read(paths.ca),
+        read(paths.cert),
+        read(paths.key),
+        server_name_override,
+        paths=paths,
+        signature=before,
+    )
+    if paths.signature() != before:
+        if settled:
+            raise ValueError("the TLS files changed while they were being read")
+        return replace(config, signature=())
+    return config
+
+
+def _check_pair(tls: TlsConfig) -> None:
+    """ValueError unless the client certificate (if any) parses and its key matches it: a
+    certificate rewritten before its key (or the other way round) is not used."""
+    if tls.client_certificate is None or tls.client_key is None:
+        if (tls.client_certificate is None) != (tls.client_key is None):
+            raise ValueError("a client certificate needs its key, and a key its certificate")
+        return
+    certificate = x509.load_pem_x509_certificate(tls.client_certificate)
+    key = serialization.load_pem_private_key(tls.client_key, password=None)
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if certificate.public_key().public_bytes(der, spki) != key.public_key().public_bytes(der, spki):
+        raise ValueError("the client certificate and key do not match")
+    if tls.root_certificates is not None:
+        x509.load_pem_x509_certificates(tls.root_certificates)
 
 
 @dataclass(frozen=True)
@@ -270,9 +393,160 @@ def create_channel(
         return grpc.aio.insecure_channel(target, options=args)
     if (tls.client_certificate is None) != (tls.client_key is None):
         raise ValueError("a client certificate needs its key, and a key its certificate")
-    credentials = grpc.ssl_channel_credentials(
+    if tls.paths is not None:
+        return ReloadingChannel(target, tls, args)
+    return grpc.aio.secure_channel(target, _channel_credentials(tls), options=args)
+
+
+def _channel_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(
         root_certificates=tls.root_certificates,
         private_key=tls.client_key,
         certificate_chain=tls.client_certificate,
     )
-    return grpc.aio.secure_channel(target, credentials, options=args)
+
+
+class ReloadingChannel:
+    """A `grpc.aio` secure channel whose TLS files are followed: `create_channel` makes one for
+    a `TlsConfig` read by `from_files`.
+
+    gRPC's channel credentials are fixed when a channel is made, and a client certificate is
+    presented only in a connection's handshake. So before each call this asks
+    `TlsConfig.current()` (one `os.stat` per file); once the files changed and hold a usable
+    certificate and key, a new channel is made from them and every later call goes on it: its
+    first connection presents the new certificate. The old channel is drained, not cut: the
+    calls in flight on it (streams included) finish there, and it is closed when the last ends.
+    Each channel keeps its own connections (`grpc.use_local_subchannel_pool`), so a new one
+    never reuses a connection made with the old certificate.
+
+    It offers what the transports use of a `grpc.aio.Channel`: the four multi-callable
+    factories (each multi-callable picks the current channel per call), `close`,
+    `channel_ready`, `get_state`, `wait_for_state_change`, and `async with`.
+    """
+
+    def __init__(self, target: str, tls: TlsConfig, arguments: Sequence[tuple[str, Any]]) -> None:
+        self._target = target
+        self._arguments = [*arguments, ("grpc.use_local_subchannel_pool", 1)]
+        self._tls = tls
+        self._channel = self._open(tls)
+        self._in_flight: dict[Any, int] = {self._channel: 0}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._closed = False
+        self.generation = 0
+        """How many times the channel was replaced after its files changed."""
+
+    @property
+    def tls(self) -> TlsConfig:
+        """The TLS config the current channel was made from."""
+        return self._tls
+
+    def _open(self, tls: TlsConfig) -> Any:
+        return grpc.aio.secure_channel(
+            self._target, _channel_credentials(tls), options=self._arguments
+        )
+
+    def current(self) -> Any:
+        """The channel for the next call: a new one if the TLS files changed."""
+        if self._closed:
+            return self._channel  # a call on it fails as on any closed channel
+        tls = self._tls.current()
+        if tls == self._tls:
+            self._tls = tls  # perhaps with a newer signature
+        else:
+            old = self._channel
+            self._channel = self._open(tls)
+            self._tls = tls
+            self._in_flight[self._channel] = 0
+            self.generation += 1
+            self._drained.clear()
+            if self._in_flight[old] == 0:
+                self._retire(old)
+        return self._channel
+
+    def _started(self, channel: Any, call: Any) -> None:
+        self._in_flight[channel] += 1
+        call.add_done_callback(lambda _: self._finished(channel))
+
+    def _finished(self, channel: Any) -> None:
+        if self._closed:
+            return
+        self._in_flight[channel] -= 1
+        if self._in_flight[channel] == 0 and channel is not self._channel:
+            self._retire(channel)
+
+    def _retire(self, channel: Any) -> None:
+        """Closes a replaced channel that has no call left in flight."""
+        del self._in_flight[channel]
+        task = asyncio.get_running_loop().create_task(channel.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closed_one)
+
+    def _closed_one(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        if not self._closing and len(self._in_flight) == 1:
+            self._drained.set()
+
+    async def drained(self) -> None:
+        """Returns once every channel replaced after a rotation is closed (at once if none)."""
+        await self._drained.wait()
+
+    def unary_unary(self, method: str, **kwargs: Any) -> _MultiCallable:
+        return _MultiCallable(self, "unary_unary", method, kwargs)
+
+    def unary_stream(self, method: str, **kwargs: Any) -> _MultiCallable:
+        return _MultiCallable(self, "unary_stream", method, kwargs)
+
+    def stream_unary(self, method: str, **kwargs: Any) -> _MultiCallable:
+        return _MultiCallable(self, "stream_unary", method, kwargs)
+
+    def stream_stream(self, method: str, **kwargs: Any) -> _MultiCallable:
+        return _MultiCallable(self, "stream_stream", method, kwargs)
+
+    async def close(self, grace: float | None = None) -> None:
+        """Closes every channel, the draining ones too (their calls are cancelled)."""
+        self._closed = True
+        channels = [self._channel, *(c for c in self._in_flight if c is not self._channel)]
+        for channel in channels:
+            await channel.close(grace)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        state: grpc.ChannelConnectivity = self._channel.get_state(try_to_connect)
+        return state
+
+    async def wait_for_state_change(self, last_observed_state: grpc.ChannelConnectivity) -> None:
+        await self._channel.wait_for_state_change(last_observed_state)
+
+    async def channel_ready(self) -> None:
+        await self.current().channel_ready()
+
+    async def __aenter__(self) -> ReloadingChannel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close(None)
+
+
+class _MultiCallable:
+    """A multi-callable of `ReloadingChannel`: each call goes on the channel current then."""
+
+    def __init__(
+        self, owner: ReloadingChannel, kind: str, method: str, kwargs: dict[str, Any]
+    ) -> None:
+        self._owner = owner
+        self._kind = kind
+        self._method = method
+        self._kwargs = kwargs
+        self._made: tuple[Any, Any] | None = None  # (channel, its multi-callable)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        channel = self._owner.current()
+        if self._made is None or self._made[0] is not channel:
+            self._made = (channel, getattr(channel, self._kind)(self._method, **self._kwargs))
+        call = self._made[1](*args, **kwargs)
+        if channel in self._owner._in_flight:
+            self._owner._started(channel, call)
+        return call

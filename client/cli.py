@@ -35,11 +35,17 @@ from a2a_grpc.client.card import (
 )
 from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
 from a2a_grpc.client.client import A2AClient
-from a2a_grpc.client.credentials import BearerToken
+from a2a_grpc.client.credentials import (
+    BearerToken,
+    ClientCredentialsToken,
+    Credentials,
+    TokenFile,
+)
 from a2a_grpc.client.errors import (
     A2AClientError,
     A2ATransportError,
     AgentCardError,
+    CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
     UnavailableError,
@@ -154,6 +160,9 @@ def _run(args: argparse.Namespace) -> int:
     except RpcFailedError as error:
         _fail(f"the agent's call failed with {error}")
         return EXIT_AGENT_ERROR
+    except CredentialsError as error:  # a token file or token endpoint: named in the message
+        _fail(str(error))
+        return EXIT_COULD_NOT_TALK if error.retryable else EXIT_USAGE
     except A2AClientError as error:  # StreamResumeError and any other could-not-talk case
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
@@ -303,7 +312,7 @@ class _Connection:
             extensions.append(BUDGET_EXTENSION)  # the agent learns that a budget was asked for
         common: dict[str, Any] = {
             "extensions": extensions,
-            "credentials": BearerToken(args.token) if args.token else None,
+            "credentials": _credentials(args),
             "retry": SEND_RETRY,
             "audit": self._audit,
             "signer": _signer(args),
@@ -341,6 +350,55 @@ class _Connection:
                     f"the audit log {audit.path} could not be written: the records of this "
                     "command's calls are missing from it"
                 )
+
+
+def _credentials(args: argparse.Namespace) -> Credentials | None:
+    """The bearer token the command sends: `--token`, `--token-file` or the `--oauth-*` client
+    credentials (one of them); else $A2A_TOKEN_FILE, else $A2A_TOKEN; else none."""
+    oauth = {
+        name: getattr(args, f"oauth_{name}")
+        for name in ("token_url", "client_id", "client_secret_file", "scope", "audience")
+    }
+    given = [
+        option
+        for option, value in (
+            ("--token", args.token),
+            ("--token-file", args.token_file),
+            ("--oauth-token-url", oauth["token_url"]),
+        )
+        if value
+    ]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} each give the token: use one")
+    if oauth["token_url"]:
+        missing = [
+            f"--oauth-{name.replace('_', '-')}"
+            for name in ("client_id", "client_secret_file")
+            if not oauth[name]
+        ]
+        if missing:
+            raise UsageError(f"--oauth-token-url needs {' and '.join(missing)}")
+        try:
+            return ClientCredentialsToken(
+                oauth["token_url"],
+                oauth["client_id"],
+                client_secret_file=oauth["client_secret_file"],
+                scope=oauth["scope"],
+                audience=oauth["audience"],
+                auth_in_body=args.oauth_client_auth == "client_secret_post",
+            )
+        except ValueError as error:
+            raise UsageError(f"--oauth-token-url: {error}") from error
+    others = [f"--oauth-{name.replace('_', '-')}" for name, value in oauth.items() if value]
+    if others:
+        raise UsageError(f"{' and '.join(others)} go with --oauth-token-url URL")
+    if args.token:
+        return BearerToken(args.token)
+    token_file = args.token_file or os.environ.get("A2A_TOKEN_FILE")
+    if token_file:
+        return TokenFile(token_file)
+    token = os.environ.get("A2A_TOKEN")
+    return BearerToken(token) if token else None
 
 
 def _check_grpc_target(text: str) -> None:
@@ -548,8 +606,37 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=_seconds, metavar="S", help="deadline in seconds")
     common.add_argument(
         "--token",
-        default=os.environ.get("A2A_TOKEN"),
         help="bearer token sent as `authorization` (default: $A2A_TOKEN)",
+    )
+    common.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="send the bearer token this file holds, read again whenever the file changes "
+        "(a Kubernetes projected token, a JWT-SVID); default: $A2A_TOKEN_FILE",
+    )
+    common.add_argument(
+        "--oauth-token-url",
+        metavar="URL",
+        help="get the bearer token from this OAuth 2.0 token endpoint (client credentials "
+        "grant), cached until shortly before it expires; needs --oauth-client-id and "
+        "--oauth-client-secret-file",
+    )
+    common.add_argument("--oauth-client-id", metavar="ID", help="the OAuth client's id")
+    common.add_argument(
+        "--oauth-client-secret-file",
+        metavar="PATH",
+        help="file holding the OAuth client's secret (read at each token request)",
+    )
+    common.add_argument("--oauth-scope", metavar="SCOPE", help="scope to ask the token for")
+    common.add_argument(
+        "--oauth-audience", metavar="AUDIENCE", help="audience to ask the token for"
+    )
+    common.add_argument(
+        "--oauth-client-auth",
+        choices=("client_secret_basic", "client_secret_post"),
+        default="client_secret_basic",
+        help="how the client authenticates to the token endpoint: HTTP Basic (default) or "
+        "the id and secret in the form",
     )
     common.add_argument("--tenant", help="tenant for every request (default: the card's)")
     common.add_argument(

@@ -21,6 +21,7 @@ __all__ = [
     "A2ATransportError",
     "AgentCardError",
     "CallCancelledError",
+    "CredentialsError",
     "DeadlineExceededError",
     "ErrorResponse",
     "InvalidAgentResponseError",
@@ -87,6 +88,17 @@ class StreamResumeError(A2AClientError):
 
 class AgentCardError(A2AClientError):
     """The agent card could not be used: the HTTP fetch failed or it offers no GRPC interface."""
+
+
+class CredentialsError(A2AClientError):
+    """The call's credentials could not be had: a token file missing or empty, a token endpoint
+    that refused the client or could not be reached. The message names the file or endpoint
+    (never a secret); `retryable` is True when trying again later may help (the endpoint could
+    not be reached, or answered with a server error)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        self.retryable = retryable
+        super().__init__(message)
 
 
 class ErrorResponse(Exception):

@@ -19,7 +19,7 @@ import json
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -91,7 +91,14 @@ def ssl_context(tls: TlsConfig) -> ssl.SSLContext:
 def create_http_client(tls: TlsConfig | None = None) -> httpx.AsyncClient:
     """A pooled `httpx.AsyncClient` for A2A calls and card fetches: TLS per `tls` (https URLs
     without it are verified against the system trust store), no redirects followed, and no read
-    timeout of its own (each call's timeout is its deadline; streams may be quiet for long)."""
+    timeout of its own (each call's timeout is its deadline; streams may be quiet for long).
+    A `tls` read by `TlsConfig.from_files` is followed: see `ReloadingTlsTransport`."""
+    if tls is not None and tls.paths is not None:
+        return httpx.AsyncClient(
+            transport=ReloadingTlsTransport(tls),
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
+            follow_redirects=False,
+        )
     verify: ssl.SSLContext | bool = ssl_context(tls) if tls is not None else True
     return httpx.AsyncClient(
         verify=verify,
@@ -99,6 +106,95 @@ def create_http_client(tls: TlsConfig | None = None) -> httpx.AsyncClient:
         timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_S),
         follow_redirects=False,
     )
+
+
+class ReloadingTlsTransport(httpx.AsyncBaseTransport):
+    """httpx's connection pool, made again when the TLS files change (`TlsConfig.current`).
+
+    An `ssl.SSLContext` presents the client certificate in a connection's handshake, and a pool
+    keeps its connections alive; so before each request the files are checked (one `os.stat`
+    each), and once they changed and hold a usable certificate and key, a new pool with a new
+    context takes every later request: its connections present the new certificate. The old
+    pool is drained: responses still being read (streams included) finish on it, and it is
+    closed when the last one is.
+    """
+
+    def __init__(self, tls: TlsConfig) -> None:
+        self._tls = tls
+        self._pool = self._open(tls)
+        self._in_flight: dict[httpx.AsyncHTTPTransport, int] = {self._pool: 0}
+        self._closed = False
+        self.generation = 0
+        """How many times the pool was replaced after its files changed."""
+
+    @staticmethod
+    def _open(tls: TlsConfig) -> httpx.AsyncHTTPTransport:
+        return httpx.AsyncHTTPTransport(verify=ssl_context(tls), http2=HTTP2)
+
+    async def _current(self) -> httpx.AsyncHTTPTransport:
+        if self._closed:
+            return self._pool
+        tls = self._tls.current()
+        if tls == self._tls:
+            self._tls = tls  # perhaps with a newer signature
+        else:
+            try:
+                pool = self._open(tls)
+            except (OSError, ValueError):  # ssl refused what the checks let through: keep ours
+                return self._pool
+            old, self._pool, self._tls = self._pool, pool, tls
+            self._in_flight[pool] = 0
+            self.generation += 1
+            if self._in_flight[old] == 0:
+                await self._retire(old)
+        return self._pool
+
+    async def _retire(self, pool: httpx.AsyncHTTPTransport) -> None:
+        del self._in_flight[pool]
+        await pool.aclose()
+
+    async def _finished(self, pool: httpx.AsyncHTTPTransport) -> None:
+        if self._closed:
+            return
+        self._in_flight[pool] -= 1
+        if self._in_flight[pool] == 0 and pool is not self._pool:
+            await self._retire(pool)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        pool = await self._current()
+        self._in_flight[pool] = self._in_flight.get(pool, 0) + 1
+        try:
+            response = await pool.handle_async_request(request)
+        except BaseException:
+            await self._finished(pool)
+            raise
+        response.stream = _TrackedStream(response.stream, lambda: self._finished(pool))
+        return response
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for pool in list(self._in_flight):
+            await pool.aclose()
+
+
+class _TrackedStream(httpx.AsyncByteStream):
+    """A response body that tells its pool when it is closed (once)."""
+
+    def __init__(self, stream: Any, done: Callable[[], Awaitable[None]]) -> None:
+        self._stream = stream
+        self._done: Callable[[], Awaitable[None]] | None = done
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            done, self._done = self._done, None
+            if done is not None:
+                await done()
 
 
 def headers_of(metadata: Metadata, *extra: tuple[str, str]) -> list[tuple[str, str]]:
