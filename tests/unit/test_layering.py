@@ -95,3 +95,51 @@ def test_the_walk_sees_imports() -> None:
     assert "a2a_grpc.server.protocol.validation" in imported_modules(
         ROOT / "server" / "protocol" / "handler.py"
     )
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The modules `path` imports when it runs: not those under `if TYPE_CHECKING:`."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for child in block.body
+        for node in ast.walk(child)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("a2a_grpc", *parts[: -1 if parts[-1] == "__init__" else None]))
+
+
+def test_no_server_module_imports_its_importer_back() -> None:
+    """No import cycle among the server's modules (typing-only imports aside): a helper never
+    imports the module that owns it."""
+    paths = {module_name(path): path for path in SERVER.rglob("*.py")}
+    graph = {
+        name: {target for target in runtime_imports(path) if target in paths and target != name}
+        for name, path in paths.items()
+    }
+    for name in graph:
+        if paths[name].name == "__init__.py":
+            continue  # a package's __init__ re-exports what it declares
+        stack, seen = [(name, [name])], {name}
+        while stack:
+            current, trail = stack.pop()
+            for target in graph[current]:
+                assert target != name, " -> ".join([*trail, target])
+                if target not in seen and paths[target].name != "__init__.py":
+                    seen.add(target)
+                    stack.append((target, [*trail, target]))
