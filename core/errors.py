@@ -202,6 +202,18 @@ class ServiceUnavailableError(ServiceError):
     http_status = 503
 
 
+class EventIdExpiredError(ServiceError):
+    """SubscribeToTask resumed after an event id the server no longer keeps (its per-task
+    buffer is bounded, and it goes with the task), or one that is not an id of the task's
+    stream: subscribe without the id for the task as it stands (core/event_ids.py)."""
+
+    reason = "EVENT_ID_EXPIRED"
+    code = grpc.StatusCode.OUT_OF_RANGE
+    default_message = "the server no longer keeps the events after this id"
+    jsonrpc_code = -32000
+    http_status = 410
+
+
 class UnauthenticatedError(ServiceError):
     reason = "UNAUTHENTICATED"
     code = grpc.StatusCode.UNAUTHENTICATED
@@ -230,6 +242,7 @@ SERVICE_ERROR_CLASSES: tuple[type[ServiceError], ...] = (
     ResourceExhaustedError,
     ServiceUnavailableError,
     UnauthenticatedError,
+    EventIdExpiredError,
 )
 
 ERROR_BY_KEY: Mapping[tuple[str, str], type[StatusError]] = {

@@ -562,6 +562,8 @@ class Setup:
 NOT_OPTIONS = {
     "subscriber_queue_size": "how far a stream may fall behind: a tuning constant for Python "
     "callers and tests, not a deployment setting",
+    "replay_events": "how many events a resumed stream can be replayed: a tuning constant for "
+    "Python callers and tests (1000, as the Redis stream's trim length always was)",
     "dedup_window": "how long a message id is remembered: bounded by --max-tasks already; a "
     "tuning constant for Python callers and tests",
     "reuse_port": "set in each worker by the supervisor of --workers N (the hidden "

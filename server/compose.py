@@ -106,6 +106,7 @@ def build_handler(
             terminal_ttl=config.task_ttl,
             lease=config.task_lease,
             queue_size=config.subscriber_queue_size,
+            stream_length=config.replay_events,
         )
         store = shared
         dedup = SharedDedupWindow(
@@ -119,17 +120,26 @@ def build_handler(
                 configs=shared.push_configs,
             )
     else:
+
+        def evicted(task_id: str) -> None:
+            broker.forget(task_id)  # its kept events go with it
+            if webhooks is not None:
+                listener.task_evicted(task_id)
+
         table = TaskTable(
             max_tasks=config.max_tasks,
             max_bytes=config.max_store_bytes,
             max_live_per_owner=config.live_tasks_per_principal,
             max_live_per_tenant=config.live_tasks_per_tenant,
             terminal_ttl=config.task_ttl,
-            on_evict=None if webhooks is None else listener.task_evicted,
+            on_evict=evicted,
         )
         # A 0.3 webhook is sent the task as it stands: the table's.
         observer = None if webhooks is None else webhooks.with_snapshot(table.peek)
-        store = InMemoryTaskStore(table, Broker(config.subscriber_queue_size, observer=observer))
+        broker = Broker(
+            config.subscriber_queue_size, observer=observer, replay_length=config.replay_events
+        )
+        store = InMemoryTaskStore(table, broker)
         dedup = DedupWindow(window=config.dedup_window, capacity=config.max_tasks)
         if webhooks is not None:
             push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs)

@@ -185,6 +185,9 @@ class ServerConfig:
     card from GetAgentCard either way."""
     subscriber_queue_size: int = 1024
     """Events a stream may fall behind before it is cut off (it can resubscribe)."""
+    replay_events: int = 1000
+    """Events kept per task for streams that resume after an event id (core/event_ids.py): in
+    memory a ring per task a stream followed, on Redis the task stream's trim length."""
     dedup_window: float = 3600.0
     """Seconds a message id is remembered for idempotent repeats (also bounded by max_tasks)."""
     shutdown_grace: float = 10.0
@@ -319,6 +322,7 @@ class ServerConfig:
             (self.task_ttl > 0, "task_ttl must be positive"),
             (self.max_inline_bytes >= 0, "max_inline_bytes must not be negative"),
             (self.subscriber_queue_size >= 1, "subscriber_queue_size must be at least 1"),
+            (self.replay_events >= 1, "replay_events must be at least 1"),
             (self.shutdown_grace >= 0, "shutdown_grace must not be negative"),
             (
                 0 <= self.drain_delay <= MAX_DRAIN_DELAY,

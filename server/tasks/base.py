@@ -15,6 +15,13 @@ Contract of every `TaskStore`:
 - Events: every write publishes its stream event to the task's subscribers, on every replica
   that shares the store, in the order of the writes; `watch` gives a snapshot and then exactly
   the events after it (no gap, no repeat).
+- Event ids (core/event_ids.py): every event a subscription yields carries its id, stamped on
+  the subscription's own copy (stored tasks never carry one); per task the ids only grow, and
+  every subscriber on every replica sees the same id for the same event. `watch(after=id)`
+  yields exactly the events after that id, kept ones first, then live ones, while the task
+  runs and after it finished, as long as the task is stored (memory: the last
+  `replay_length` events of a task a stream followed; Redis: the task's stream, trimmed to
+  `stream_length`); EventIdExpiredError when they are no longer all kept.
 - Listener: what a store tells the server (a task it let go of, a remote cancel of a task a
   run here works on, its backend's health) goes to the `StoreListener` given to its
   constructor; nothing is wired onto a store after it is built.
@@ -140,6 +147,10 @@ class Subscription(Protocol):
 
     Raises `SubscriberOverflowError` (broker.py) when the reader fell too far behind.
     """
+
+    snapshot_id: str
+    """The id of the last event before the subscription's first one (core/event_ids.py): a
+    snapshot `watch` returns with it includes that event. "" when unknown."""
 
     def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]: ...
 
@@ -404,10 +415,14 @@ class TaskStore(Protocol):
         ...
 
     async def watch(
-        self, task_id: str, scope: Scope, *, until_terminal: bool
+        self, task_id: str, scope: Scope, *, until_terminal: bool, after: str | None = None
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         """The task now, and a subscription to exactly the events after that snapshot; None
-        when the task is unknown in `scope`. See `subscribe` for `until_terminal`."""
+        when the task is unknown in `scope`. See `subscribe` for `until_terminal`.
+
+        With `after` (an event id): the subscription yields exactly the events after that id
+        instead (the snapshot is only for the caller's checks); EventIdExpiredError (core)
+        when the store no longer keeps them all, or the id is not one of the task's."""
         ...
 
     async def subscribe(self, task_id: str) -> Subscription:

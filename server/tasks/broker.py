@@ -3,6 +3,12 @@
 Publishing never waits: a subscriber whose queue is full is cut off (its stream ends with
 RESOURCE_EXHAUSTED and the client resubscribes for a fresh snapshot), so one slow reader never
 stalls the task or the other readers. Every other subscriber gets every event, in order.
+
+Event ids (core/event_ids.py): a task that a stream ever followed gets an `_EventLog` at its
+first subscriber, kept until the task leaves the store (`forget`): a per-task sequence that
+numbers every event published from then on, and a ring of the last `replay_length` events, so
+a subscriber can resume after an id (`subscribe(..., after=)`). A task nobody streams has no
+log: its writes build no events at all (the blocking SendMessage's hot path).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Container
 from typing import Protocol
 
+from a2a_grpc.core.errors import EventIdExpiredError
+from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.generated import a2a_pb2
 
 BACKLOG_MARK = 16
@@ -40,6 +48,7 @@ class Subscription:
         "_limit",
         "_task_id",
         "_wakeup",
+        "snapshot_id",
         "until_terminal",
     )
 
@@ -55,6 +64,9 @@ class Subscription:
         self._wakeup = asyncio.Event()
         self._closed = False
         self._error: Exception | None = None
+        self.snapshot_id = ""
+        """The id of the last event before this subscription's first (a snapshot taken with
+        it includes that event); "" when unknown."""
 
     def _offer(self, event: a2a_pb2.StreamResponse) -> int:
         """Queues `event`; returns how many events wait now, or -1 when this reader overflowed."""
@@ -111,13 +123,42 @@ class EventObserver(Protocol):
     def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None: ...
 
 
+class _EventLog:
+    """One task's event sequence and its last events, for replay."""
+
+    __slots__ = ("ended", "events", "floor", "seq")
+
+    def __init__(self, length: int) -> None:
+        self.seq = 0
+        """The id of the last event published."""
+        self.floor = 0
+        """The oldest id a replay may start after (the last one dropped from the ring)."""
+        self.events: deque[tuple[int, a2a_pb2.StreamResponse, bool, bool]] = deque(maxlen=length)
+        """(id, event, last, interrupted), oldest first."""
+        self.ended = False
+        """An event published as `last` ended the task's streams: nothing follows."""
+
+
+def parse_sequence(event_id: str) -> int | None:
+    return int(event_id) if event_id.isdigit() else None
+
+
 class Broker:
     """Subscribers by task id. All methods are synchronous and run on the event loop."""
 
-    def __init__(self, queue_size: int = 1024, observer: EventObserver | None = None) -> None:
+    def __init__(
+        self,
+        queue_size: int = 1024,
+        observer: EventObserver | None = None,
+        *,
+        replay_length: int = 1000,
+    ) -> None:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
+        if replay_length < 1:
+            raise ValueError("replay_length must be at least 1")
         self.queue_size = queue_size
+        self.replay_length = replay_length
         self.backlog_mark = max(1, min(BACKLOG_MARK, queue_size // 2))
         """Queued events at which `publish` reports a backlog (readers should get a turn)."""
         self.observer = observer
@@ -125,17 +166,68 @@ class Broker:
         # observer's property (measured: 3.6k instructions per blocking SendMessage, 0.8 %).
         self._watched: Container[str] = () if observer is None else observer.watched
         self._subscribers: dict[str, list[Subscription]] = {}
+        self._logs: dict[str, _EventLog] = {}
 
-    def subscribe(self, task_id: str, *, until_terminal: bool = False) -> Subscription:
+    def subscribe(
+        self, task_id: str, *, until_terminal: bool = False, after: str | None = None
+    ) -> Subscription:
         """A new reader of the task's events. It closes after an event published as `last`,
-        and also after one published as `interrupted` unless `until_terminal`."""
+        and also after one published as `interrupted` unless `until_terminal`.
+
+        With `after` (an event id), it first gets the task's kept events after that id, then
+        the live ones; EventIdExpiredError when the ring no longer holds all of them, or the
+        id is not one of the task's."""
+        log = self._logs.get(task_id)
+        if after is not None:
+            return self._replay(task_id, log, after, until_terminal)
+        if log is None:
+            log = self._logs[task_id] = _EventLog(self.replay_length)
         subscription = Subscription(self, task_id, self.queue_size, until_terminal)
+        subscription.snapshot_id = str(log.seq)
         self._subscribers.setdefault(task_id, []).append(subscription)
         return subscription
 
+    def _replay(
+        self, task_id: str, log: _EventLog | None, after: str, until_terminal: bool
+    ) -> Subscription:
+        cursor = parse_sequence(after)
+        if log is None or cursor is None or cursor > log.seq:
+            raise EventIdExpiredError(
+                f"{after!r} is not an event id of task {task_id}'s stream on this server; "
+                "subscribe without it for the task as it stands"
+            )
+        if cursor < log.floor:
+            raise EventIdExpiredError(
+                f"the server no longer keeps the events of task {task_id} after {after!r} "
+                f"(it keeps the last {self.replay_length}); subscribe without it for the task "
+                "as it stands"
+            )
+        subscription = Subscription(self, task_id, self.queue_size, until_terminal)
+        subscription.snapshot_id = after
+        events = subscription._events
+        for sequence, event, last, interrupted in log.events:
+            if sequence <= cursor:
+                continue
+            events.append(event)  # the ring is shorter than any queue may be: never overflows
+            if last or (interrupted and not until_terminal):
+                subscription._close()
+                return subscription
+        if log.ended:
+            subscription._close()
+            return subscription
+        if events:
+            subscription._wakeup.set()
+        self._subscribers.setdefault(task_id, []).append(subscription)
+        return subscription
+
+    def forget(self, task_id: str) -> None:
+        """The task left the store: its kept events go too."""
+        self._logs.pop(task_id, None)
+
     def has_subscribers(self, task_id: str) -> bool:
-        """Whether anyone (a stream or the observer) would see an event of this task."""
-        return task_id in self._subscribers or task_id in self._watched
+        """Whether anyone (a stream, a task's event log or the observer) would see an event of
+        this task."""
+        return task_id in self._subscribers or task_id in self._logs or task_id in self._watched
 
     def publish(
         self,
@@ -154,6 +246,22 @@ class Broker:
         """
         if self.observer is not None and task_id in self._watched:
             self.observer.observe(task_id, event)
+            log = self._logs.get(task_id)
+            if log is not None:  # the observer may keep the event: streams get their own copy
+                copy = a2a_pb2.StreamResponse()
+                copy.CopyFrom(event)
+                event = copy
+        else:
+            log = self._logs.get(task_id)
+        if log is not None:
+            log.seq += 1
+            stamp(event, str(log.seq))
+            ring = log.events
+            if len(ring) == ring.maxlen:
+                log.floor = ring[0][0]
+            ring.append((log.seq, event, last, interrupted))
+            if last:
+                log.ended = True
         subscribers = self._subscribers.get(task_id)
         if not subscribers:
             return False

@@ -206,9 +206,11 @@ class InMemoryTaskStore:
         return self.table.list(scope, query)
 
     async def watch(
-        self, task_id: str, scope: Scope, *, until_terminal: bool
+        self, task_id: str, scope: Scope, *, until_terminal: bool, after: str | None = None
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
-        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal)
+        if after is not None and self.table.scope_of(task_id) != scope:
+            return None
+        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal, after=after)
         snapshot = self.table.get(task_id, scope)
         if snapshot is None:
             subscription.cancel()

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import redis.asyncio
 
+from a2a_grpc.core.errors import EventIdExpiredError
+from a2a_grpc.core.event_ids import EVENT_ID_EXTENSION, event_id
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.push_config_rpcs import LocalPushConfigs, PushConfigs
 from a2a_grpc.server.push.webhooks import PushConfigStore
@@ -64,9 +66,14 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]
     async def make(**options: Any) -> TaskStore:
         store: TaskStore
         if url is None:
-            table_options = {k: v for k, v in options.items() if k != "lease"}
-            store = InMemoryTaskStore(TaskTable(**table_options), Broker(queue_size=64))
+            table_options = {
+                k: v for k, v in options.items() if k not in ("lease", "replay_length")
+            }
+            broker = Broker(queue_size=64, replay_length=options.get("replay_length", 1000))
+            store = InMemoryTaskStore(TaskTable(**table_options), broker)
         else:
+            if "replay_length" in options:
+                options["stream_length"] = options.pop("replay_length")
             store = RedisTaskStore.connect(url, prefix=prefix, **options)
         await store.start()
         made.append(store)
@@ -200,6 +207,125 @@ async def test_watch_gives_a_snapshot_then_exactly_the_later_events(
         "TASK_STATE_COMPLETED",
     ]
     assert await store.watch("t1", BOB, until_terminal=True) is None
+
+
+def order_of(event_id_text: str) -> tuple[int, int]:
+    """An event id as a tuple that orders like the ids of both stores ("<n>", "<ms>-<seq>")."""
+    head, _, tail = event_id_text.partition("-")
+    return int(head), int(tail or 0)
+
+
+def ids(events: list[a2a_pb2.StreamResponse]) -> list[str]:
+    found = [event_id(event) for event in events]
+    assert None not in found, found
+    return [text for text in found if text is not None]
+
+
+def chunk_event(task_id: str, n: int) -> Callable[[], a2a_pb2.StreamResponse]:
+    def build() -> a2a_pb2.StreamResponse:
+        event = a2a_pb2.StreamResponse()
+        event.artifact_update.task_id = task_id
+        event.artifact_update.artifact.artifact_id = f"a{n}"
+        return event
+
+    return build
+
+
+async def chunks(store: TaskStore, task_id: str, numbers: range) -> None:
+    for n in numbers:
+        await store.update(task_id, lambda task: None, chunk_event(task_id, n))
+
+
+def artifact_ids(events: list[a2a_pb2.StreamResponse]) -> list[str]:
+    return [e.artifact_update.artifact.artifact_id for e in events if e.HasField("artifact_update")]
+
+
+async def test_stream_events_carry_growing_ids_the_same_for_every_subscriber(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    sender = await store.subscribe("t1")
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    watched = await store.watch("t1", ALICE, until_terminal=True)
+    assert watched is not None
+    snapshot, late = watched
+    await chunks(store, "t1", range(3))
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    first, second = await drain(sender), await drain(late)
+    first_ids = ids(first)
+    assert [order_of(i) for i in first_ids] == sorted({order_of(i) for i in first_ids})
+    # The later subscriber sees the same ids for the same events; its snapshot includes the
+    # events up to the one it names.
+    assert ids(second) == first_ids[2:]
+    assert late.snapshot_id == first_ids[1]
+    # Only the streams' copies carry ids: the stored task never does.
+    stored = await store.get("t1", ALICE)
+    assert stored is not None and EVENT_ID_EXTENSION not in stored.metadata.fields
+    assert EVENT_ID_EXTENSION not in snapshot.metadata.fields
+
+
+async def test_watch_after_an_id_replays_exactly_the_later_events_then_live_ones(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    sender = await store.subscribe("t1")
+    await created(store, "t1")
+    await chunks(store, "t1", range(5))
+    reading = aiter(sender)
+    async with asyncio.timeout(10):
+        seen = [await anext(reading) for _ in range(4)]  # the task, a0, a1, a2
+    sender.cancel()  # the stream broke there
+    cursor = ids(seen)[3]
+    watched = await store.watch("t1", ALICE, until_terminal=True, after=cursor)
+    assert watched is not None
+    resumed = watched[1]
+    await chunks(store, "t1", range(5, 7))
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    await store.resume("t1", ALICE, a2a_pb2.Message(message_id="m2", role=a2a_pb2.ROLE_USER))
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    events = await drain(resumed)
+    assert artifact_ids(events) == ["a3", "a4", "a5", "a6"]
+    assert kinds(events)[4:] == [
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_COMPLETED",
+    ]
+    orders = [order_of(i) for i in ids(events)]
+    assert orders == sorted(set(orders)) and orders[0] > order_of(cursor)
+    assert await store.watch("t1", BOB, until_terminal=True, after=cursor) is None
+    # After it finished: the kept events after the id, and the stream ends.
+    finished = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[3])
+    assert finished is not None
+    assert kinds(await drain(finished[1])) == kinds(events)[4:]
+    last = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[-1])
+    assert last is not None and await drain(last[1]) == []
+
+
+async def test_an_id_older_than_the_kept_events_or_not_the_task_s_is_refused(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store(replay_length=10)
+    sender = await store.subscribe("t1")
+    await created(store, "t1")
+    events = []
+    reading = aiter(sender)
+    async with asyncio.timeout(10):
+        for n in range(250):  # Redis trims whole stream nodes (100 entries)
+            await chunks(store, "t1", range(n, n + 1))
+            events.append(await anext(reading))  # read as they come: no reader falls behind
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    events += await drain(sender)
+    with pytest.raises(EventIdExpiredError, match="no longer keeps"):
+        await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[1])
+    recent = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[-3])
+    assert recent is not None
+    assert kinds(await drain(recent[1])) == ["artifact_update", "TASK_STATE_COMPLETED"]
+    beyond = ids(events)[-1] + "9"
+    with pytest.raises(EventIdExpiredError, match="not an event id"):
+        await store.watch("t1", ALICE, until_terminal=True, after=beyond)
+    with pytest.raises(EventIdExpiredError, match="not an event id"):
+        await store.watch("t1", ALICE, until_terminal=True, after="not-an-id")
 
 
 async def test_a_send_stream_sees_creation_and_closes_when_interrupted(

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from a2a_grpc.core.errors import EventIdExpiredError
+from a2a_grpc.core.event_ids import event_id
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.broker import Broker, SubscriberOverflowError
 
@@ -25,6 +27,7 @@ async def test_every_subscriber_gets_every_event_in_order_then_closes() -> None:
         broker.publish("t", event(n), last=n == 4)
     results = await asyncio.gather(*(drain(s) for s in subs))
     assert results == [["0", "1", "2", "3", "4"]] * 3
+    broker.forget("t")  # the task left the store: nothing is kept for it any more
     assert not broker.has_subscribers("t")
 
 
@@ -53,8 +56,9 @@ async def test_cancel_unsubscribes() -> None:
     sub = broker.subscribe("t")
     sub.cancel()
     sub.cancel()
+    broker.publish("t", event(1))  # nobody listening: only kept for a resumed stream
+    broker.forget("t")
     assert not broker.has_subscribers("t")
-    broker.publish("t", event(1))  # nobody listening: a no-op
 
 
 @pytest.mark.parametrize(("queue_size", "mark"), [(1024, 16), (10, 5), (1, 1)])
@@ -66,3 +70,70 @@ async def test_publish_reports_a_backlog_at_the_mark(queue_size: int, mark: int)
     reported = [broker.publish("t", event(n)) for n in range(1, mark + 1)]
     assert reported == [False] * (mark - 1) + [True]
     subscription.cancel()
+
+
+async def drain_ids(subscription: object) -> list[tuple[str | None, str]]:
+    return [(event_id(e), e.message.message_id) async for e in subscription]  # type: ignore[attr-defined]
+
+
+async def test_events_of_a_followed_task_carry_growing_ids_for_every_subscriber() -> None:
+    broker = Broker()
+    first = broker.subscribe("t")
+    assert first.snapshot_id == "0"
+    broker.publish("t", event(1))
+    second = broker.subscribe("t")
+    assert second.snapshot_id == "1"
+    broker.publish("t", event(2), last=True)
+    assert await drain_ids(first) == [("1", "1"), ("2", "2")]
+    assert await drain_ids(second) == [("2", "2")]
+
+
+async def test_a_replay_gives_exactly_the_events_after_the_id_then_live_ones() -> None:
+    broker = Broker()
+    follower = broker.subscribe("t")
+    for n in range(1, 4):
+        broker.publish("t", event(n))
+    follower.cancel()  # the stream broke; its events are still kept
+    resumed = broker.subscribe("t", until_terminal=True, after="1")
+    broker.publish("t", event(4), last=True)
+    assert await drain_ids(resumed) == [("2", "2"), ("3", "3"), ("4", "4")]
+    # After the end, from the kept events alone.
+    assert await drain_ids(broker.subscribe("t", after="3")) == [("4", "4")]
+    assert await drain_ids(broker.subscribe("t", after="4")) == []
+
+
+async def test_an_id_the_ring_no_longer_holds_is_refused() -> None:
+    broker = Broker(replay_length=2)
+    broker.subscribe("t").cancel()
+    for n in range(1, 5):
+        broker.publish("t", event(n))
+    assert await asyncio.wait_for(
+        drain_ids(_closing(broker, broker.subscribe("t", after="2"))), 2
+    ) == [("3", "3"), ("4", "4")]
+    with pytest.raises(EventIdExpiredError, match="no longer keeps"):
+        broker.subscribe("t", after="1")
+    with pytest.raises(EventIdExpiredError, match="not an event id"):
+        broker.subscribe("t", after="5")
+    with pytest.raises(EventIdExpiredError, match="not an event id"):
+        broker.subscribe("u", after="0")
+
+
+def _closing(broker: Broker, subscription: object) -> object:
+    broker.close("t")
+    return subscription
+
+
+async def test_webhooks_never_see_the_streams_ids() -> None:
+    seen: list[a2a_pb2.StreamResponse] = []
+
+    class Observer:
+        watched = frozenset({"t"})
+
+        def observe(self, task_id: str, event: a2a_pb2.StreamResponse) -> None:
+            seen.append(event)
+
+    broker = Broker(observer=Observer())
+    sub = broker.subscribe("t")
+    broker.publish("t", event(1), last=True)
+    assert await drain_ids(sub) == [("1", "1")]
+    assert [event_id(e) for e in seen] == [None]

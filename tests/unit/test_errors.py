@@ -123,6 +123,7 @@ HTTP_TABLE = {
     errors.ResourceExhaustedError: (-32000, 429),
     errors.ServiceUnavailableError: (-32000, 503),
     errors.UnauthenticatedError: (-32000, 401),
+    errors.EventIdExpiredError: (-32000, 410),
 }
 
 

@@ -103,7 +103,7 @@ class RedisBackend:
     def _register(client: Any) -> dict[str, Any]:
         names = (
             "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
-            "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX", "BATCH", "FORGET",
+            "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX", "BATCH", "FORGET", "REPLAY",
         )  # fmt: skip
         return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
@@ -51,7 +52,7 @@ class EventReader:
         self._reader: asyncio.Task[None] | None = None
         self._subscribers: dict[str, list[Subscription]] = {}  # by task id
         # Subscriptions waiting for their snapshot's stream id, with the events seen meanwhile.
-        self._pending: dict[Subscription, list[tuple[tuple[int, int], bytes, str]]] = {}
+        self._pending: dict[Subscription, list[tuple[tuple[int, int], str, bytes, str]]] = {}
         self._after: dict[Subscription, tuple[int, int]] = {}
         self._confirmations: dict[str, list[asyncio.Future[None]]] = {}
         self._cancel_channel = backend.keys.cancel_channel(backend.replica_id)
@@ -121,14 +122,31 @@ class EventReader:
             subscribers.append(subscription)
         return subscription
 
-    def start_after(self, subscription: Subscription, stream_id: str) -> None:
-        """Passes on the events after `stream_id` (the snapshot's last), now and from now on."""
+    def start_after(
+        self,
+        subscription: Subscription,
+        stream_id: str,
+        replayed: list[tuple[str, bytes, str]] = [],  # noqa: B006 (never mutated)
+    ) -> None:
+        """Passes on the events after `stream_id` (the snapshot's last), now and from now on;
+        `replayed` first: (id, StreamResponse bytes, flags) of the kept events after it, as
+        read from the task's stream after this subscription opened."""
         after = parse_stream_id(stream_id)
-        seen = self._pending.pop(subscription, [])
+        seen = self._pending.pop(subscription, None)
+        if seen is None:  # canceled meanwhile
+            return
         self._after[subscription] = after
-        for event_id, payload, flags in seen:
+        for text, payload, flags in replayed:
+            event_id = parse_stream_id(text)
+            self._deliver(subscription, event_id, text, payload, flags)
+            if subscription not in self._after:  # closed by the event
+                return
+            after = event_id
+        for event_id, text, payload, flags in seen:
             if event_id > after:
-                self._deliver(subscription, event_id, payload, flags)
+                self._deliver(subscription, event_id, text, payload, flags)
+                if subscription not in self._after:
+                    return
 
     async def _read(self) -> None:
         pubsub = self._pubsub
@@ -170,20 +188,28 @@ class EventReader:
             return
         head, _, rest = data.partition(b"\n")
         flag_bytes, _, payload = rest.partition(b"\n")
-        event_id = parse_stream_id(head.decode())
+        text = head.decode()
+        event_id = parse_stream_id(text)
         flags = flag_bytes.decode()
         for subscription in list(subscribers):
             pending = self._pending.get(subscription)
             if pending is not None:
-                pending.append((event_id, payload, flags))
+                pending.append((event_id, text, payload, flags))
             elif event_id > self._after.get(subscription, (0, 0)):
-                self._deliver(subscription, event_id, payload, flags)
+                self._deliver(subscription, event_id, text, payload, flags)
 
     def _deliver(
-        self, subscription: Subscription, event_id: tuple[int, int], payload: bytes, flags: str
+        self,
+        subscription: Subscription,
+        event_id: tuple[int, int],
+        text: str,
+        payload: bytes,
+        flags: str,
     ) -> None:
         self._after[subscription] = event_id
-        if subscription._offer(a2a_pb2.StreamResponse.FromString(payload)) < 0:
+        event = a2a_pb2.StreamResponse.FromString(payload)  # this subscription's own copy
+        stamp(event, text)
+        if subscription._offer(event) < 0:
             subscription.cancel()
             return
         if flags == "t" or (flags == "i" and not subscription.until_terminal):

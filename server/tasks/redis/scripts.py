@@ -38,7 +38,10 @@ if ttl > 0 then
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
   -- Finished, and no webhook will replay its events: its stream goes now (streams are read
   -- through pub/sub and snapshots), which saves the ~4.7 KiB a stream's first node takes.
-  if push_version == 0 then redis.call('DEL', KEYS[2]) end
+  -- A task a stream followed keeps it (field rs), for streams that resume after an event id.
+  if push_version == 0 and redis.call('HGET', KEYS[1], 'rs') ~= '1' then
+    redis.call('DEL', KEYS[2])
+  end
 end
 return {1, ver + 1, id, old_ik, push_version}
 """
@@ -52,12 +55,56 @@ return id
 """
 
 SNAPSHOT = """
--- KEYS: task, events.  The task's fields and the id of its last event, read together.
+-- KEYS: task, events.  ARGV: ("1": a stream follows the task: it keeps its events to the end).
+-- The task's fields and the id of its last event, read together.
 local fields = redis.call('HMGET', KEYS[1], 'body', 'tenant', 'owner', 'ver', 'runner', 'ik')
+if ARGV[1] == '1' and fields[1] then redis.call('HSET', KEYS[1], 'rs', '1') end
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 local id = '0-0'
 if #last > 0 then id = last[1][1] end
 table.insert(fields, id)
+return fields
+"""
+
+REPLAY = """
+-- KEYS: task, events.  ARGV: an event id.  The task's body, tenant, owner and state, then
+-- 'ok' and every event after the id ({id, {'e', event, 'f', flags}}), or 'expired' (some were
+-- trimmed, or the stream is gone), or 'unknown' (the id is past the stream's last); {} for a
+-- task that is not stored.  Marks the task as followed by a stream (see WRITE).
+local fields = redis.call('HMGET', KEYS[1], 'body', 'tenant', 'owner', 'state')
+if not fields[1] then return {} end
+redis.call('HSET', KEYS[1], 'rs', '1')
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if not ms then ms, seq = string.match(id, '^(%d+)$'), '0' end
+  if not ms then return nil end
+  return {tonumber(ms), tonumber(seq)}
+end
+local function before(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
+local after = parse(ARGV[1])
+if not after then table.insert(fields, 'unknown') return fields end
+if redis.call('EXISTS', KEYS[2]) == 0 then table.insert(fields, 'expired') return fields end
+-- Trimming (the only deletion) takes entries from the front: some after the id are gone when
+-- any went and the id is before the first entry kept (refused also when the id is the very
+-- last one trimmed: the stream cannot tell).
+local info = redis.call('XINFO', 'STREAM', KEYS[2])
+local last, added, length = {0, 0}, 0, 0
+for i = 1, #info, 2 do
+  if info[i] == 'last-generated-id' then last = parse(info[i + 1])
+  elseif info[i] == 'entries-added' then added = info[i + 1]
+  elseif info[i] == 'length' then length = info[i + 1] end
+end
+if before(last, after) then table.insert(fields, 'unknown') return fields end
+if added > length then
+  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+  if #first == 0 or before(after, parse(first[1][1])) then
+    table.insert(fields, 'expired')
+    return fields
+  end
+end
+table.insert(fields, 'ok')
+local entries = redis.call('XRANGE', KEYS[2], '(' .. after[1] .. '-' .. after[2], '+')
+for i = 1, #entries do table.insert(fields, entries[i]) end
 return fields
 """
 

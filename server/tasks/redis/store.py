@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_grpc.core.errors import EventIdExpiredError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -176,6 +177,9 @@ class RedisTaskStore:
         self.claims = RedisClaims(backend, self.events)
         """The message-id claims of the idempotency window shared by replicas."""
         self._settled_copies: OrderedDict[str, tuple[Scope, bytes, float]] = OrderedDict()
+        # Tasks a send stream here follows from their first event: the next write marks them
+        # (field rs), so their stream is kept after they finish, for resumed streams.
+        self._streamed: set[str] = set()
 
     @classmethod
     def connect(
@@ -379,6 +383,9 @@ class RedisTaskStore:
                 self.backend.keys.channel(task_id),
             )
         task_keys, channel = written_to
+        if self._streamed and task.id in self._streamed:
+            self._streamed.discard(task.id)
+            extra = [*extra, "rs", "1"]
         ttl = int(self.terminal_ttl * 2000) + 60_000 if terminal else 0  # backstop, see sweep
         return (
             "WRITE",
@@ -622,13 +629,23 @@ class RedisTaskStore:
         return await reads.list_page(self.backend, scope, query)
 
     async def watch(
-        self, task_id: str, scope: Scope, *, until_terminal: bool
+        self, task_id: str, scope: Scope, *, until_terminal: bool, after: str | None = None
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         subscription = await self.events.open(task_id, until_terminal)
         keys = self.backend.keys
         try:
+            if after is not None:
+                return self._replayed(
+                    task_id,
+                    scope,
+                    subscription,
+                    after,
+                    await self.backend.run_script(
+                        "REPLAY", [keys.task(task_id), keys.events(task_id)], [after]
+                    ),
+                )
             fields = await self.backend.run_script(
-                "SNAPSHOT", [keys.task(task_id), keys.events(task_id)], []
+                "SNAPSHOT", [keys.task(task_id), keys.events(task_id)], ["1"]
             )
         except BaseException:
             subscription.cancel()
@@ -637,12 +654,45 @@ class RedisTaskStore:
         if body is None or Scope(tenant.decode(), owner.decode()) != scope:
             subscription.cancel()
             return None
-        self.events.start_after(subscription, fields[6].decode())
+        subscription.snapshot_id = fields[6].decode()
+        self.events.start_after(subscription, subscription.snapshot_id)
         return a2a_pb2.Task.FromString(body), subscription
+
+    def _replayed(
+        self, task_id: str, scope: Scope, subscription: Subscription, after: str, fields: Any
+    ) -> tuple[a2a_pb2.Task, Subscription] | None:
+        """`watch(after=)` once REPLAY answered: the kept events, then the live ones."""
+        if not fields or Scope(fields[1].decode(), fields[2].decode()) != scope:
+            subscription.cancel()
+            return None
+        verdict = fields[4].decode()
+        if verdict != "ok":
+            subscription.cancel()
+            if verdict == "unknown":
+                raise EventIdExpiredError(
+                    f"{after!r} is not an event id of task {task_id}'s stream; subscribe "
+                    "without it for the task as it stands"
+                )
+            raise EventIdExpiredError(
+                f"the task store no longer keeps the events of task {task_id} after {after!r} "
+                f"(it keeps about the last {self.stream_length}); subscribe without it for "
+                "the task as it stands"
+            )
+        replayed = []
+        for entry_id, entry in fields[5:]:
+            values = dict(zip(entry[::2], entry[1::2], strict=True))
+            replayed.append((entry_id.decode(), values[b"e"], values[b"f"].decode()))
+        subscription.snapshot_id = after
+        self.events.start_after(subscription, after, replayed)
+        if int(fields[3]) in TERMINAL_STATES:  # nothing follows what was kept
+            subscription._close()
+            subscription.cancel()
+        return a2a_pb2.Task.FromString(fields[0]), subscription
 
     async def subscribe(self, task_id: str) -> Subscription:
         subscription = await self.events.open(task_id, until_terminal=False)
         self.events.start_after(subscription, "0-0")
+        self._streamed.add(task_id)
         return subscription
 
     # -- housekeeping ---------------------------------------------------------------------
