@@ -50,6 +50,7 @@ from a2a_grpc.server.ops.metrics import RpcMetrics
 from a2a_grpc.server.ops.telemetry import RpcTracing, annotate, failed, task_id_of
 from a2a_grpc.server.protocol import log_context
 from a2a_grpc.server.protocol.handler import CallContext
+from a2a_grpc.server.push.webhooks import V10
 from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.tasks.broker import SubscriberOverflowError
 from a2a_grpc.server.trust.audit import AuditLog
@@ -84,6 +85,8 @@ class ServiceParams(NamedTuple):
     version: str | None
     extension_values: Sequence[str]
     trace_headers: Sequence[tuple[str, str]]
+    last_event_id: str | None = None
+    """The event id a stream resumes after (core/event_ids.py), as the transport read it."""
 
 
 NO_PARAMS = ServiceParams(None, (), ())
@@ -250,10 +253,10 @@ class Call:
         params = self.params
         (check_version or gate.check_version)(params.version)
         if not params.extension_values:
-            return CallContext(principal, ()), ()
+            return CallContext(principal, (), V10, params.last_event_id), ()
         requested = service_params.parse_extensions(params.extension_values)
         activated = [uri for uri in requested if uri in gate.declared_extensions]
-        return CallContext(principal=principal, extensions=requested), activated
+        return CallContext(principal, requested, V10, params.last_event_id), activated
 
     def parsed(self, request: Any) -> None:
         """The request as the handler takes it: the log's call fields and the audit record

@@ -28,6 +28,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
+from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
@@ -63,6 +64,9 @@ class CallContext(NamedTuple):
     protocol: str = V10
     """The protocol version of the service called ("0.3" through the 0.3 service): the version
     a webhook this call registers speaks."""
+    last_event_id: str | None = None
+    """The event id a SubscribeToTask resumes after (gRPC `a2a-last-event-id`, SSE
+    `Last-Event-ID`; core/event_ids.py); None: from a snapshot."""
 
 
 class RequestHandler:
@@ -174,7 +178,7 @@ class RequestHandler:
         try:
             if snapshot is not None:
                 # A continuation: the stream opens with the task as it stands now.
-                yield a2a_pb2.StreamResponse(task=snapshot)
+                yield _snapshot_event(snapshot, opened)
             async for event in opened:
                 yield event
         finally:
@@ -237,6 +241,12 @@ class RequestHandler:
         self._require_streaming()
         validation.check_task_id(request.id)
         scope = Scope(request.tenant, call.principal)
+        if call.last_event_id is not None:
+            # Resumed after an event id: exactly the events after it, kept ones first, also
+            # after the task finished (while it is stored); no snapshot.
+            async for event in self._replay(request.id, scope, call.last_event_id):
+                yield event
+            return
         task = await self._lookup(request.id, scope, None)
         if task.status.state in TERMINAL_STATES:
             raise UnsupportedOperationError(
@@ -259,12 +269,27 @@ class RequestHandler:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         snapshot, subscription = watched
         try:
-            yield a2a_pb2.StreamResponse(task=snapshot)
+            yield _snapshot_event(snapshot, subscription)
             # Runs claim interrupted tasks atomically (SUBMITTED at once), so a snapshot at a
             # closing state means no event will follow for this stream.
             closes_at = TERMINAL_STATES if until_terminal else SETTLED_STATES
             if snapshot.status.state in closes_at:
                 return
+            async for event in subscription:
+                yield event
+        finally:
+            subscription.cancel()
+
+    async def _replay(
+        self, task_id: str, scope: Scope, after: str
+    ) -> AsyncIterator[a2a_pb2.StreamResponse]:
+        """The task's events after the id `after`, then its live ones until it is terminal
+        (EventIdExpiredError from the store when they are no longer all kept)."""
+        watched = await self.store.watch(task_id, scope, until_terminal=True, after=after)
+        if watched is None:
+            raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+        subscription = watched[1]
+        try:
             async for event in subscription:
                 yield event
         finally:
@@ -331,6 +356,15 @@ class RequestHandler:
     def _require_streaming(self) -> None:
         if not self.card.capabilities.streaming:
             raise UnsupportedOperationError("this agent does not offer streaming")
+
+
+def _snapshot_event(snapshot: a2a_pb2.Task, subscription: Subscription) -> a2a_pb2.StreamResponse:
+    """A stream's opening Task, with the id of the last event it includes (a copy: the
+    snapshot is the caller's own)."""
+    event = a2a_pb2.StreamResponse(task=snapshot)
+    if subscription.snapshot_id:
+        stamp(event, subscription.snapshot_id)
+    return event
 
 
 def _not_cancelable(task_id: str, state: int) -> TaskNotCancelableError:

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import InvalidRequestError, StatusError
+from a2a_grpc.core.event_ids import LAST_EVENT_ID_KEY
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
@@ -250,6 +251,7 @@ def read_params(
     version = None
     extension_values: list[str] | tuple[()] = ()
     trace_headers: list[tuple[str, str]] | tuple[()] = ()
+    last_event_id = None
     # Only keys ending in -bin carry bytes (gRPC); these three never do.
     entries = cast("Sequence[tuple[str, str]]", context.invocation_metadata() or ())
     for key, value in entries:
@@ -259,4 +261,6 @@ def read_params(
             extension_values = [*extension_values, value]
         elif key in TRACE_HEADERS:
             trace_headers = [*trace_headers, (key, value)]
-    return ServiceParams(version, extension_values, trace_headers)
+        elif key == LAST_EVENT_ID_KEY:
+            last_event_id = value
+    return ServiceParams(version, extension_values, trace_headers, last_event_id)

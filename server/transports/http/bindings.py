@@ -53,6 +53,7 @@ from a2a_grpc.core.errors import (
     StatusError,
     UnauthenticatedError,
 )
+from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, event_id
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
@@ -173,6 +174,7 @@ def read_params(request: web.Request) -> ServiceParams:
         headers.get(VERSION_KEY),
         headers.getall(EXTENSIONS_KEY, []),
         [(key, headers[key]) for key in TRACE_HEADERS if key in headers],
+        headers.get(LAST_EVENT_ID_HEADER),
     )
 
 
@@ -317,10 +319,10 @@ class HttpBindings:
                     raise SlowReaderError from None
 
             if first is not None:
-                await write(_sse(encode(first)))
+                await write(_sse(encode(first), event_id(first)))
                 try:
                     async for event in rpc_events:
-                        await write(_sse(encode(event)))
+                        await write(_sse(encode(event), event_id(event)))
                 except (ConnectionResetError, OSError, SlowReaderError):
                     raise
                 except Exception as exc:
@@ -629,8 +631,12 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _sse(data: bytes) -> bytes:
-    return b"data: " + data + b"\n\n"
+def _sse(data: bytes, event_id: str | None = None) -> bytes:
+    """One SSE event; with its `id:` (core/event_ids.py), which a reconnecting EventSource
+    sends back as Last-Event-ID."""
+    if event_id is None:
+        return b"data: " + data + b"\n\n"
+    return b"id: " + event_id.encode() + b"\ndata: " + data + b"\n\n"
 
 
 def _sse_headers(extensions: Sequence[str]) -> dict[str, str]:
