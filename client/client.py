@@ -35,6 +35,7 @@ from a2a_grpc.client.transports.grpc import GrpcTransport
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.event_ids import LAST_EVENT_ID_KEY
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION, VERSION_KEY, major_minor
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.generated import a2a_pb2
@@ -611,11 +612,12 @@ class A2AClient:
         """`follow` with this client's resume policy, backoff and tenant, and the stream's
         metadata and deadline; `counts` counts the resumptions."""
 
-        def resubscribe(task_id: str) -> StreamCall:
+        def resubscribe(task_id: str, after: str | None) -> StreamCall:
             counts.resumed += 1
             request = self._with_tenant(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+            resumed = entries if after is None else (*entries, (LAST_EVENT_ID_KEY, after))
             return transport.stream(
-                "SubscribeToTask", request, timeout=deadline.remaining(), metadata=entries
+                "SubscribeToTask", request, timeout=deadline.remaining(), metadata=resumed
             )
 
         async def fetch_task(task_id: str) -> a2a_pb2.Task:

@@ -2,6 +2,11 @@
 
 A stream that ends or breaks before its task settles is resumed with SubscribeToTask; the message
 is sent again (the same message_id) only when a send stream fails before its first event.
+Resumption sends the id of the last event seen (core/event_ids.py) when the server gave one, and
+the server replays exactly the events after it: every event is yielded once, in order, however
+often the stream breaks. Without an id, or when the server no longer keeps the events after it
+(EventIdExpiredError), the stream resumes from a snapshot of the task, as a server without ids
+allows, and the view says so (`TaskView.resumed_from_snapshot`).
 Resumption is bounded by the policy's attempts, by its window (`deadline_s` from the latest drop
 that followed progress) and by the stream's overall deadline.
 """
@@ -10,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from a2a_grpc.client.errors import (
     A2ATransportError,
@@ -21,7 +26,13 @@ from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Attempts, Backoff, Clock, RetryPolicy
 from a2a_grpc.client.state_names import state_name
 from a2a_grpc.client.transports.base import EventStream
-from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError, UnsupportedOperationError
+from a2a_grpc.core.errors import (
+    EventIdExpiredError,
+    InvalidAgentResponseError,
+    StatusError,
+    UnsupportedOperationError,
+)
+from a2a_grpc.core.event_ids import event_id
 from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
 
@@ -31,8 +42,9 @@ StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
 StreamCall = EventStream
 """An open stream of a transport (`client/transports/base.py`)."""
 
-Resubscribe = Callable[[str], StreamCall]
-"""Opens SubscribeToTask for a task id, with the stream's tenant, metadata and deadline."""
+Resubscribe = Callable[[str, str | None], StreamCall]
+"""Opens SubscribeToTask for a task id, after an event id (None: from a snapshot), with the
+stream's tenant, metadata and deadline."""
 
 FetchTask = Callable[[str], Awaitable[a2a_pb2.Task]]
 """GetTask for a task id, with the stream's tenant, metadata and deadline."""
@@ -69,6 +81,9 @@ class Mode(enum.Enum):
     """SubscribeToTask asked for by the caller: opens with the Task."""
     RESUME = "resume"
     """SubscribeToTask opened by `follow` after a drop: opens with the Task."""
+    REPLAY = "replay"
+    """SubscribeToTask opened by `follow` after a drop, after the last event id seen: the
+    events after it, with no snapshot."""
 
 
 _SEND_MODES = (Mode.SEND, Mode.CONTINUATION)
@@ -78,6 +93,7 @@ _FIRST_EVENTS: dict[Mode, tuple[str, ...]] = {
     Mode.CONTINUATION: ("task", "message", "status_update", "artifact_update"),
     Mode.SUBSCRIBE: ("task",),
     Mode.RESUME: ("task",),
+    Mode.REPLAY: ("task", "status_update", "artifact_update"),
 }
 
 
@@ -153,6 +169,7 @@ async def follow(
     """
     stop_when_done = mode is not Mode.SUBSCRIBE
     resumption = _Resumption(policy, backoff, deadline)
+    last_id: str | None = None
     while True:
         events = 0
         error: A2ATransportError | None = None
@@ -167,6 +184,7 @@ async def follow(
                         _check_first_event(event, mode)
                     view = fold(view, event)
                     events += 1
+                    last_id = event_id(event)
                     as_it_was = (
                         mode is Mode.CONTINUATION
                         and events == 1
@@ -186,6 +204,16 @@ async def follow(
                     call = resend.again()
                     continue
             error = mapped
+        except EventIdExpiredError:
+            if mode is not Mode.REPLAY:
+                raise
+            # The server no longer keeps the events after our id: from a snapshot, and the
+            # view says that events in between may not all have been yielded.
+            last_id = None
+            view = replace(view, resumed_from_snapshot=True)
+            call = resubscribe(view.task_id, None)
+            mode = Mode.RESUME
+            continue
         except UnsupportedOperationError:
             if mode is not Mode.RESUME:
                 raise
@@ -206,10 +234,15 @@ async def follow(
         if view.done and not (as_it_was and error is not None):
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.
-        progressed = mode is not Mode.RESUME or events > 1
+        progressed = events > 0 if mode is Mode.REPLAY else mode is not Mode.RESUME or events > 1
         await backoff.sleep(resumption.delay(view, error, progressed=progressed))
-        call = resubscribe(view.task_id)
-        mode = Mode.RESUME
+        call = resubscribe(view.task_id, last_id)
+        if last_id is None:
+            if view.task is not None:  # not before the first event: nothing was missed then
+                view = replace(view, resumed_from_snapshot=True)
+            mode = Mode.RESUME
+        else:
+            mode = Mode.REPLAY
 
 
 @dataclass

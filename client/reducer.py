@@ -10,7 +10,9 @@ snapshots or from push notifications comes out the same:
   error;
 - an event without a payload, or for another task than the view's, is InvalidAgentResponseError
   (two payload members cannot survive protobuf parsing; `events.py` detects them on the wire);
-- `done` is true at a terminal or interrupted state, or after a direct answer.
+- `done` is true at a terminal or interrupted state, or after a direct answer;
+- a stream event's id (core/event_ids.py) is the stream's, not the task's: it is left out of
+  the view's task and message, so a view does not depend on where a stream was resumed.
 
 Tolerated on purpose: a status or artifact update before any snapshot (the official SDK server
 opens a continuation stream with a status update) starts a view from the event's ids alone, and
@@ -25,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from a2a_grpc.core.budget import BUDGET_EXTENSION
 from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.event_ids import EVENT_ID_EXTENSION
 from a2a_grpc.core.states import INTERRUPTED_STATES, is_settled
 from a2a_grpc.generated import a2a_pb2
 
@@ -44,6 +48,11 @@ class TaskView:
     message: a2a_pb2.Message | None = None
     completed_artifacts: frozenset[str] = frozenset()
     expected_task_id: str = ""
+    resumed_from_snapshot: bool = False
+    """True once a broken stream was resumed from a snapshot of the task instead of a replay of
+    the events it missed (the server keeps no event ids, or no longer kept the events after
+    the last id seen; `follow` sets it): the view is right, but events in between were not
+    yielded one by one."""
 
     @property
     def task_id(self) -> str:
@@ -109,13 +118,30 @@ def _on_message(view: TaskView, message: a2a_pb2.Message) -> TaskView:
         raise InvalidAgentResponseError(
             f"message for task {message.task_id!r}, expected task {view.expected_task_id!r}"
         )
+    if EVENT_ID_EXTENSION in message.metadata.fields:
+        message = _without_event_id(message)
     return replace(view, message=message)
+
+
+_Payload = TypeVar("_Payload", a2a_pb2.Message, a2a_pb2.Task)
+
+
+def _without_event_id(payload: _Payload) -> _Payload:
+    """A copy of a stream's Task or Message without its event id."""
+    copy = type(payload)()
+    copy.CopyFrom(payload)
+    del copy.metadata.fields[EVENT_ID_EXTENSION]
+    if not copy.metadata.fields:
+        copy.ClearField("metadata")
+    return copy
 
 
 def _on_task(view: TaskView, snapshot: a2a_pb2.Task) -> TaskView:
     if not snapshot.id:
         raise InvalidAgentResponseError("Task without an id")
     _check_task_id(view, snapshot.id, "task")
+    if EVENT_ID_EXTENSION in snapshot.metadata.fields:
+        snapshot = _without_event_id(snapshot)
     # A snapshot's artifacts are complete as far as anyone can know (a Task carries no chunk
     # state), so a view folded from GetTask equals the streamed view of a finished task.
     ids = frozenset(artifact.artifact_id for artifact in snapshot.artifacts)

@@ -36,6 +36,7 @@ from a2a_grpc.client.errors import (
 )
 from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.core.errors import InvalidAgentResponseError
+from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, LAST_EVENT_ID_KEY
 from a2a_grpc.generated import a2a_pb2
 
 EVENT_STREAM = "text/event-stream"
@@ -200,11 +201,15 @@ class _TrackedStream(httpx.AsyncByteStream):
 def headers_of(metadata: Metadata, *extra: tuple[str, str]) -> list[tuple[str, str]]:
     """A call's metadata as HTTP headers (the same names; HTTP header names are
     case-insensitive), with `extra` (Content-Type, Accept). A binary value is sent base64
-    encoded, as gRPC sends a `-bin` entry."""
+    encoded, as gRPC sends a `-bin` entry; the event id a stream resumes after
+    (`a2a-last-event-id`) as SSE's own `Last-Event-ID`."""
     return [
         *extra,
         *(
-            (key, value if isinstance(value, str) else base64.b64encode(value).decode())
+            (
+                LAST_EVENT_ID_HEADER if key == LAST_EVENT_ID_KEY else key,
+                value if isinstance(value, str) else base64.b64encode(value).decode(),
+            )
             for key, value in metadata
         ),
     ]

@@ -102,7 +102,7 @@ class Agent:
         self.final = final
         self.resubscribed = 0
 
-    def resubscribe(self, task_id: str) -> FakeCall:
+    def resubscribe(self, task_id: str, after: str | None = None) -> FakeCall:
         assert task_id == "t1"
         self.resubscribed += 1
         return self.subscriptions.pop(0)
