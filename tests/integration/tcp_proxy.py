@@ -37,6 +37,15 @@ class TcpProxy:
             upstream.transport.abort()
         self._open.clear()
 
+    def drop_upstream(self) -> None:
+        """Ends every connection open now from the server's side, as a server that went away
+        or a proxy's timeout does: the upstream connection is reset, the client's gets what was
+        already sent and then an orderly close (FIN)."""
+        for client, upstream in self._open:
+            upstream.transport.abort()
+            client.close()
+        self._open.clear()
+
     async def close(self) -> None:
         self.cut()
         if self._server is not None:
