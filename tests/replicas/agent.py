@@ -5,6 +5,8 @@
   then sends `chunks` artifact chunks if the released value is a number, then COMPLETED.
 - `ask`: INPUT_REQUIRED; the answer to it completes the task, saying which process ran it.
 - `reply`: a direct reply (no task).
+- `drip <name> <count>`: WORKING, then `count` artifact chunks, each once the test pushes to
+  `test:drip:<name>`, then COMPLETED.
 A held run that is cancelled pushes its message id to `test:cancelled`.
 Every run appends "<message id>:<pid>" to the list `test:runs`, so a test sees where and how
 often the agent ran, and pushes the task id to `test:started:<message id>` once WORKING.
@@ -41,6 +43,18 @@ class ReplicaAgent:
             return
         await events.working(f"working on {pid}")
         await self.redis.rpush(f"test:started:{context.message.message_id}", context.task_id)
+        if keyword == "drip":
+            artifact_id = None
+            count = int(words[2])
+            for number in range(count):
+                await self.redis.blpop([f"test:drip:{words[1]}"])
+                part = a2a_pb2.Part(text=f"chunk {number}")
+                artifact_id = await events.add_artifact(
+                    [part],
+                    artifact_id=artifact_id,
+                    append=number > 0,
+                    last_chunk=number == count - 1,
+                )
         if keyword == "hold":
             try:
                 _, released = await self.redis.blpop([f"test:release:{words[1]}"])

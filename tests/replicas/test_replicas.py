@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import random
 from typing import Any
 
 import grpc
@@ -15,9 +16,12 @@ import redis.asyncio as aioredis
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.core import status
+from a2a_grpc.core.event_ids import event_id
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
 from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT
+from a2a_grpc.server.tasks.redis.events import parse_stream_id
 from tests.integration.sdk_v03_task_reader import read_with_sdk
+from tests.integration.tcp_proxy import TcpProxy
 from tests.integration.webhook_receiver import Receiver
 from tests.replicas.conftest import StartReplica
 from tests.replicas.harness import Replica
@@ -365,3 +369,47 @@ async def test_tasks_survive_a_restart_of_every_replica_and_redis(
     assert kept.url == hook.url
     answered = (await c.stub.SendMessage(send("that one", task_id=asked.id))).task
     assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+
+async def test_a_stream_whose_replica_is_killed_resumes_on_another_with_every_event_once(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """SIGKILL of the replica serving a SubscribeToTask, at seeded random points, three times:
+    behind a load balancer (a TCP proxy here) the client resumes on another replica after the
+    last event id it saw, and yields exactly what an uncut subscriber yields, ids growing."""
+    runner = await replicas()
+    serving = [await replicas() for _ in range(4)]
+    balancer = await TcpProxy(serving[0].port).start()
+    chunks = 47
+    cuts = set(random.Random("sigkill").sample(range(2, chunks + 2), 3))
+    try:
+
+        async def subscribe(name: str, cut: bool) -> list[a2a_pb2.StreamResponse]:
+            request = send(f"drip {name} {chunks}", return_immediately=True)
+            await runner.stub.SendMessage(request)
+            task_id = await started(redis, request)
+            seen: list[a2a_pb2.StreamResponse] = []
+            async with A2AClient.connect(balancer.address) as client:
+                async with asyncio.timeout(60):
+                    async for event, _ in client.subscribe_to_task(task_id):
+                        seen.append(event)
+                        # The agent runs up to 3 events ahead of the client, from the snapshot on.
+                        permits = ["go"] * (3 if len(seen) == 1 else 1)
+                        await redis.rpush(f"test:drip:{name}", *permits)
+                        if cut and len(seen) in cuts:
+                            victim = serving.pop(0)
+                            balancer.upstream_port = serving[0].port  # where it reconnects
+                            await victim.kill()
+            return seen
+
+        uncut = await subscribe("uncut", cut=False)
+        resumed = await subscribe("cut", cut=True)
+    finally:
+        await balancer.close()
+    assert describe(resumed) == describe(uncut)
+    assert describe(resumed)[-1] == "TASK_STATE_COMPLETED" and len(resumed) == chunks + 2
+    ids = [event_id(event) for event in resumed]
+    assert None not in ids
+    orders = [parse_stream_id(text) for text in ids if text is not None]
+    assert orders == sorted(set(orders))
+    assert len(serving) == 1  # three replicas served the stream and died
