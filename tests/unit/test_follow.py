@@ -19,7 +19,8 @@ from a2a_grpc.client.follow import Mode, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import UnsupportedOperationError
+from a2a_grpc.core.errors import EventIdExpiredError, UnsupportedOperationError
+from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.generated import a2a_pb2
 
 WORKING = a2a_pb2.TASK_STATE_WORKING
@@ -101,10 +102,13 @@ class Agent:
         self.subscriptions = list(subscriptions)
         self.final = final
         self.resubscribed = 0
+        self.after: list[str | None] = []
+        """The event id each resubscription resumed after."""
 
     def resubscribe(self, task_id: str, after: str | None = None) -> FakeCall:
         assert task_id == "t1"
         self.resubscribed += 1
+        self.after.append(after)
         return self.subscriptions.pop(0)
 
     async def fetch_task(self, task_id: str) -> a2a_pb2.Task:
@@ -263,3 +267,40 @@ async def test_a_new_tasks_stream_ends_at_its_first_interrupted_state() -> None:
     items = await run(call, Agent(), mode=Mode.SEND)
     assert [view.state for _, view in items] == [INPUT_REQUIRED]
     assert call.cancelled
+
+
+def with_id(event: a2a_pb2.StreamResponse, event_id: str) -> a2a_pb2.StreamResponse:
+    stamp(event, event_id)
+    return event
+
+
+async def test_a_broken_stream_resumes_after_the_last_event_id_without_a_snapshot() -> None:
+    agent = Agent(
+        FakeCall(with_id(update(WORKING), "3"), error=DROP),
+        FakeCall(with_id(update(COMPLETED), "4")),
+    )
+    call = FakeCall(with_id(snapshot(), "1"), with_id(update(WORKING), "2"), error=DROP)
+    items = await run(call, agent)
+    assert agent.after == ["2", "3"]  # each resumption after the last id seen, however often
+    assert states(items) == [WORKING, WORKING, WORKING, COMPLETED]
+    final = items[-1][1]
+    assert not final.resumed_from_snapshot
+    assert final.task is not None and not final.task.HasField("metadata")  # the id is the stream's
+
+
+async def test_an_expired_id_falls_back_to_a_snapshot_and_the_view_says_so() -> None:
+    agent = Agent(
+        FakeCall(error=EventIdExpiredError("the server no longer keeps the events")),
+        FakeCall(with_id(snapshot(COMPLETED), "9")),
+    )
+    call = FakeCall(with_id(snapshot(), "1"), error=DROP)
+    items = await run(call, agent)
+    assert agent.after == ["1", None]
+    assert states(items) == [WORKING, COMPLETED]
+    assert items[-1][1].resumed_from_snapshot
+
+
+async def test_a_stream_without_ids_resumes_from_a_snapshot_and_says_so() -> None:
+    agent = Agent(FakeCall(snapshot(COMPLETED)))
+    items = await run(FakeCall(snapshot(), error=DROP), agent)
+    assert agent.after == [None] and items[-1][1].resumed_from_snapshot
