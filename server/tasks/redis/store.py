@@ -80,6 +80,9 @@ SETTLED_COPIES = 4096
 the blocking caller's reply (`copy_into`, a moment later): one read of Redis less per blocking
 SendMessage."""
 SETTLED_COPY_AGE = 1.0
+STREAMED_MARKS = 65_536
+"""Send streams opened here whose task's first write is still to come, at most (see
+`_streamed`)."""
 
 
 class _VersionMoved(Exception):
@@ -692,6 +695,8 @@ class RedisTaskStore:
     async def subscribe(self, task_id: str) -> Subscription:
         subscription = await self.events.open(task_id, until_terminal=False)
         self.events.start_after(subscription, "0-0")
+        if len(self._streamed) >= STREAMED_MARKS:  # ids whose task was never written
+            self._streamed.clear()  # at worst a finished task's stream goes: replay falls back
         self._streamed.add(task_id)
         return subscription
 
