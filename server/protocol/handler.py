@@ -241,7 +241,7 @@ class RequestHandler:
         self._require_streaming()
         validation.check_task_id(request.id)
         scope = Scope(request.tenant, call.principal)
-        if call.last_event_id is not None:
+        if call.last_event_id:  # an empty Last-Event-ID is none (as an EventSource sends it)
             # Resumed after an event id: exactly the events after it, kept ones first, also
             # after the task finished (while it is stored); no snapshot.
             async for event in self._replay(request.id, scope, call.last_event_id):
