@@ -17,6 +17,9 @@ Contract:
   server keeps is refused with `EventIdExpiredError` (core/errors.py).
 - The SSE bindings also send the id as each event's `id:` field.
 - Only streams carry ids: tasks as GetTask, ListTasks and webhooks see them never do.
+- One stream event has none: the direct reply (a Message, no task) repeated from the
+  idempotency window to a streaming send that repeats its message id. It is the stream's only
+  event and names no task, so nothing can resume after it.
 """
 
 from __future__ import annotations
