@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import json
 import random
+import re
 from typing import Any
 
 import grpc
@@ -14,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from a2a_grpc.client import A2AClient
+from a2a_grpc.client.card import CardResolver, select_interface
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.core import status
 from a2a_grpc.core.event_ids import event_id
@@ -371,17 +373,43 @@ async def test_tasks_survive_a_restart_of_every_replica_and_redis(
     assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
 
 
+CARD_AT = re.compile(r"agent card at http://[\d.]+:(\d+)/")
+
+
+def http_port_of(replica: Replica) -> int:
+    """The replica's HTTP port, from its start-up lines."""
+    found = next(m for line in replica.output if (m := CARD_AT.search(line)))
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("transport", ["grpc", "jsonrpc", "http+json"])
 async def test_a_stream_whose_replica_is_killed_resumes_on_another_with_every_event_once(
-    replicas: StartReplica, redis: aioredis.Redis
+    replicas: StartReplica, redis: aioredis.Redis, transport: str
 ) -> None:
-    """SIGKILL of the replica serving a SubscribeToTask, at seeded random points, three times:
-    behind a load balancer (a TCP proxy here) the client resumes on another replica after the
-    last event id it saw, and yields exactly what an uncut subscriber yields, ids growing."""
+    """SIGKILL of the replica serving a SubscribeToTask, at seeded random points, three times,
+    on each binding: behind a load balancer (a TCP proxy here) the client resumes on another
+    replica after the last event id it saw, and yields exactly what an uncut subscriber
+    yields, ids growing."""
     runner = await replicas()
     serving = [await replicas() for _ in range(4)]
-    balancer = await TcpProxy(serving[0].port).start()
+
+    def port(replica: Replica) -> int:
+        return replica.port if transport == "grpc" else http_port_of(replica)
+
+    balancer = await TcpProxy(port(serving[0])).start()
+
+    async def connect() -> A2AClient:
+        if transport == "grpc":
+            return A2AClient.connect(balancer.address)
+        base = f"http://127.0.0.1:{port(serving[0])}"
+        async with CardResolver() as resolver:
+            card = await resolver.get(base + "/.well-known/agent-card.json")
+        interface = select_interface(card, (transport,))
+        interface.url = interface.url.replace(f"127.0.0.1:{port(serving[0])}", balancer.address)
+        return A2AClient.for_card(card, transports=(transport,))
+
     chunks = 47
-    cuts = set(random.Random("sigkill").sample(range(2, chunks + 2), 3))
+    cuts = set(random.Random(f"sigkill {transport}").sample(range(2, chunks + 2), 3))
     try:
 
         async def subscribe(name: str, cut: bool) -> list[a2a_pb2.StreamResponse]:
@@ -389,7 +417,7 @@ async def test_a_stream_whose_replica_is_killed_resumes_on_another_with_every_ev
             await runner.stub.SendMessage(request)
             task_id = await started(redis, request)
             seen: list[a2a_pb2.StreamResponse] = []
-            async with A2AClient.connect(balancer.address) as client:
+            async with await connect() as client:
                 async with asyncio.timeout(60):
                     async for event, _ in client.subscribe_to_task(task_id):
                         seen.append(event)
@@ -398,7 +426,7 @@ async def test_a_stream_whose_replica_is_killed_resumes_on_another_with_every_ev
                         await redis.rpush(f"test:drip:{name}", *permits)
                         if cut and len(seen) in cuts:
                             victim = serving.pop(0)
-                            balancer.upstream_port = serving[0].port  # where it reconnects
+                            balancer.upstream_port = port(serving[0])  # where it reconnects
                             await victim.kill()
             return seen
 
