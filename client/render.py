@@ -160,7 +160,11 @@ class LivePrinter:
             if not self._seen_task:
                 self._line(f"task {task.id} (context {task.context_id})")
             else:
-                self._line(f"resumed: task {task.id}")
+                # Only a fallback sends a second Task: a resume by event id replays the events.
+                self._line(
+                    f"resumed from a snapshot of task {task.id}: "
+                    "events missed meanwhile are not shown"
+                )
             self._seen_task = True
             self._status(task.status)
         elif member == "status_update":

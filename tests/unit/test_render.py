@@ -71,7 +71,8 @@ def test_live_printer_grows_an_artifact_on_one_line_and_marks_a_resume() -> None
         a2a_pb2.StreamResponse(task=task(a2a_pb2.TASK_STATE_WORKING)),
         chunk("roses "),
         chunk("are red", append=True),
-        a2a_pb2.StreamResponse(task=task(a2a_pb2.TASK_STATE_WORKING)),  # a resumed stream
+        # A stream resumed from a snapshot (the server no longer kept the events after its id).
+        a2a_pb2.StreamResponse(task=task(a2a_pb2.TASK_STATE_WORKING)),
         chunk("violets", last_chunk=True),
     ):
         printer.show(event)
@@ -80,6 +81,6 @@ def test_live_printer_grows_an_artifact_on_one_line_and_marks_a_resume() -> None
         "task t1 (context c1)",
         "state: working",
         "artifact poem: roses are red",
-        "resumed: task t1",
+        "resumed from a snapshot of task t1: events missed meanwhile are not shown",
         "artifact poem: violets",
     ]
