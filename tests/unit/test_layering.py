@@ -40,9 +40,23 @@ PACKAGE_RULES: dict[str, tuple[str, ...]] = {
 """Per package of server/: the import prefixes none of its modules may use."""
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, *, typing_only_too: bool = True) -> set[str]:
+    """The modules `path` imports (`from a2a_grpc.x import y` also names `a2a_grpc.x.y`); with
+    `typing_only_too` off, not those under `if TYPE_CHECKING:`, which never run."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = set()
+    if not typing_only_too:
+        skipped = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for child in block.body
+            for node in ast.walk(child)
+        }
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -97,28 +111,6 @@ def test_the_walk_sees_imports() -> None:
     )
 
 
-def runtime_imports(path: Path) -> set[str]:
-    """The modules `path` imports when it runs: not those under `if TYPE_CHECKING:`."""
-    tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for child in block.body
-        for node in ast.walk(child)
-    }
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(("a2a_grpc", *parts[: -1 if parts[-1] == "__init__" else None]))
@@ -129,7 +121,11 @@ def test_no_server_module_imports_its_importer_back() -> None:
     imports the module that owns it."""
     paths = {module_name(path): path for path in SERVER.rglob("*.py")}
     graph = {
-        name: {target for target in runtime_imports(path) if target in paths and target != name}
+        name: {
+            target
+            for target in imported_modules(path, typing_only_too=False)
+            if target in paths and target != name
+        }
         for name, path in paths.items()
     }
     for name in graph:
