@@ -21,16 +21,13 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
-from a2a_grpc.server.ops.metrics import METRICS_PATH
 from tests.integration.conftest import Factory, Harness, Held, send_request
+from tests.integration.spans import record_spans
 from tests.integration.test_compat_v03 import v03_send, v03_stub
+from tests.integration.test_metrics import base_of, scrape
 
 EXPORTER = InMemorySpanExporter()
 TOKENS = {"alice-token": "alice"}
@@ -45,11 +42,7 @@ Scenario = Callable[[Harness, aiohttp.ClientSession], Awaitable[None]]
 
 @pytest.fixture(scope="module", autouse=True)
 def recording_spans() -> Iterator[None]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):  # the global provider is set once per process
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    record_spans(EXPORTER)
     yield
 
 
@@ -57,11 +50,6 @@ def recording_spans() -> Iterator[None]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
-
-
-def base_of(harness: Harness) -> str:
-    assert harness.running.http_server is not None
-    return harness.running.http_server.base_url
 
 
 # -- the scenario, once per transport -------------------------------------------------------
@@ -170,13 +158,11 @@ def audit_summary(path: Path) -> list[tuple[Any, ...]]:
 
 
 async def metric_summary(harness: Harness, http: aiohttp.ClientSession) -> dict[Any, float]:
-    async with http.get(base_of(harness) + METRICS_PATH) as response:
-        text = await response.text()
+    """The `a2a_rpc_requests_total` samples, by (method, code)."""
     return {
-        (sample.labels["method"], sample.labels["code"]): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "a2a_rpc_requests_total"
+        (dict(labels)["method"], dict(labels)["code"]): sample
+        for (name, labels), sample in (await scrape(http, harness)).items()
+        if name == "a2a_rpc_requests_total"
     }
 
 

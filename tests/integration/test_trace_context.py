@@ -8,8 +8,6 @@ import aiohttp
 import grpc
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from a2a_grpc.client import A2AClient
@@ -17,6 +15,7 @@ from a2a_grpc.client.messages import user_message
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from tests.integration.conftest import Factory
+from tests.integration.spans import record_spans
 from tests.integration.test_server_push import dispatcher
 from tests.integration.webhook_receiver import Receiver
 
@@ -25,13 +24,7 @@ EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="module", autouse=True)
 def sdk() -> Iterator[None]:
-    # The global provider can be set once per process (another module may have set it):
-    # this module's exporter joins whichever SDK provider is in place.
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    record_spans(EXPORTER)
     yield
 
 
