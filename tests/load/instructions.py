@@ -8,7 +8,9 @@ the demo agent in process (no sockets: the request bytes are parsed and the resp
 as grpc would), 32 calls in flight, against a store of `--max-tasks` tasks that is full (so
 every new task evicts one) once the first requests are through. It runs twice under
 `valgrind --tool=callgrind`, with a warm-up alone and with `--requests` more, and prints the
-difference per request, so start-up and imports cancel out. Needs valgrind; takes ~1 minute.
+difference per request, so start-up and imports cancel out. Needs valgrind; takes ~1-2 minutes.
+`--profile` runs the same requests under cProfile instead (seconds, no valgrind): the exact calls
+per send of each function, and where the time goes, to find work that need not happen per call.
 `--redis` counts the same on the Redis store (a redis-server of its own, outside valgrind:
 only this process's instructions), the one repeatable measure of that path on a noisy VM.
 The figure counts our Python, protobuf and asyncio work, not grpc's; under real load it costs
@@ -19,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
+import cProfile
 import json
+import pstats
 import re
 import shutil
 import subprocess
@@ -44,7 +49,10 @@ class _Context:
         return None
 
 
-async def _drive(total: int, max_tasks: int, store: str = "") -> None:
+async def _drive(
+    total: int, max_tasks: int, store: str = "", profile: cProfile.Profile | None = None
+) -> None:
+    """Sends `total` requests, 32 in flight; `profile` is enabled after the warm-up ones."""
     from a2a_grpc.generated import a2a_pb2
     from a2a_grpc.server.card import demo_card
     from a2a_grpc.server.compose import build_handler
@@ -66,7 +74,7 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     )
     servicer = A2AServicer(handler, gate)
     context = _Context()
-    requests = iter(
+    requests = enumerate(
         [
             a2a_pb2.SendMessageRequest(
                 message=a2a_pb2.Message(
@@ -80,7 +88,9 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     )
 
     async def caller() -> None:
-        for data in requests:
+        for sent, data in requests:
+            if profile is not None and sent == WARMUP_REQUESTS:
+                profile.enable()
             request = a2a_pb2.SendMessageRequest.FromString(data)
             response = await servicer.SendMessage(request, context)
             response.SerializeToString()
@@ -88,6 +98,8 @@ async def _drive(total: int, max_tasks: int, store: str = "") -> None:
     try:
         await asyncio.gather(*(caller() for _ in range(CONCURRENCY)))
     finally:
+        if profile is not None:
+            profile.disable()
         if store:
             await handler.store.close()
 
@@ -121,6 +133,12 @@ def main() -> None:
         help="on the Redis store: a redis-server of its own, outside valgrind (its work is not "
         "counted, only this process's)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="no valgrind: run the measured requests under cProfile, in process, and print our "
+        "functions with their exact calls per send and their share of the profiled time",
+    )
     parser.add_argument("--drive", type=int, help=argparse.SUPPRESS)  # the child under callgrind
     parser.add_argument("--store", default="", help=argparse.SUPPRESS)  # the child's Redis URL
     args = parser.parse_args()
@@ -129,6 +147,13 @@ def main() -> None:
         return
     if args.redis and args.compare:
         parser.error("--compare holds the in-memory reference only")
+    if args.profile:
+        if args.redis or args.compare:
+            parser.error("--profile runs the in-memory store alone")
+        profile = cProfile.Profile()
+        asyncio.run(_drive(WARMUP_REQUESTS + args.requests, args.max_tasks, profile=profile))
+        _print_profile(profile, args.requests)
+        return
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (e.g. apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
@@ -139,13 +164,41 @@ def main() -> None:
             redis = RedisServer().start()
             stack.callback(redis.close)
             store = redis.url
-        base = _count(0, args.max_tasks, Path(scratch), store)
-        more = _count(args.requests, args.max_tasks, Path(scratch), store)
+        if store:  # one after the other: two drives on one Redis would evict each other's tasks
+            base = _count(0, args.max_tasks, Path(scratch), store)
+            more = _count(args.requests, args.max_tasks, Path(scratch), store)
+        else:  # each child has its own store: the two runs go side by side (half the wait)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                counts = [
+                    pool.submit(_count, requests, args.max_tasks, Path(scratch))
+                    for requests in (0, args.requests)
+                ]
+                base, more = (count.result() for count in counts)
     per_request = (more - base) / args.requests
     where = "on Redis, this process" if args.redis else f"store of {args.max_tasks}"
     print(f"instructions per blocking SendMessage: {per_request:,.0f} ({where})")
     if args.compare:
         sys.exit(_compare(per_request, args.max_tasks))
+
+
+PROFILE_ROWS = 45
+
+
+def _print_profile(profile: cProfile.Profile, requests: int) -> None:
+    """Functions by inclusive time: the call counts are exact, the time shares are cProfile's
+    (its overhead weighs on small functions), so read them as where to look, not as costs."""
+    stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(row[2] for row in stats.values())
+    root = str(Path(__file__).resolve().parents[2])
+    rows = sorted(stats.items(), key=lambda item: item[1][3], reverse=True)
+    print(f"cProfile over {requests} blocking sends after {WARMUP_REQUESTS} unprofiled ones")
+    print(f"{'incl %':>7} {'self %':>7} {'calls/send':>10}  function")
+    for (filename, line, name), (_, calls, own, inclusive, _) in rows[:PROFILE_ROWS]:
+        where = filename.replace(root + "/", "") + (f":{line}" if line else "")
+        print(
+            f"{100 * inclusive / total:7.1f} {100 * own / total:7.1f} {calls / requests:10.2f}"
+            f"  {where} {name}"
+        )
 
 
 REFERENCE = Path(__file__).with_name("perf_reference.json")
