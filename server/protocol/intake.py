@@ -8,7 +8,7 @@ a settled run leaves behind (outcome metrics, the dedup entry, the audit record)
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
 
@@ -123,22 +123,21 @@ class Intake:
                     existing.id, inline.id, "configuration.task_push_notification_config"
                 )
         context_id = existing.context_id if existing is not None else message.context_id or new_id()
+        # Positional, in field order: 5k instructions fewer per message than keywords.
         context = RequestContext(
-            message=message,
-            task_id=existing.id if existing is not None else new_id(),
-            context_id=context_id,
-            task=existing,
-            reference_task_ids=tuple(message.reference_task_ids),
-            requested_extensions=call.extensions,
-            caller=call.principal,
-            signed_by="" if signer is None else signer.kid,
-            signer=signer,
-            budget=budget if budget is not None or existing is None else budget_of(existing),
-            tenant=tenant,
-            metadata=(
-                json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
-            ),
-            **(_configuration_of(configuration) if request.HasField("configuration") else {}),
+            message,
+            existing.id if existing is not None else new_id(),  # task_id
+            context_id,
+            existing,  # task
+            tuple(message.reference_task_ids),
+            call.extensions,  # requested_extensions
+            call.principal,  # caller
+            "" if signer is None else signer.kid,  # signed_by
+            signer,
+            budget if budget is not None or existing is None else budget_of(existing),
+            tenant,
+            json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {},
+            *(_configuration_of(configuration) if request.HasField("configuration") else ()),
         )
         if self.store.shared:  # one process decided in repeat_of (saves a coroutine, ~1k instr.)
             first = await self.dedup.claim(key, message, context.task_id)
@@ -319,16 +318,17 @@ def _budget(message: a2a_pb2.Message) -> Money | None:
         ) from None
 
 
-def _configuration_of(configuration: a2a_pb2.SendMessageConfiguration) -> dict[str, Any]:
-    """What the agent learns of a request's configuration (`RequestContext`); only read when
-    the request has one: reading an absent one cost ~4k instructions per SendMessage."""
-    return {
-        "accepted_output_modes": tuple(configuration.accepted_output_modes),
-        "history_length": (
-            configuration.history_length if configuration.HasField("history_length") else None
-        ),
-        "return_immediately": configuration.return_immediately,
-    }
+def _configuration_of(
+    configuration: a2a_pb2.SendMessageConfiguration,
+) -> tuple[tuple[str, ...], int | None, bool]:
+    """What the agent learns of a request's configuration: `RequestContext`'s last three
+    fields (accepted_output_modes, history_length, return_immediately); only read when the
+    request has one: reading an absent one cost ~4k instructions per SendMessage."""
+    return (
+        tuple(configuration.accepted_output_modes),
+        configuration.history_length if configuration.HasField("history_length") else None,
+        configuration.return_immediately,
+    )
 
 
 def _takes_no_more(task_id: str, state: int) -> UnsupportedOperationError:
