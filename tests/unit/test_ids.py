@@ -21,3 +21,10 @@ def test_every_variant_digit_and_the_version_digit_are_right() -> None:
     assert {text[14] for text in ids} == {"4"}
     assert {text[19] for text in ids} == set("89ab")  # all four variant digits occur
     assert all(len(text) == 36 and text.count("-") == 4 for text in ids)
+
+
+def test_every_random_position_takes_every_hex_digit() -> None:
+    ids = [new_id() for _ in range(3000)]
+    fixed = {8, 13, 14, 18, 19, 23}  # the four dashes, the version and the variant digit
+    for at in set(range(36)) - fixed:
+        assert {text[at] for text in ids} == set("0123456789abcdef"), at
