@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
 
 from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.generated import a2a_pb2
@@ -36,7 +36,7 @@ class Housekeeping:
         dedup: Idempotency,
         audit: AuditLog | None,
         active: Mapping[str, TaskRun],
-        runners: Set[asyncio.Task[None]],
+        runners: set[asyncio.Task[None]],
     ) -> None:
         self.config = config
         self.store = store
@@ -109,9 +109,9 @@ class Housekeeping:
             self._housekeeper = None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while self.runners and (left := deadline - loop.time()) > 0:
-            await asyncio.wait(set(self.runners), timeout=left)
-        pending = set(self.runners)
+        while (pending := self._running()) and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(pending, timeout=left)
+        pending = self._running()
         if not pending:
             return
         if self.store.shared:
@@ -120,5 +120,10 @@ class Housekeeping:
             for run in self.active.values():
                 run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
         for runner in pending:
+            runner.add_done_callback(self.runners.discard)  # if it is cancelled before it began
             runner.cancel()
         await asyncio.wait(pending, timeout=CANCEL_SETTLE_S)
+
+    def _running(self) -> set[asyncio.Task[None]]:
+        """The runs' tasks not done yet (a run takes its task out of `runners` as it ends)."""
+        return {runner for runner in self.runners if not runner.done()}

@@ -169,9 +169,7 @@ class Intake:
         )
         self.active[run.task_id] = run
         self.dedup.remember(key, message, run)
-        runner = run.start(self.agent)  # scheduled: it runs at this coroutine's next await
-        self.runners.add(runner)
-        runner.add_done_callback(self.runners.discard)
+        run.start(self.agent, self.runners)  # scheduled: it runs at this coroutine's next await
         snapshot = None
         if subscribe and existing is not None:
             # A continuation's stream opens with the task as it stands (SUBMITTED, with the

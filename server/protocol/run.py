@@ -92,6 +92,7 @@ class TaskRun:
         self._on_settled = on_settled
         self._traced = traced
         self._runner: asyncio.Task[None] | None = None
+        self._runners: set[asyncio.Task[None]] = set()  # `start`'s
         self._open = True  # until settled (a plain flag: it is read on every event)
         self._warned_output_modes = False
         self.skill = ""
@@ -111,12 +112,18 @@ class TaskRun:
         """What the task has spent so far (budget extension), None when nothing was charged."""
         return self._ledger.cost
 
-    def start(self, agent: AgentExecutor) -> asyncio.Task[None]:
+    def start(self, agent: AgentExecutor, runners: set[asyncio.Task[None]]) -> None:
+        """Schedules the agent (it runs at the caller's next await). Its asyncio task is in
+        `runners` until it ends: the run takes it out itself as it ends, and whoever cancels
+        it (`_stop_agent`, a drain) makes sure a task cancelled before it began leaves too.
+        A done callback would do the same at the cost of one more loop callback per message
+        (call_soon, a Handle, its run: ~10k instructions per blocking send, make perf)."""
         # Log records of the agent (and of the call that started it) name the task.
         log_context.RUN.set((self.task_id, self.context_id))
         coroutine = self._traced_execute(agent) if self._traced else self._execute(agent)
-        self._runner = asyncio.get_running_loop().create_task(coroutine)
-        return self._runner
+        self._runners = runners
+        self._runner = runner = asyncio.get_running_loop().create_task(coroutine)
+        runners.add(runner)
 
     async def cancel(self) -> None:
         """CancelTask: the task is CANCELED now; the agent is told at its next await."""
@@ -134,6 +141,7 @@ class TaskRun:
     def _stop_agent(self) -> None:
         runner = self._runner
         if runner is not None and not runner.done() and runner is not asyncio.current_task():
+            runner.add_done_callback(self._runners.discard)  # if it is cancelled before it began
             runner.cancel()
 
     async def _traced_execute(self, agent: AgentExecutor) -> None:
@@ -162,6 +170,9 @@ class TaskRun:
         else:
             if not self.is_settled:
                 await self._settle_safely(a2a_pb2.TASK_STATE_COMPLETED, None)
+        finally:
+            if self._runner is not None:  # set by `start`
+                self._runners.discard(self._runner)
 
     async def _settle_safely(self, state: int, text: str | None) -> None:
         # Whatever goes wrong here, waiting callers must be answered rather than left hanging.

@@ -687,3 +687,20 @@ async def test_direct_replies_and_refusals_take_no_share(make: Make) -> None:
     with pytest.raises(TaskNotFoundError):
         await handler.send_message(request(task_id="no-such-task"), ALICE)
     await send(handler, request("ask"))  # the one unfinished task alice may have
+
+
+async def test_a_run_takes_its_task_out_of_the_runners_as_it_ends(make: Make) -> None:
+    handler = make()
+    for _ in range(3):
+        await send(handler, request())
+    assert handler.intake.runners == set()
+
+
+async def test_a_drain_lets_go_of_a_run_cancelled_before_it_began(make: Make) -> None:
+    handler = make()
+    sent = request()
+    key = (sent.tenant, ALICE.principal, sent.message.message_id)
+    await handler.intake.accept(sent, key, ALICE, subscribe=False)  # scheduled, not begun
+    (runner,) = handler.intake.runners
+    await handler.housekeeping.drain(0)  # not through `within`: its task would let it begin
+    assert runner.cancelled() and handler.intake.runners == set()
