@@ -345,10 +345,11 @@ class TaskIndex:
         changes = []
         for task_id in dirty:
             self._index_remove(task_id)
-            changes.append((index_facts(task_id), task_id))
+            facts = index_facts(task_id)
+            changes.append((facts[1], task_id, facts))
         # In key order (status time, id): `_FinishedKeys` then only ever appends (see there).
-        changes.sort(key=_key_order)
-        for facts, task_id in changes:
+        changes.sort()  # tuples compare in C: no key function called per task
+        for _, task_id, facts in changes:
             self._index_add(task_id, facts)
         dirty.clear()
 
@@ -422,10 +423,6 @@ class TaskIndex:
         if predicate is None:
             return int(len(entries) - entries.bisect_left(floor))
         return sum(1 for key in entries.irange(minimum=floor) if predicate(key[1]))
-
-
-def _key_order(change: tuple[IndexFacts, str]) -> _Key:
-    return change[0][1], change[1]
 
 
 def encode_page_token(key: tuple[int, str]) -> str:
