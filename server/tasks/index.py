@@ -166,12 +166,6 @@ class _FinishedKeys:
         if position < len(keys) and keys[position] == key:
             del keys[position]
 
-    def remove(self, key: _Key) -> None:
-        size = len(self)
-        self.discard(key)
-        if len(self) == size:
-            raise ValueError(f"{key!r} not in index")
-
     def bisect_left(self, key: _Key) -> int:
         return bisect.bisect_left(self._keys, key, lo=self._head) - self._head
 
@@ -189,7 +183,9 @@ class _FinishedKeys:
         else:
             bound = bisect.bisect_right if inclusive[1] else bisect.bisect_left
             high = bound(keys, maximum, lo=head)
-        return reversed(keys[low:high]) if reverse else iter(keys[low:high])
+        # Lazily, like SortedList.irange: a page reads a few keys of a range that may be long.
+        positions = range(high - 1, low - 1, -1) if reverse else range(low, high)
+        return map(keys.__getitem__, positions)
 
 
 _COMPACT_AT = 64
@@ -240,6 +236,7 @@ change is indexed at once (tests.load.instructions with this set to 1, 2026-11-3
 @dataclass(slots=True)
 class _ScopeIndex:
     all: _Keys = field(default_factory=_Keys)
+    size: int = 0  # tasks indexed (a counter: `len(all)` is three Python calls)
     # A context with one task holds its bare key (most contexts): no list object per context.
     by_context: dict[str, SortedList | _SmallIndex | _Key] = field(default_factory=dict)
     # A final state's tasks never change again: those states hold `_FinishedKeys`.
@@ -331,6 +328,7 @@ class TaskIndex:
             index = self._indexes[scope] = _ScopeIndex()
         finished = state in TERMINAL_STATES
         (index.all.finished if finished else index.all.live).add(key)
+        index.size += 1
         if context_id:
             self._context_add(index, context_id, key)
         entries = index.by_state.get(state)
@@ -381,11 +379,15 @@ class TaskIndex:
             return
         key, context_id, state, scope = entry
         index = self._indexes[scope]
-        (index.all.finished if state in TERMINAL_STATES else index.all.live).remove(key)
+        if state in TERMINAL_STATES:
+            index.all.finished.discard(key)
+        else:
+            index.all.live.remove(key)
+        index.size -= 1
         if context_id:
             self._context_remove(index, context_id, key)
         _discard(index.by_state, state, key)
-        if not index.all:
+        if not index.size:
             del self._indexes[scope]
             self._scopes.pop(scope, None)
 
