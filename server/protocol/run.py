@@ -64,6 +64,20 @@ class TaskRun:
     direct reply, or the agent ended).
     """
 
+    # Attributes that start at a constant are class attributes until a run sets them: one store
+    # fewer each for every message.
+    reply_message: a2a_pb2.Message | None = None
+    last_state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
+    """The last state this run recorded (UNSPECIFIED before any)."""
+    skill = ""
+    """The card skill the agent said this run serves (`use_skill`), for metrics."""
+    stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
+    """How the task ends when the server stops the agent (state, status text)."""
+    _open = True  # until settled (a plain flag: it is read on every event)
+    _warned_output_modes = False
+    _runner: asyncio.Task[None] | None = None
+    _runners: set[asyncio.Task[None]]  # set by `start`, with `_runner`
+
     def __init__(
         self,
         *,
@@ -81,25 +95,14 @@ class TaskRun:
         self.context = context
         self.task_id = context.task_id
         self.context_id = context.context_id
-        self.reply_message: a2a_pb2.Message | None = None
         self.started = asyncio.Event()
         self.settled = asyncio.Event()
         self._task_exists = context.task is not None
-        self.last_state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
-        """The last state this run recorded (UNSPECIFIED before any)."""
         cost = None if context.task is None else cost_of(context.task)
         self._ledger = Ledger(context.budget, cost)
         self._on_settled = on_settled
         self._traced = traced
-        self._runner: asyncio.Task[None] | None = None
-        self._runners: set[asyncio.Task[None]] = set()  # `start`'s
-        self._open = True  # until settled (a plain flag: it is read on every event)
-        self._warned_output_modes = False
-        self.skill = ""
-        """The card skill the agent said this run serves (`use_skill`), for metrics."""
         self._artifact_ids: set[str] = set()
-        self.stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
-        """How the task ends when the server stops the agent (state, status text)."""
         if self._task_exists:
             self.started.set()
 
@@ -187,7 +190,8 @@ class TaskRun:
     async def update_status(self, state: int, message: MessageLike = None) -> None:
         if state not in _REPORTABLE_STATES:
             raise AgentContractError(f"not a task state: {state}")
-        self._check_open()
+        if not self._open:  # `_check_open`, inlined on the two events every task has
+            self._refuse_closed()
         status_message = None if message is None else self._agent_message(message)
         # `_record` inlined: one coroutine less per event (~1k instructions).
         spend = self._ledger.metadata() if state in SETTLED_STATES else None
@@ -312,7 +316,8 @@ class TaskRun:
         whole_or_last = (not append) if last_chunk is None else last_chunk
         if not parts:
             raise AgentContractError("an artifact needs at least one part")
-        self._check_open()
+        if not self._open:
+            self._refuse_closed()
         if self.context.accepted_output_modes and not self._warned_output_modes:
             self._check_output_modes(parts)
         if not self._task_exists:
