@@ -16,18 +16,21 @@ interpreted one) before it is measured. Then, in one table:
   so the machine's load does not move it), both builds;
 - ghz throughput, SendMessage and SendStreamingMessage at c=32 and c=256, three servers: ours
   interpreted, ours compiled, the bare gRPC limit (tests.load.servers), in alternating rounds
-  (A B C A B C ...), medians over rounds, pinned as in `make bench` (tests.load.bench);
+  (A B C A B C ...), medians over rounds, pinned as in `make bench` (tests.load.bench); with
+  each server's CPU per request (its process CPU time over the cell, from /proc);
 - the client's CPU per call (tests.load.client_cpu: A2AClient over gRPC, blocking and streaming,
   c=32) on both builds, against one interpreted server, alternating rounds.
 
 It ends with the adopt rule: adopt if compiled SendMessage c=32 ours/limit >= 0.7, or the
-instructions cut >= 35 %; else drop. The full run takes ~10 minutes on 2 CPUs (build ~45 s,
+instructions cut >= 35 %; else drop. The full run takes ~8 minutes on 2 CPUs (build ~45 s,
 four callgrind runs two at a time ~3 minutes, throughput 3 rounds x 12 cells of 5 s, the
 client rows). `--quick` is a smoke run of ~4 minutes: the build and the callgrind runs (their
-imports alone take ~25 s under valgrind, and the warm-up stays) are most of it, whatever the
-counts. `--keep DIR` builds into DIR and keeps it (then `PYTHONPATH=DIR pytest tests/unit`);
-`--unit` runs tests/unit on the compiled build first. Needs gcc (or $CC) and Python headers,
-valgrind, and ghz (`make ghz`; without it the Python closed loop loads the servers).
+imports alone take ~25 s under valgrind, and the warm-up stays) are most of it whatever the
+counts, and its instruction figures are rough (300 requests: about +-5 %, against ~0.1 % at
+the full run's 4000). `--keep DIR` builds into DIR and keeps it (then, for instance,
+`PYTHONPATH=DIR pytest tests/unit`); `--unit` runs tests/unit on the compiled build first.
+Needs gcc (or $CC) and the Python headers, valgrind, and ghz (`make ghz`; without it the
+Python closed loop loads the servers).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -217,7 +221,8 @@ def check(build_name: str, env: Mapping[str, str]) -> str:
 
 def unit_tests(env: Mapping[str, str]) -> int:
     command = [sys.executable, "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider"]
-    return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+    # Its output goes to stderr with the progress lines: stdout is the report alone.
+    return subprocess.run(command, cwd=ROOT, env=env, stdout=sys.stderr, check=False).returncode
 
 
 # -- the measurements -------------------------------------------------------------------------
@@ -243,17 +248,50 @@ def instruction_counts(
 
 
 @contextlib.contextmanager
-def three_servers(envs: Mapping[str, Mapping[str, str]]) -> Iterator[dict[str, str]]:
+def three_servers(envs: Mapping[str, Mapping[str, str]]) -> Iterator[dict[str, ServerProcess]]:
     """Ours interpreted, ours compiled, the limit (interpreted: it runs none of our logic)."""
     with contextlib.ExitStack() as stack:
-        targets: dict[str, str] = {}
+        started: dict[str, ServerProcess] = {}
         for name in THREE:
             kind = "limit" if name == "limit" else "ours"
             env = envs["interpreted" if name == "limit" else name]
-            server = ServerProcess(name, ["tests.load.servers", kind], env=env)
-            stack.callback(server.stop)
-            targets[name] = server.target
-        yield targets
+            started[name] = ServerProcess(name, ["tests.load.servers", kind], env=env)
+            stack.callback(started[name].stop)
+        yield started
+
+
+def process_cpu(pid: int) -> float | None:
+    """User + system CPU seconds of a process, every thread; None without /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class MeteredLoad(LoadGenerator):
+    """The bench's load generator, also reading the server's CPU time around each measured
+    run: server CPU per request, which the VM's other load moves less than req/s does."""
+
+    def __init__(
+        self, ghz: str | None, protoset: Path | None, pids: Mapping[str, int], duration: float
+    ) -> None:
+        super().__init__(ghz, protoset)
+        self.pids = pids  # target -> server pid (taskset execs, so the pid is the server's)
+        self.duration = duration  # runs of another length are warm-ups: not recorded
+        self.cpu_us: dict[tuple[str, str, int], list[float]] = {}
+
+    def run(
+        self, target: str, rpc: str, concurrency: int, duration: float, *, reflection: bool = True
+    ) -> dict[str, float]:
+        before = process_cpu(self.pids[target])
+        figures = super().run(target, rpc, concurrency, duration, reflection=reflection)
+        after = process_cpu(self.pids[target])
+        calls = figures["rps"] * duration
+        if duration == self.duration and before is not None and after is not None and calls:
+            key = (target, rpc, concurrency)
+            self.cpu_us.setdefault(key, []).append((after - before) / calls * 1e6)
+        return figures
 
 
 def client_cost(
@@ -295,6 +333,7 @@ def client_cost(
 def table(
     counts: dict[str, float],
     cells: dict[tuple[str, int, str], Cell],
+    server_cpu: dict[tuple[str, int, str], float],
     clients: dict[tuple[str, str], ClientCell],
 ) -> list[str]:
     lines = [
@@ -322,6 +361,9 @@ def table(
             row(f"{where} p50 ms", {n: c.median("p50") for n, c in mine.items()}, 2, True)
             row(f"{where} p99 ms", {n: c.median("p99") for n, c in mine.items()}, 2, True)
             row(f"{where} errors", {n: float(sum(c.errors)) for n, c in mine.items()}, 0, True)
+            if all((rpc, concurrency, name) in server_cpu for name in THREE):
+                used = {name: server_cpu[(rpc, concurrency, name)] for name in THREE}
+                row(f"{where} server CPU us/request", used, 0, True)
     for rpc, label in bench.RPCS.items():
         mine_clients = {name: clients[(rpc, name)] for name in BUILDS}
         where = f"client {label} gRPC c={bench.CLIENT_CONCURRENCY}"
@@ -388,10 +430,19 @@ def main() -> None:
         print(f"callgrind, {plan.requests} requests per build ...", file=sys.stderr, flush=True)
         counts = instruction_counts(plan, envs, scratch)
         ghz = bench.find_ghz()
-        load = LoadGenerator(ghz, bench.build_protoset(scratch) if ghz else None)
-        print(f"throughput, load generator: {load.name}", file=sys.stderr, flush=True)
-        with three_servers(envs) as targets:
+        protoset = bench.build_protoset(scratch) if ghz else None
+        with three_servers(envs) as started_servers:
+            targets = {name: server.target for name, server in started_servers.items()}
+            pids = {server.target: server.process.pid for server in started_servers.values()}
+            load = MeteredLoad(ghz, protoset, pids, settings.duration)
+            print(f"throughput, load generator: {load.name}", file=sys.stderr, flush=True)
             cells = bench.throughput(load, settings, targets, THROUGHPUT_CONCURRENCY)
+        server_cpu = {
+            (rpc, concurrency, name): statistics.median(values)
+            for name, target in targets.items()
+            for (measured, rpc, concurrency), values in load.cpu_us.items()
+            if measured == target
+        }
         clients = client_cost(settings, envs)
     report = [
         f"machine: {bench.machine()}",
@@ -402,11 +453,12 @@ def main() -> None:
         "store of 2000, per build",
         f"throughput: {load.name}; {bench.pinning()}; {settings.rounds} round(s) of "
         f"{settings.duration:g} s per cell, servers in turn interpreted, compiled, limit; "
-        "medians over rounds",
+        "medians over rounds; server CPU us/request: the server process's CPU (/proc, every "
+        "thread) over a cell / (req/s x duration)",
         f"client: A2AClient, {settings.client_calls} calls per cell after "
         f"{settings.client_warmup}, CPU of the client's own process, one interpreted server",
         "",
-        *table(counts, cells, clients),
+        *table(counts, cells, server_cpu, clients),
         "",
         *adopt_rule(counts, cells),
         "",
