@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,9 @@ class ServerProcess:
     """A benchmark server in its own process; `port` once it printed `PORT <n>` (and
     `http_port` if it printed `PORT <grpc> <http>`)."""
 
-    def __init__(self, name: str, module_args: Sequence[str]) -> None:
+    def __init__(
+        self, name: str, module_args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> None:
         self.name = name
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
@@ -177,6 +179,7 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
+            env=env,
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline().split()
@@ -238,9 +241,11 @@ def redis_server() -> Iterator[RedisServer]:
         redis.close()
 
 
-def run_json(command: Sequence[str], timeout: float) -> dict[str, Any]:
+def run_json(
+    command: Sequence[str], timeout: float, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, env=env
     )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -352,7 +357,10 @@ class LoadGenerator:
 
 
 def throughput(
-    load: LoadGenerator, settings: Settings, targets: dict[str, str]
+    load: LoadGenerator,
+    settings: Settings,
+    targets: dict[str, str],
+    concurrencies: Sequence[int] = CONCURRENCY,
 ) -> dict[tuple[str, int, str], Cell]:
     cells: dict[tuple[str, int, str], Cell] = {}
     for name, target in targets.items():  # warm every server up (imports, caches, allocators)
@@ -360,7 +368,7 @@ def throughput(
             load.run(target, rpc, 32, settings.warmup, reflection=name != "sdk")
     for round_number in range(settings.rounds):
         for rpc in RPCS:
-            for concurrency in CONCURRENCY:
+            for concurrency in concurrencies:
                 for name, target in targets.items():  # A B C D, then again next round
                     if rpc not in KIND_RPCS.get(name, RPCS):
                         continue

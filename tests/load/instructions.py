@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,22 @@ async def _drive(
             await handler.store.close()
 
 
-def _count(requests: int, max_tasks: int, scratch: Path, store: str = "") -> int:
+def _count(
+    requests: int,
+    max_tasks: int,
+    scratch: Path,
+    store: str = "",
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Instructions of one `--drive` child under callgrind; `env` is its environment (e.g. a
+    PYTHONPATH that puts another build of the package first)."""
     out = scratch / f"callgrind.{requests}"
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     command += [sys.executable, "-m", "tests.load.instructions", "--drive", str(requests)]
     command += ["--max-tasks", str(max_tasks)]
     if store:
         command += ["--store", store]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     match = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or match is None:
         raise RuntimeError(f"callgrind failed:\n{done.stderr[-2000:]}")
