@@ -76,6 +76,8 @@ class TaskRun:
     _open = True  # until settled (a plain flag: it is read on every event)
     _warned_output_modes = False
     _runner: asyncio.Task[None] | None = None
+    _started: asyncio.Event | None = None  # see `started`
+    _ledger: Ledger | None = None  # budget and cost, once either exists
     _runners: set[asyncio.Task[None]]  # set by `start`, with `_runner`
 
     def __init__(
@@ -95,16 +97,31 @@ class TaskRun:
         self.context = context
         self.task_id = context.task_id
         self.context_id = context.context_id
-        self.started = asyncio.Event()
         self.settled = asyncio.Event()
-        self._task_exists = context.task is not None
+        self._task_exists = self._has_started = context.task is not None
         cost = None if context.task is None else cost_of(context.task)
-        self._ledger = Ledger(context.budget, cost)
+        # Most tasks have neither budget nor cost: no ledger until the agent quotes or charges.
+        if context.budget is not None or cost is not None:
+            self._ledger = Ledger(context.budget, cost)
         self._on_settled = on_settled
         self._traced = traced
         self._artifact_ids: set[str] = set()
-        if self._task_exists:
-            self.started.set()
+
+    @property
+    def started(self) -> asyncio.Event:
+        """Made when first asked for (a blocking call waits on `settled` alone, so most runs
+        never make it: one Event and two `set` calls fewer per message)."""
+        event = self._started
+        if event is None:
+            event = self._started = asyncio.Event()
+            if self._has_started:
+                event.set()
+        return event
+
+    def _mark_started(self) -> None:
+        self._has_started = True
+        if self._started is not None:
+            self._started.set()
 
     @property
     def is_settled(self) -> bool:
@@ -113,7 +130,7 @@ class TaskRun:
     @property
     def cost(self) -> Money | None:
         """What the task has spent so far (budget extension), None when nothing was charged."""
-        return self._ledger.cost
+        return None if self._ledger is None else self._ledger.cost
 
     def start(self, agent: AgentExecutor, runners: set[asyncio.Task[None]]) -> None:
         """Schedules the agent (it runs at the caller's next await). Its asyncio task is in
@@ -194,7 +211,8 @@ class TaskRun:
             self._refuse_closed()
         status_message = None if message is None else self._agent_message(message)
         # `_record` inlined: one coroutine less per event (~1k instructions).
-        spend = self._ledger.metadata() if state in SETTLED_STATES else None
+        ledger = self._ledger
+        spend = ledger.metadata() if ledger is not None and state in SETTLED_STATES else None
         try:
             if self._task_exists:
                 backlog = await self.store.set_status(
@@ -215,7 +233,8 @@ class TaskRun:
 
     async def _record(self, state: int, message: a2a_pb2.Message | None) -> bool:
         # The status update that ends a run carries the spend (budget extension).
-        spend = self._ledger.metadata() if state in SETTLED_STATES else None
+        ledger = self._ledger
+        spend = ledger.metadata() if ledger is not None and state in SETTLED_STATES else None
         try:
             # The server's own short message: never refused for room.
             backlog = await self.store.set_status(
@@ -235,7 +254,7 @@ class TaskRun:
     # -- budget and cost (the budget extension; the arithmetic is `Ledger`'s) ---------------
 
     async def quote(self, amount: Decimal | str) -> None:
-        refusal = self._ledger.quote(amount)
+        refusal = self._spending().quote(amount)
         if refusal is not None:
             self._check_open()
             await self._ensure_task()
@@ -244,11 +263,17 @@ class TaskRun:
     async def charge(self, amount: Decimal | str, currency: str | None = None) -> None:
         self._check_open()
         await self._ensure_task()
-        refusal = self._ledger.charge(amount, currency)
+        ledger = self._spending()
+        refusal = ledger.charge(amount, currency)
         if refusal is not None:
             await self._refuse_spend(a2a_pb2.TASK_STATE_FAILED, refusal)
-        spend = self._ledger.metadata() or {}
+        spend = ledger.metadata() or {}
         await self._update(lambda task: task.metadata.update(spend))
+
+    def _spending(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger(None, None)
+        return self._ledger
 
     async def _update(
         self,
@@ -386,7 +411,7 @@ class TaskRun:
         await self.store.release(
             self.scope, self.task_id
         )  # the room reserved for this task will not be used
-        self.started.set()
+        self._mark_started()
         await self.store.reply(self.task_id, reply)
         self._mark_settled()
 
@@ -435,7 +460,7 @@ class TaskRun:
         user_message.CopyFrom(self.context.message)
         user_message.task_id = self.task_id
         user_message.context_id = self.context_id
-        spend = self._ledger.metadata()
+        spend = None if self._ledger is None else self._ledger.metadata()
         if spend is not None:
             task.metadata.update(spend)
         # Built here and never touched again: no copy in. The handler reserved its room.
@@ -443,13 +468,14 @@ class TaskRun:
             task, self.scope, reserved_size=self.reserved_size, first_status=first_status
         )
         self._task_exists = True
-        self.started.set()
+        self._mark_started()
         return backlog
 
     async def _settle_with(self, state: int, text: str | None) -> None:
         await self._ensure_task()
         message = None if text is None else self._agent_message(text)
-        spend = self._ledger.metadata() if state in SETTLED_STATES else None
+        ledger = self._ledger
+        spend = ledger.metadata() if ledger is not None and state in SETTLED_STATES else None
         try:
             # The server's own end of the run (short or no message): never refused for room.
             await self.store.set_status(
@@ -464,7 +490,7 @@ class TaskRun:
         if not self._open:
             return
         self._open = False
-        self.started.set()
+        self._mark_started()
         self.settled.set()
         self._on_settled(self)
 
