@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -119,6 +120,10 @@ class DedupWindow:
         # Oldest first. An OrderedDict because entries leave from the front (a plain dict's
         # first key gets slower with every entry deleted before it; see the store's queues).
         self._entries: OrderedDict[Key, _Delivery | _Settled] = OrderedDict()
+        # When the oldest entry seen last falls out of the window (-inf: not known, look at the
+        # next call). Entries are accepted in clock order, so none falls out earlier: one
+        # dropped for capacity only brings a younger one to the front.
+        self._next_expiry = -math.inf
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -170,11 +175,20 @@ class DedupWindow:
 
     def expire(self, now: float | None = None) -> None:
         """Forgets ids older than the window, and the oldest beyond `capacity`."""
-        horizon = (self._clock() if now is None else now) - self.window
+        now = self._clock() if now is None else now
         entries = self._entries
-        most = self.capacity
-        while entries and (len(entries) > most or _accepted_at(entries) <= horizon):
+        while len(entries) > self.capacity:
             entries.popitem(last=False)  # the oldest
+        if now < self._next_expiry:
+            return  # nothing is old enough yet: the oldest entry is not read (~3k instructions)
+        horizon = now - self.window
+        while entries:
+            accepted_at = _accepted_at(entries)
+            if accepted_at > horizon:
+                self._next_expiry = accepted_at + self.window
+                return
+            entries.popitem(last=False)
+        self._next_expiry = -math.inf
 
 
 def _accepted_at(entries: OrderedDict[Key, _Delivery | _Settled]) -> float:

@@ -25,6 +25,7 @@ Synchronous; `InMemoryTaskStore` (memory.py) puts the `TaskStore` contract over 
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -96,6 +97,10 @@ class TaskTable:
         # at its front to find its first key (up to ~100k skipped per eviction with a full
         # store, measured).
         self._terminal: OrderedDict[str, float] = OrderedDict()
+        # When the oldest finished task seen last is due to expire (-inf: not known, look at the
+        # next call). Tasks finish in clock order, so none is due earlier: evicting the oldest
+        # only brings a younger one to the front.
+        self._next_expiry = -math.inf
         self._reserved = 0  # room promised to tasks that will be created later
         self._index = TaskIndex(self)
         self._bytes = 0  # sum of the records' sizes
@@ -324,10 +329,15 @@ class TaskTable:
 
     def evict_expired(self) -> int:
         """Drops terminal tasks older than the TTL; returns how many went."""
-        deadline = self._monotonic() - self.terminal_ttl
+        now = self._monotonic()
+        if now < self._next_expiry:
+            return 0  # the oldest finished task is not due yet: nothing is read (every reserve)
+        deadline = now - self.terminal_ttl
         expired: list[str] = []
+        self._next_expiry = -math.inf
         for task_id, settled_at in self._terminal.items():  # oldest settled first
             if settled_at > deadline:
+                self._next_expiry = settled_at + self.terminal_ttl
                 break
             expired.append(task_id)
         for task_id in expired:

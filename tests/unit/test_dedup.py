@@ -106,3 +106,35 @@ def test_ids_expire_after_the_window_and_beyond_capacity() -> None:
     window.expire()
     assert window.repeat_of(("t", "a", "m1"), message("x", "m1")) is None
     assert window.repeat_of(("t", "a", "m2"), message("x", "m2")) is not None
+
+
+def test_expiry_stays_exact_through_capacity_drops_and_an_empty_window() -> None:
+    """The window notes when its oldest entry falls out and looks no earlier: entries dropped
+    for capacity, and a window that emptied and filled again, must not make it miss one."""
+    clock = Clock()
+    window = DedupWindow(window=60, capacity=2, clock=clock)
+
+    def held() -> list[str]:
+        return [
+            name
+            for name in ("m0", "m1", "m2", "m3")
+            if window.repeat_of(("t", "a", name), message("x", name)) is not None
+        ]
+
+    for name, at in (("m0", 0.0), ("m1", 10.0), ("m2", 20.0)):  # m0 goes for capacity
+        clock.now = at
+        window.remember(("t", "a", name), message("x", name), run(name))
+    assert held() == ["m1", "m2"]
+    clock.now = 70.0  # exactly 60 s after m1
+    window.expire()
+    assert held() == ["m2"]
+    clock.now = 200.0
+    window.expire()
+    assert held() == []
+    window.remember(("t", "a", "m3"), message("x", "m3"), run("m3"))
+    clock.now = 259.0
+    window.expire()
+    assert held() == ["m3"]
+    clock.now = 260.0
+    window.expire()
+    assert held() == []

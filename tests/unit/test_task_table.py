@@ -86,6 +86,33 @@ def test_full_store_evicts_the_oldest_terminal_task_first() -> None:
     assert len(store) == 3
 
 
+def test_expiry_stays_exact_through_evictions_and_an_empty_table() -> None:
+    """The table notes when its oldest finished task is due and looks no earlier: evictions
+    for room, and a table that emptied of finished tasks and filled again, must not make it
+    miss one."""
+    clock = Clock()
+    start = clock.now
+    store = TaskTable(max_tasks=2, terminal_ttl=60, monotonic=clock)
+    for name, at in (("a", 0), ("b", 10)):
+        clock.now = start + at
+        store.create(task(name), SCOPE)
+        finish(store, name)
+    assert store.evict_expired() == 0  # notes a's time
+    clock.now = start + 20
+    store.create(task("c"), SCOPE)  # evicts a for room
+    finish(store, "c")
+    clock.now = start + 70  # b is due
+    assert store.evict_expired() == 1 and store.get("b", SCOPE) is None
+    clock.now = start + 200
+    assert store.evict_expired() == 1 and len(store) == 0
+    store.create(task("d"), SCOPE)
+    finish(store, "d")
+    clock.now = start + 259
+    assert store.evict_expired() == 0
+    clock.now = start + 260
+    assert store.evict_expired() == 1 and len(store) == 0
+
+
 def test_full_store_of_live_tasks_refuses_new_ones() -> None:
     store = TaskTable(max_tasks=2)
     store.create(task("a"), SCOPE)
