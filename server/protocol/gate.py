@@ -216,7 +216,10 @@ class Call:
         self.principal: str | None = None
         self._counted = False
         self._token: object = None
-        started = gate.tracing.start(rpc, params.trace_headers, SPAN_SYSTEMS[transport])
+        tracing = gate.tracing
+        started = None
+        if params.trace_headers or tracing.recording:  # `start`'s own test, without its call
+            started = tracing.start(rpc, params.trace_headers, SPAN_SYSTEMS[transport])
         if started is None:
             self.span: Span | None = None
         else:
@@ -251,7 +254,10 @@ class Call:
                 retry_delay=AUDIT_RETRY_DELAY,
             )
         params = self.params
-        (check_version or gate.check_version)(params.version)
+        if check_version is not None:
+            check_version(params.version)
+        elif params.version not in _SERVED_VERSIONS:  # a version seen before needs no call
+            gate.check_version(params.version)
         if not params.extension_values:
             return CallContext(principal, (), V10, params.last_event_id), ()
         requested = service_params.parse_extensions(params.extension_values)
