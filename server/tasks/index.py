@@ -330,7 +330,10 @@ class TaskIndex:
         (index.all.finished if finished else index.all.live).add(key)
         index.size += 1
         if context_id:
-            self._context_add(index, context_id, key)
+            if context_id not in index.by_context:  # most contexts: a task of its own
+                index.by_context[context_id] = key
+            else:
+                self._context_add(index, context_id, key)
         entries = index.by_state.get(state)
         if entries is None:
             entries = index.by_state[state] = _FinishedKeys() if finished else _new_index()
@@ -341,8 +344,10 @@ class TaskIndex:
         dirty = self._dirty
         index_facts = self._source.index_facts
         changes = []
+        entries = self._entries
         for task_id in dirty:
-            self._index_remove(task_id)
+            if task_id in entries:  # not a new task
+                self._index_remove(task_id)
             facts = index_facts(task_id)
             changes.append((facts[1], task_id, facts))
         # In key order (status time, id): `_FinishedKeys` then only ever appends (see there).
@@ -385,8 +390,16 @@ class TaskIndex:
             index.all.live.remove(key)
         index.size -= 1
         if context_id:
-            self._context_remove(index, context_id, key)
-        _discard(index.by_state, state, key)
+            by_context = index.by_context
+            if by_context.get(context_id) == key:  # a task of its own: its bare key
+                del by_context[context_id]
+            else:
+                self._context_remove(index, context_id, key)
+        if state in TERMINAL_STATES:
+            # Kept when empty (no length call): it goes with its scope's index.
+            index.by_state[state].discard(key)
+        else:
+            _discard(index.by_state, state, key)
         if not index.size:
             del self._indexes[scope]
             self._scopes.pop(scope, None)

@@ -394,7 +394,8 @@ class TaskTable:
             if record is None or record.scope != scope:
                 return False
             target.CopyFrom(record.task)
-        trim_history(target, history_length)
+        if history_length is not None:  # most reads want it all: no call
+            trim_history(target, history_length)
         return True
 
     def list(self, scope: Scope, query: TaskQuery) -> a2a_pb2.ListTasksResponse:
