@@ -387,7 +387,14 @@ class TaskRun:
         # Counted when it lands: the parts' serialized size (what the names and metadata add is
         # counted when the task settles).
         size = sum([part.ByteSize() for part in parts])
-        if await self._update(mutate, event, size=size, what="artifact"):
+        # `_update` inlined: one coroutine less per artifact.
+        try:
+            backlog = await self.store.update(self.task_id, mutate, event, size=size)
+        except TaskFinishedError as finished:
+            self._ended_elsewhere(finished)
+        except StoreFullError:
+            await self._no_room("artifact", size)
+        if backlog:
             await asyncio.sleep(0)  # the readers' turn, see below
         self._artifact_ids.add(artifact_id)
         return artifact_id
