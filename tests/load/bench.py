@@ -2,31 +2,32 @@
 
     .venv/bin/python -m tests.load.bench [--quick] [--rounds N] [--duration S] [--python-load]
 
-Four servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
-servicer, the a2a-sdk 1.3.0 echo server, and ours again on a Redis task store, "redis"; each
-imports only its own generated code), pinned to CPU 0; every load generator is pinned to CPU 1,
-so a server never competes with its load for a core. Rounds go A B C D A B C D ... at
-concurrency 1, 32 and 256 for blocking SendMessage and the four-event SendStreamingMessage
-(ours on Redis: SendMessage only, on a store of `REDIS_MAX_TASKS` so that it runs full); the
-table shows medians over rounds. Load comes from ghz
-when it is installed (`make ghz`; it finds the RPCs through server reflection, or a descriptor
-set for the SDK's server), else from tests.load.closed_loop. Then: time to first event of a
-stream, SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored
-small task; and on Redis, with two replicas A and B of ours on one redis-server
+Five servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
+servicer, the a2a-sdk 1.3.0 echo server, ours again on a Redis task store, "redis", and our
+previous configuration, "previous": ours as of commit `PREVIOUS`, imported from a copy of that
+commit's package; each imports only its own generated code), pinned to CPU 0; every load
+generator is pinned to CPU 1, so a server never competes with its load for a core. Rounds go A B
+C D E A B C D E ... at concurrency 1, 32 and 256 for blocking SendMessage and the four-event
+SendStreamingMessage (ours on Redis: SendMessage only, on a store of `REDIS_MAX_TASKS` so that
+it runs full); the table shows medians over rounds. Load comes from ghz when it is installed
+(`make ghz`; it finds the RPCs through server reflection, or a descriptor set for the SDK's
+server), else from tests.load.closed_loop. Then: time to first event of a stream,
+SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored small
+task; and on Redis, with two replicas A and B of ours on one redis-server
 (tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
 CancelTask on B reaching a stream on A, and Redis memory per small finished task
 (tests.load.redis_memory). The HTTP bindings at c=32: JSON-RPC SendMessage and SSE streaming,
 ours against the SDK's JSON-RPC server (tests.load.sdk_jsonrpc_server: its Starlette routes
-under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load (aiohttp, pinned
-to the load CPU like the others. The client side (tests.load.client_cpu, each client in a
-child process of its own on the load CPU, against one server of ours on the server CPU serving
-gRPC and JSON-RPC): our A2AClient, the SDK's client and a bare loop (a raw-bytes grpc.aio
+under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load (aiohttp, pinned to
+the load CPU like the others. The client side (tests.load.client_cpu, each client in a child
+process of its own on the load CPU, against one server of ours on the server CPU serving gRPC
+and JSON-RPC): our A2AClient, the SDK's client and a bare loop (a raw-bytes grpc.aio
 multicallable; an httpx.AsyncClient POST), blocking SendMessage and the four-event
-SendStreamingMessage, on each transport, at c=32, in rounds ours, sdk, bare, ours, ...: the
-CPU per call of the client's own process (process_time over a fixed number of calls after a
-warm-up) and its req/s. `--only clients` runs that part alone. The targets are checked and
-printed, never asserted: the exit status is 0 whenever the harness itself worked. `--quick`
-runs everything tiny (a smoke run for CI).
+SendStreamingMessage, on each transport, at c=32, in rounds ours, sdk, bare, ours, ...: the CPU
+per call of the client's own process (process_time over a fixed number of calls after a warm-up)
+and its req/s. `--only clients` runs that part alone. The targets are checked and printed, never
+asserted: the exit status is 0 whenever the harness itself worked. `--quick` runs everything
+tiny (a smoke run for CI).
 
 Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
 no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
@@ -63,7 +64,14 @@ SERVER_CPU, LOAD_CPU = 0, 1
 SERVICE = "lf.a2a.v1.A2AService"
 METADATA = '{"a2a-version":"1.0"}'
 GHZ_DATA = '{"message":{"messageId":"{{.UUID}}","role":"ROLE_USER","parts":[{"text":"hello"}]}}'
-KINDS = ("ours", "limit", "sdk", "redis")
+KINDS = ("ours", "previous", "limit", "sdk", "redis")
+PREVIOUS = "3c32e76"
+"""Our previous configuration, measured beside ours as "previous": main before the last round
+of hot-path work (issue #30's cuts). `--previous REV` names another commit (it must serve
+tests/load/servers.py as it is now: the `ServerPlan` API), `--previous ""` leaves it out. Move
+it forward when a round of such work lands."""
+PACKAGES = ("core", "server", "client", "cli", "generated")
+"""The repository folders that install as a2a_grpc.<name>."""
 RPCS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
 # Ours on Redis runs blocking SendMessage only: the row the Redis/in-memory target reads, and
 # 45 s of the full run per RPC added.
@@ -215,15 +223,40 @@ SERVER_ARGS = {
 
 
 @contextlib.contextmanager
-def servers(kinds: dict[str, Sequence[str]]) -> Iterator[dict[str, ServerProcess]]:
+def servers(
+    kinds: dict[str, Sequence[str]], envs: Mapping[str, Mapping[str, str]] | None = None
+) -> Iterator[dict[str, ServerProcess]]:
+    """The servers of `kinds` (module arguments), each with its environment in `envs` if any."""
     started: dict[str, ServerProcess] = {}
     try:
         for name, module_args in kinds.items():
-            started[name] = ServerProcess(name, module_args)
+            started[name] = ServerProcess(name, module_args, (envs or {}).get(name))
         yield started
     finally:
         for server in started.values():
             server.stop()
+
+
+def previous_build(revision: str, directory: Path) -> dict[str, str]:
+    """The package as it was at `revision`, laid out under `directory` as `a2a_grpc/...`; returns
+    the environment that makes a server import it (PYTHONPATH first: the path finder comes before
+    the editable install's)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", revision, *PACKAGES],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"--previous {revision}: {archive.stderr.decode().strip()}")
+    source = directory / "source"
+    source.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    package = directory / "a2a_grpc"
+    package.mkdir()
+    (package / "__init__.py").touch()
+    for name in PACKAGES:
+        (source / name).rename(package / name)
+    return {**os.environ, "PYTHONPATH": str(directory)}
 
 
 @contextlib.contextmanager
@@ -602,8 +635,8 @@ def ratio(numerator: float, denominator: float) -> str:
 def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
     lines = [
         "| RPC | c | server | req/s | p50 ms | p99 ms | errors | ours/limit req/s "
-        "| ours/SDK req/s | ours/limit p99 | Redis/in-memory req/s |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| ours/SDK req/s | ours/limit p99 | Redis/in-memory req/s | ours/previous req/s |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for rpc in RPCS:
         for concurrency in CONCURRENCY:
@@ -614,16 +647,20 @@ def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
                 cell = cells.get((rpc, concurrency, name))
                 if cell is None:  # a server that does not run this RPC
                     continue
-                ratios = ["", "", "", ""]
+                ratios = ["", "", "", "", ""]
+                previous = cells.get((rpc, concurrency, "previous"))
                 if name == "ours":
                     ratios = [
                         ratio(ours.median("rps"), limit.median("rps")),
                         ratio(ours.median("rps"), sdk.median("rps")),
                         ratio(ours.median("p99"), limit.median("p99")),
                         "",
+                        ""
+                        if previous is None
+                        else ratio(ours.median("rps"), previous.median("rps")),
                     ]
                 elif name == "redis":
-                    ratios = ["", "", "", ratio(cell.median("rps"), ours.median("rps"))]
+                    ratios = ["", "", "", ratio(cell.median("rps"), ours.median("rps")), ""]
                 lines.append(
                     f"| {RPCS[rpc]} | {concurrency} | {name} | {cell.median('rps'):.0f} "
                     f"| {cell.median('p50'):.2f} | {cell.median('p99'):.2f} "
@@ -704,6 +741,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, help="seconds per measured cell")
     parser.add_argument("--python-load", action="store_true", help="never use ghz")
     parser.add_argument("--only", choices=("clients",), help="run this part alone")
+    parser.add_argument(
+        "--previous",
+        default=PREVIOUS,
+        metavar="REV",
+        help=f'our previous configuration, measured beside ours (default {PREVIOUS}; "": none)',
+    )
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     settings = dataclasses.replace(
@@ -737,7 +780,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             redis_args = ["tests.load.servers", "ours", "--store", redis.url]
             redis_args += ["--config", f"max_tasks={REDIS_MAX_TASKS}"]
             kinds = {**SERVER_ARGS, "redis": redis_args}
-            with servers(kinds) as started_servers:
+            envs = {}
+            if args.previous:
+                kinds["previous"] = SERVER_ARGS["ours"]
+                envs["previous"] = previous_build(args.previous, Path(scratch) / "previous")
+            with servers(kinds, envs) as started_servers:
                 targets = {name: server.target for name, server in started_servers.items()}
                 cells = throughput(load, settings, targets)
                 ttfe = first_event(settings, {name: targets[name] for name in SERVER_ARGS})
@@ -757,6 +804,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"machine: {machine()}",
         f"load: {load.name}; {pinning()}; {settings.rounds} round(s) of "
         f"{settings.duration:g} s per cell, medians over rounds",
+        "previous: " + (f"ours as of commit {args.previous}" if args.previous else "not measured"),
         "",
         *throughput_table(cells),
         "",
