@@ -80,6 +80,25 @@ def _new_index() -> SortedList:
     return _LargeIndex()
 
 
+def _irange(
+    keys: list[_Key],
+    head: int,
+    minimum: _Key,
+    maximum: _Key | None,
+    inclusive: tuple[bool, bool],
+    reverse: bool,
+) -> Iterator[_Key]:
+    """SortedList.irange over a sorted list whose keys before `head` do not count; lazily, as
+    SortedList's: a page reads a few keys of a range that may be long."""
+    low = (bisect.bisect_left if inclusive[0] else bisect.bisect_right)(keys, minimum, lo=head)
+    if maximum is None:
+        high = len(keys)
+    else:
+        high = (bisect.bisect_right if inclusive[1] else bisect.bisect_left)(keys, maximum, lo=head)
+    positions = range(high - 1, low - 1, -1) if reverse else range(low, high)
+    return map(keys.__getitem__, positions)
+
+
 class _SmallIndex(list[_Key]):
     """A sorted plain list with the few SortedList methods the store uses.
 
@@ -116,13 +135,7 @@ class _SmallIndex(list[_Key]):
         inclusive: tuple[bool, bool] = (True, True),
         reverse: bool = False,
     ) -> Iterator[_Key]:
-        low = (bisect.bisect_left if inclusive[0] else bisect.bisect_right)(self, minimum)
-        if maximum is None:
-            high = len(self)
-        else:
-            high = (bisect.bisect_right if inclusive[1] else bisect.bisect_left)(self, maximum)
-        keys = self[low:high]
-        return reversed(keys) if reverse else iter(keys)
+        return _irange(self, 0, minimum, maximum, inclusive, reverse)
 
 
 class _FinishedKeys:
@@ -176,16 +189,7 @@ class _FinishedKeys:
         inclusive: tuple[bool, bool] = (True, True),
         reverse: bool = False,
     ) -> Iterator[_Key]:
-        keys, head = self._keys, self._head
-        low = (bisect.bisect_left if inclusive[0] else bisect.bisect_right)(keys, minimum, lo=head)
-        if maximum is None:
-            high = len(keys)
-        else:
-            bound = bisect.bisect_right if inclusive[1] else bisect.bisect_left
-            high = bound(keys, maximum, lo=head)
-        # Lazily, like SortedList.irange: a page reads a few keys of a range that may be long.
-        positions = range(high - 1, low - 1, -1) if reverse else range(low, high)
-        return map(keys.__getitem__, positions)
+        return _irange(self._keys, self._head, minimum, maximum, inclusive, reverse)
 
 
 _COMPACT_AT = 64
