@@ -52,10 +52,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from tests.load import bench, instructions
-from tests.load.bench import ROOT, Cell, ClientCell, LoadGenerator, ServerProcess, pinned, ratio
-
-PACKAGES = ("core", "server", "client", "cli", "generated")
-"""The repository folders that install as a2a_grpc.<name>."""
+from tests.load.bench import (
+    PACKAGES,
+    ROOT,
+    Cell,
+    ClientCell,
+    LoadGenerator,
+    ServerProcess,
+    pinned,
+    ratio,
+)
 
 COMPILED = (
     "core/errors.py",
