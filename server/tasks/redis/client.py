@@ -45,7 +45,6 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
-from redis.connection import HiredisRespSerializer
 from redis.utils import HIREDIS_AVAILABLE
 
 MAX_BATCH = 512
@@ -213,26 +212,30 @@ class _PackedInC:
     client does; its asyncio connections pack in Python. Measured (tests.load.redis_profile,
     A/B): 621-626 -> 554-563 us of CPU per send on Redis, -10 %."""
 
-    _packer = HiredisRespSerializer()
-
     def pack_command(self, *args: Any) -> list[bytes]:
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
+        return [_pack_one(args)]
 
     def pack_commands(self, commands: Iterable[Sequence[Any]]) -> list[bytes]:
         """A batch as one buffer, each command packed by hiredis at once: the store's
         arguments are str, bytes and int, which hiredis takes as they are (redis-py's packer
-        first copies each argument through a generator). A command name with a space ("SCRIPT
-        LOAD") is split into its words, as redis-py does. Measured (tests.load.redis_profile c=32,
+        first copies each argument through a generator). Measured (tests.load.redis_profile c=32,
         medians of 5, together with the store's direct EVALSHA): 167 -> 146 us per send."""
-        pack = hiredis.pack_command
-        packed = []
-        for args in commands:
-            name = args[0]
-            if isinstance(name, str) and " " in name:
-                args = (*name.split(), *args[1:])
-            packed.append(pack(tuple(args)))
-        return [b"".join(packed)]
+        return [b"".join([_pack_one(args) for args in commands])]
+
+
+def _pack_one(args: Sequence[Any]) -> bytes:
+    """One command in RESP, packed by hiredis. A command name with a space ("SCRIPT LOAD") is
+    split into its words, as redis-py does; an argument hiredis cannot pack is redis-py's
+    DataError, as from its own packer. (Written against hiredis itself rather than redis-py's
+    HiredisRespSerializer, whose signature and typing change between redis-py releases.)"""
+    name = args[0]
+    if (isinstance(name, str) and " " in name) or (isinstance(name, bytes) and b" " in name):
+        args = (*name.split(), *args[1:])
+    try:
+        packed: bytes = hiredis.pack_command(tuple(args))
+    except TypeError as error:
+        raise redis.exceptions.DataError(str(error)) from error
+    return packed
 
 
 def pack_in_c(holder: Any) -> None:
