@@ -104,13 +104,12 @@ def parser() -> argparse.ArgumentParser:
     )
     add(
         "--http-port",
-        "--card-port",  # its first name, when the port served only the card; kept as an alias
         dest="http_port",
         type=int,
         default=None,
         help="HTTP port of the JSON-RPC (POST /) and HTTP+JSON bindings and of "
         "/.well-known/agent-card.json: default gRPC port + 1 (any free port when --port is 0), "
-        f"{HTTP_PORT_OFF} to not serve HTTP; --card-port is the same option",
+        f"{HTTP_PORT_OFF} to not serve HTTP",
     )
     add(
         "--bindings",

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar
 
 from a2a_grpc.server.push.webhooks import DeliveryPolicy
 from a2a_grpc.server.transports.addresses import parse_advertise, parse_http_url
@@ -134,35 +132,6 @@ def default_store_bytes() -> int:
     return memory_limit() // 4
 
 
-RENAMED_FIELDS = {"card_port": "http_port", "max_push_configs_per_task": "max_push_configs"}
-"""Old ServerConfig field names, each with the field it is now: the fields are named as the
-`serve` options are (`--http-port`, `--max-push-configs`). Python code written for the old
-names keeps working: `ServerConfig(card_port=...)` sets `http_port`, and `config.card_port`
-reads it. The old names are not fields (`dataclasses.fields`, `repr`, the settings line and
-`dataclasses.replace` know only the new ones), and a type checker knows them only as read-only
-properties, so new code uses the new names. Given both, a name and its old name, is a TypeError."""
-
-_T = TypeVar("_T")
-
-
-def _accepting_renamed_fields(cls: type[_T]) -> type[_T]:
-    """`cls` whose constructor also takes the old field names of RENAMED_FIELDS."""
-    init = cls.__init__
-
-    @functools.wraps(init)
-    def __init__(self: _T, *args: Any, **kwargs: Any) -> None:
-        for old, new in RENAMED_FIELDS.items():
-            if old in kwargs:
-                if new in kwargs:
-                    raise TypeError(f"give {new} or its old name {old}, not both")
-                kwargs[new] = kwargs.pop(old)
-        init(self, *args, **kwargs)
-
-    cls.__init__ = __init__  # type: ignore[assignment,method-assign]
-    return cls
-
-
-@_accepting_renamed_fields
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -199,9 +168,8 @@ class ServerConfig:
     sidecars take the server out of rotation before its connections go away (GOAWAY) and its
     ports close. A second SIGTERM / SIGINT ends the delay. 0: drain at once."""
     http_port: int | None = None
-    """The HTTP port (`serve --http-port`, alias `--card-port`): the JSON-RPC and HTTP+JSON
-    bindings and /.well-known/agent-card.json (0 = any free port, None = no HTTP port). Named
-    `card_port` before, from when the port served only the card: see RENAMED_FIELDS."""
+    """The HTTP port (`serve --http-port`): the JSON-RPC and HTTP+JSON bindings and
+    /.well-known/agent-card.json (0 = any free port, None = no HTTP port)."""
     card_max_age: int = 300
     """Cache-Control max-age of the served card, in seconds."""
     webhook_timeout: float = 10.0
@@ -256,8 +224,7 @@ class ServerConfig:
     """With an audit log: refuse requests (UNAVAILABLE, retryable) while records cannot be written
     instead of serving them with the records held in memory."""
     max_push_configs: int = 16
-    """Push notification configs one task may have; more are refused with INVALID_PARAMS
-    (named `max_push_configs_per_task` before: see RENAMED_FIELDS)."""
+    """Push notification configs one task may have; more are refused with INVALID_PARAMS."""
     max_streams_per_connection: int = 8192
     """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
     rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
@@ -434,16 +401,6 @@ class ServerConfig:
             for f in fields(self)
         )
         return f"ServerConfig({', '.join(shown)})"
-
-    @property
-    def card_port(self) -> int | None:
-        """The old name of `http_port` (RENAMED_FIELDS)."""
-        return self.http_port
-
-    @property
-    def max_push_configs_per_task(self) -> int:
-        """The old name of `max_push_configs` (RENAMED_FIELDS)."""
-        return self.max_push_configs
 
     @property
     def http_bindings(self) -> tuple[str, ...]:

@@ -3,7 +3,6 @@ password, which no message shows."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -127,10 +126,12 @@ def test_worker_flags_go_together_and_make_a_port_sharing_worker() -> None:
     assert "--worker-index" not in parser().format_help()  # internal: set by the supervisor
 
 
-@pytest.mark.parametrize("option", ["--http-port", "--card-port"])
-def test_http_port_and_its_alias_card_port_set_the_http_port(option: str) -> None:
-    assert setup(parser().parse_args(["--port", "7000", option, "7100"])).config.http_port == 7100
-    assert setup(parser().parse_args([option, "-1"])).config.http_port is None
+def test_http_port_sets_the_http_port() -> None:
+    assert (
+        setup(parser().parse_args(["--port", "7000", "--http-port", "7100"])).config.http_port
+        == 7100
+    )
+    assert setup(parser().parse_args(["--http-port", "-1"])).config.http_port is None
 
 
 def test_the_http_port_defaults_to_the_grpc_port_plus_one() -> None:
@@ -205,11 +206,9 @@ def test_a2a_0_3_callers_are_served_unless_no_compat_03() -> None:
     assert not setup(parser().parse_args(["--no-compat-03"])).config.compat_03
 
 
-def test_the_old_field_names_still_set_and_read_the_renamed_fields() -> None:
-    config = ServerConfig(card_port=0, max_push_configs_per_task=3)
-    assert (config.http_port, config.max_push_configs) == (0, 3)
-    assert (config.card_port, config.max_push_configs_per_task) == (0, 3)
-    assert "card_port" not in repr(config) and "http_port=0" in repr(config)
-    assert dataclasses.replace(config, http_port=7).card_port == 7
-    with pytest.raises(TypeError, match="http_port or its old name card_port"):
-        ServerConfig(card_port=1, http_port=2)
+def test_the_names_before_the_first_release_are_gone() -> None:
+    """0.2.0 dropped the pre-release names (CHANGELOG.md, Upgrading)."""
+    with pytest.raises(TypeError, match="card_port"):
+        ServerConfig(card_port=0)  # type: ignore[call-arg]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--card-port", "7100"])
