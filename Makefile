@@ -1,9 +1,12 @@
 # a2a-grpc: every set-up step lives here, so a fresh machine needs only python3 and make.
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 GEN_TMP := $(VENV)/gen-tmp
+LOCK   := requirements/lock.txt
+INSTALL ?= locked
+LATEST_VENV := .venv/latest
 
 HOST ?= 127.0.0.1
 PORT ?= 50051
@@ -15,7 +18,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install venv gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest tiers dist gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -32,12 +35,46 @@ venv:
 	fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 
-# Re-installs only when the project's metadata changed; the editable install picks up code edits.
-$(STAMP): pyproject.toml
-	@$(MAKE) --no-print-directory venv
+# Installs exactly requirements/lock.txt (every package in .venv, with hashes), then the project
+# itself, editable and built with the locked setuptools; re-installs when pyproject.toml or the
+# lock changes, and the editable install picks up code edits. INSTALL=latest (make test-latest)
+# installs instead the newest versions pyproject.toml's ranges allow, into a venv of its own.
+$(STAMP): pyproject.toml $(LOCK)
+	@$(MAKE) --no-print-directory venv VENV=$(VENV) PYTHON=$(PYTHON)
+ifeq ($(INSTALL),latest)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]'
+else
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+endif
 	touch $(STAMP)
+
+# Writes requirements/lock.txt again from pyproject.toml (runtime + dev extras) and
+# requirements/build.in: newest versions the ranges and pins allow, hashes for every file, one
+# lock for every supported Python (--universal). Commit it with the change that asked for it.
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+		--custom-compile-command 'make lock' --extra dev pyproject.toml requirements/build.in \
+		-o $(LOCK)
+
+# `make test` against the newest versions the ranges allow, in .venv/latest; not part of
+# `make test`. Writes what it ran and how it ended to requirements/latest.txt (commit it), so the
+# next upgrade starts from the last known result.
+test-latest:
+	@rm -f $(LATEST_VENV)/.installed
+	@status=passed; \
+	$(MAKE) --no-print-directory test VENV=$(LATEST_VENV) INSTALL=latest || status=failed; \
+	{ echo "# make test-latest on $$(date -u +%Y-%m-%d) with $$($(LATEST_VENV)/bin/python -V): $$status"; \
+	  $(LATEST_VENV)/bin/python -m pip freeze --exclude-editable --disable-pip-version-check; \
+	} > requirements/latest.txt; \
+	echo "make test-latest: $$status (versions in requirements/latest.txt)"; \
+	test $$status = passed
+
+# The unit and integration tiers alone, on whichever Python makes the venv: CI runs them on 3.13
+# with `make tiers PYTHON=python3.13 VENV=.venv/py3.13` (the same lock, a venv of its own).
+tiers: $(STAMP)
+	$(PY) -m pytest tests/unit tests/integration
 
 # protoc runs from the pinned grpcio-tools. The -I mapping makes the output import itself as
 # a2a_grpc.generated.*, so nothing is patched afterwards.
@@ -75,7 +112,7 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	rm -rf $(VENV)/typecheck && mkdir -p $(VENV)/typecheck/a2a_grpc
 	for d in generated core server client cli; do ln -s "$$PWD/$$d" $(VENV)/typecheck/a2a_grpc/$$d; done
-	cd $(VENV)/typecheck && MYPYPATH=. ../bin/mypy --config-file ../../pyproject.toml \
+	cd $(VENV)/typecheck && MYPYPATH=. $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml \
 		-p a2a_grpc.core -p a2a_grpc.server -p a2a_grpc.client -p a2a_grpc.cli
 
 # The official SDK's generated code registers the same proto symbols as ours, so the tests that
@@ -117,7 +154,7 @@ ghz: $(GHZ_STAMP)
 
 $(GHZ_STAMP): $(STAMP)
 	@if command -v go >/dev/null 2>&1; then \
-		GOBIN="$(CURDIR)/$(VENV)/bin" go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION) && touch $@; \
+		GOBIN="$(abspath $(VENV))/bin" go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION) && touch $@; \
 	else \
 		echo "make ghz: no Go toolchain; make bench uses its Python load generator" >&2; \
 	fi
@@ -126,7 +163,7 @@ $(GHZ_STAMP): $(STAMP)
 grpcurl: $(GRPCURL_STAMP)
 
 $(GRPCURL_STAMP): $(STAMP)
-	GOBIN="$(CURDIR)/$(VENV)/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	GOBIN="$(abspath $(VENV))/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	touch $@
 
 # Ours vs the bare grpc.aio limit vs the official SDK, one table. Uses .venv/bin/ghz when present
@@ -139,5 +176,12 @@ bench: $(STAMP)
 perf: $(STAMP)
 	$(PY) -m tests.load.instructions --compare
 
+# The sdist and the wheel in dist/ (the wheel is built from the sdist, as an installer would),
+# checked by twine as PyPI checks an upload.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,9 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 """The pages whose examples run: the README, then docs/ in name order."""
-VENV_BIN = REPO / ".venv" / "bin"
+VENV = Path(sys.prefix)
+"""The virtualenv running the tests (`.venv`, or `make test-latest`'s): the pages' `.venv`."""
+VENV_BIN = VENV / "bin"
 
 BLOCK_TIMEOUT = 40.0  # seconds one block may run, at most
 START_TIMEOUT = 20.0  # seconds from a server's start to its ready line, at most
@@ -124,7 +127,7 @@ def _environment() -> dict[str, str]:
     PYTHONUNBUFFERED keeps stdout and stderr in the order a terminal shows them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("A2A_", "PYTEST"))}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(REPO / ".venv")
+    env["VIRTUAL_ENV"] = str(VENV)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
