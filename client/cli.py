@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import logging
 import mimetypes
@@ -68,7 +67,7 @@ from a2a_grpc.client.retry import RetryPolicy
 from a2a_grpc.client.signing import MessageSigner
 from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.client.transports.http import create_http_client
-from a2a_grpc.core import audit_chain, exit_codes
+from a2a_grpc.core import audit_chain, exit_codes, release
 from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
 from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
 from a2a_grpc.core.jose import KeyFormatError
@@ -682,7 +681,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=exit_codes.help_text(("client", "serve", "audit")),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"{PROGRAM} {_installed_version()}")
+    parser.add_argument("--version", action="version", version=release.version_line())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Dispatched by cli/main.py before this parser runs; listed here so that --help shows them.
     commands.add_parser("serve", help="run an A2A server (`a2a-grpc serve --help`)")
@@ -767,13 +766,6 @@ def _parser() -> argparse.ArgumentParser:
         "show the agent card (URL: the public card; host:port: GetExtendedAgentCard)",
     )
     return parser
-
-
-def _installed_version() -> str:
-    try:
-        return importlib.metadata.version("a2a-grpc")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        return "unknown"
 
 
 def _seconds(text: str) -> float:

@@ -57,19 +57,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ),
     )
     out = tmp_path_factory.mktemp("dist")
-    _run(
-        sys.executable,
-        "-m",
-        "build",
-        "--wheel",
-        "--outdir",
-        out,
-        source,
-        cwd=source,
-        what="build",
-        pip=True,
-    )
+    # As `make dist` builds: the sdist, then the wheel from the sdist; both checked by twine.
+    _run(sys.executable, "-m", "build", "--outdir", out, source, cwd=source, what="build", pip=True)
     (built,) = out.glob("a2a_grpc-*.whl")
+    (sdist,) = out.glob("a2a_grpc-*.tar.gz")
+    twine = Path(sys.executable).parent / "twine"
+    checked = _run(twine, "check", "--strict", built, sdist, cwd=source, what="twine check")
+    assert checked.stdout.count("PASSED") == 2, checked.stdout
     return built
 
 
@@ -106,7 +100,7 @@ def test_the_installed_wheel_serves_and_calls(wheel: Path, tmp_path: Path) -> No
     )
     assert where.stdout.startswith(str(venv)), where.stdout  # not this repository's source
     version = _run(a2a_grpc, "--version", cwd=tmp_path, what="a2a-grpc --version")
-    assert version.stdout.strip() == "a2a-grpc 0.1.0"
+    assert version.stdout.strip() == "a2a-grpc 0.2.0 (A2A 1.0, 0.3)"
     with subprocess.Popen(
         [
             a2a_grpc,
