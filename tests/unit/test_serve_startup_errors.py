@@ -16,7 +16,7 @@ from tests.integration.certs import Authority
 
 
 def _serve(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = cli.main(["--port", "0", "--card-port", "-1", *argv])
+    code = cli.main(["--port", "0", "--http-port", "-1", *argv])
     err = capsys.readouterr().err
     return code, err
 
@@ -118,7 +118,7 @@ SECRET = "s3cr3t-pw"
 def test_replica_options_are_checked_before_anything_listens(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(["--card-port", "-1", *argv])
+    code = cli.main(["--http-port", "-1", *argv])
     line = _one_line(capsys.readouterr().err)
     assert code == 2
     assert says in line and SECRET not in line

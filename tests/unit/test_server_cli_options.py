@@ -88,7 +88,7 @@ def test_unusable_replica_settings_say_what_to_fix(settings: dict[str, Any], say
     assert SECRET not in str(caught.value)
 
 
-def test_a_fixed_port_and_card_port_let_workers_share_a_store() -> None:
+def test_a_fixed_port_and_http_port_let_workers_share_a_store() -> None:
     config = ServerConfig(workers=4, store="redis://r", port=5000, http_port=5001)
     assert config.workers == 4
     assert ServerConfig(workers=2, store="redis://r", port=5000, http_port=None).workers == 2
