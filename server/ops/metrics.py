@@ -203,7 +203,7 @@ class ServerMetrics:
                     "a2a_tasks", "Tasks in the task store by state", labels=["state"]
                 )
                 for state, count in sorted(stats.by_state.items()):
-                    tasks.add_metric([_state_label(state)], count)
+                    tasks.add_metric([state_label(state)], count)
                 yield tasks
         yield from _outcome_families(handler.outcomes)
         failures = CounterMetricFamily(
@@ -284,6 +284,6 @@ def _outcome_families(outcomes: Outcomes) -> Iterator[Metric]:
     yield without
 
 
-def _state_label(state: int) -> str:
+def state_label(state: int) -> str:
     """`TASK_STATE_INPUT_REQUIRED` -> `input_required`."""
     return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower()
