@@ -60,8 +60,8 @@ def parser() -> argparse.ArgumentParser:
     d = ServerConfig()
     command = argparse.ArgumentParser(
         prog="a2a-grpc serve",
-        description="Run an A2A 1.0 gRPC server. Every option can also be set in the "
-        f"environment, as {environment.PREFIX}<OPTION> (--max-tasks: "
+        description="Run an A2A 1.0 gRPC server.\n\nEvery option can also be set in the "
+        f"environment, as {environment.PREFIX}<OPTION>\n(--max-tasks: "
         f"{environment.variable_name('--max-tasks')}); the command line wins. See "
         "docs/server.md.",
         epilog=exit_codes.help_text(("serve",)),
