@@ -55,13 +55,18 @@ def run_serve(
 
 @contextlib.contextmanager
 def serving(
-    *options: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    *options: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    no_drain_delay: bool = True,
 ) -> Iterator[Served]:
     """`a2a-grpc serve OPTIONS` running until the block ends (then SIGTERM; it must exit 0),
-    with `--drain-delay 0` unless OPTIONS set it, and `env` added to this environment."""
+    with `--drain-delay 0` unless OPTIONS set it (or `no_drain_delay` is off), and `env` added
+    to this environment."""
+    # No drain delay unless the test's options set one (the last one counts).
+    first = ["--drain-delay", "0"] if no_drain_delay else []
     process = subprocess.Popen(
-        # No drain delay unless the test's options set one (the last one counts).
-        [A2A_GRPC, "serve", "--drain-delay", "0", *options],
+        [A2A_GRPC, "serve", *first, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

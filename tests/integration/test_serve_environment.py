@@ -63,13 +63,13 @@ def test_settings_from_the_environment_alone_are_in_force(tmp_path: Path) -> Non
         "A2A_GRPC_JWKS": str(jwks),
         "A2A_GRPC_JWT_ISSUER": ISSUER,
         "A2A_GRPC_JWT_AUDIENCE_FILE": str(audience),
-        "A2A_GRPC_DRAIN_DELAY": "7",  # `serving` gives --drain-delay 0: the flag wins
+        "A2A_GRPC_DRAIN_DELAY": "0",
         "A2A_GRPC_MAX_TASK": "5",  # a typo: warned about, not read
     }
-    with serving(env=environ) as served:
+    with serving(env=environ, no_drain_delay=False) as served:  # not one option
         assert served.lines[-2] == (
-            "a2a-grpc: options set by the environment: A2A_GRPC_COMPAT_03, A2A_GRPC_HTTP_PORT, "
-            "A2A_GRPC_JWKS, A2A_GRPC_JWT_AUDIENCE_FILE, A2A_GRPC_JWT_ISSUER, "
+            "a2a-grpc: options set by the environment: A2A_GRPC_COMPAT_03, A2A_GRPC_DRAIN_DELAY, "
+            "A2A_GRPC_HTTP_PORT, A2A_GRPC_JWKS, A2A_GRPC_JWT_AUDIENCE_FILE, A2A_GRPC_JWT_ISSUER, "
             "A2A_GRPC_MAX_INLINE_BYTES_FILE, A2A_GRPC_MAX_MESSAGE_BYTES, A2A_GRPC_MAX_TASKS, "
             "A2A_GRPC_PORT, A2A_GRPC_TASK_TTL"
         )
@@ -118,9 +118,16 @@ def test_the_store_url_and_its_password_from_a_file(
     redis = make_redis_server(extra_args=["--requirepass", password])
     secret = tmp_path / "store-url"
     secret.write_text(f"redis://:{password}@127.0.0.1:{redis.port}/0\n")
-    with serving("--port", "0", env={"A2A_GRPC_STORE_FILE": str(secret)}) as served:
+    environ = {
+        "A2A_GRPC_STORE_FILE": str(secret),
+        "A2A_GRPC_PORT": "50051",  # the flag --port 0 wins
+        "A2A_GRPC_DRAIN_DELAY": "7",  # `serving` gives --drain-delay 0, which wins too
+    }
+    with serving("--port", "0", env=environ) as served:
         assert settings(served)["store"] == f"redis://:***@127.0.0.1:{redis.port}/0"
-        assert "options set by the environment: A2A_GRPC_STORE_FILE" in served.lines[-2]
+        assert settings(served)["drain_delay"] == "0.0"
+        assert served.port != 50051
+        assert served.lines[-2] == "a2a-grpc: options set by the environment: A2A_GRPC_STORE_FILE"
         channel, a2a = stub(served)
         with channel:
             task = a2a.SendMessage(send_request("kept in Redis"), metadata=METADATA).task
