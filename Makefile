@@ -18,7 +18,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest tiers dist gen check-gen lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest tiers dist gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -98,6 +98,10 @@ check-gen: gen
 		(echo "generated/ is stale: run 'make gen' and commit the result" >&2; exit 1)
 	@test -z "$$(git status --porcelain -- generated/)" || \
 		(git status --porcelain -- generated/; echo "generated/ has untracked files: commit them" >&2; exit 1)
+
+# The tables of docs/ made from the code (tests/doc_tables.py); a unit test fails when one is stale.
+doc-tables: $(STAMP)
+	$(PY) -m tests.doc_tables
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -383,7 +383,7 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
         raise StartupError(
             f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
         ) from exc
-    gate, metrics = _gate_and_metrics(config, handler, audit)
+    gate, metrics = _gate_and_metrics(config, handler, audit, board)
     await _start_serving(listeners, handler, gate, metrics, auth, plan.card_signer)
     if audit is not None:
         board.reporter(AUDIT_HEALTH_SERVICE, needed=audit.fail_closed)(not audit.failing)
@@ -528,9 +528,10 @@ def _cards(
 
 
 def _gate_and_metrics(
-    config: ServerConfig, handler: RequestHandler, audit: AuditLog | None
+    config: ServerConfig, handler: RequestHandler, audit: AuditLog | None, board: HealthBoard
 ) -> tuple[CallGate, ServerMetrics | None]:
-    """The call gate every transport admits calls through, and the metrics that count them."""
+    """The call gate every transport admits calls through, and the metrics that count them
+    (and report what `board` says of readiness)."""
     rpc_metrics = RpcMetrics() if config.metrics else None
     gate = CallGate(
         max_calls=config.max_concurrent_calls,
@@ -540,7 +541,9 @@ def _gate_and_metrics(
         audit=audit,
         metrics=rpc_metrics,
     )
-    return gate, None if rpc_metrics is None else ServerMetrics(gate, handler, rpc_metrics)
+    if rpc_metrics is None:
+        return gate, None
+    return gate, ServerMetrics(gate, handler, rpc_metrics, board)
 
 
 async def _start_serving(

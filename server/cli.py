@@ -14,12 +14,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
 from a2a_grpc.core.jose import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server import environment
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import load_agent
 from a2a_grpc.server.app import (
@@ -31,7 +33,7 @@ from a2a_grpc.server.app import (
     start_server,
 )
 from a2a_grpc.server.card import agent_card, load_card
-from a2a_grpc.server.config import BINDINGS, STORE_ENV, ServerConfig, redacted_url
+from a2a_grpc.server.config import BINDINGS, ServerConfig, redacted_url
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.ops.telemetry import configure_from_environment
@@ -58,7 +60,10 @@ def parser() -> argparse.ArgumentParser:
     d = ServerConfig()
     command = argparse.ArgumentParser(
         prog="a2a-grpc serve",
-        description="Run an A2A 1.0 gRPC server.",
+        description="Run an A2A 1.0 gRPC server.\n\nEvery option can also be set in the "
+        f"environment, as {environment.PREFIX}<OPTION>\n(--max-tasks: "
+        f"{environment.variable_name('--max-tasks')}); the command line wins. See "
+        "docs/server.md.",
         epilog=exit_codes.help_text(("serve",)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -446,12 +451,18 @@ def parser() -> argparse.ArgumentParser:
     add(
         "--store",
         metavar="URL",
-        # Never %(default)s here: the URL from the environment may hold a password.
-        default=os.environ.get(STORE_ENV, d.store),
+        default=d.store,
         help="keep tasks in this shared store, for several workers or servers: "
         "redis://[[user]:password@]host[:port][/db], rediss://... (TLS) or "
-        f"unix:///path/redis.sock; the password is never printed (default: ${STORE_ENV}, "
-        "else this process's memory)",
+        "unix:///path/redis.sock; the password is never printed (default: this process's "
+        "memory)",
+    )
+    add(
+        "--store-file",
+        metavar="FILE",
+        help="read the --store URL from this file (surrounding whitespace stripped), e.g. a "
+        "mounted Secret, so that its password is in neither the command line nor the "
+        "environment (default: none)",
     )
     add(
         "--task-lease",
@@ -488,8 +499,9 @@ class _AppendItems(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        seen = getattr(namespace, self.dest)
-        earlier = () if seen is None or seen is self.default else tuple(seen)
+        seen = getattr(namespace, self.dest, None)
+        # Anything but a tuple of earlier uses (the default, or a marker) starts afresh.
+        earlier = seen if isinstance(seen, tuple) and seen is not self.default else ()
         items = [item.strip() for item in str(values).split(",") if item.strip()]
         setattr(namespace, self.dest, tuple(dict.fromkeys((*earlier, *items))))
 
@@ -538,6 +550,31 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
     return files
 
 
+ALTERNATIVES = (("store", "store_file"),)
+"""Options (by dest) that give one setting two ways: a flag for either hides the environment
+variables of both."""
+
+
+def parse_args(
+    argv: list[str], environ: Mapping[str, str] = os.environ
+) -> tuple[argparse.Namespace, environment.Reading]:
+    """The options `argv` gives and, for the others, what `environ` sets (server/environment.py
+    states the rules), with what the environment set. A bad `argv` exits as argparse does
+    (usage, 2); a bad variable is a SettingError naming it."""
+    command = parser()
+    args = command.parse_args(argv)
+    reading = environment.read(
+        command,
+        environ,
+        given=environment.given_on_command_line(command, argv),
+        alternatives=ALTERNATIVES,
+        others=(TOKENS_ENV,),
+    )
+    for dest, value in reading.values.items():
+        setattr(args, dest, value)
+    return args, reading
+
+
 @dataclasses.dataclass
 class Setup:
     """What `serve` will run: the plan for start_server (the checked configuration and what it
@@ -552,6 +589,8 @@ class Setup:
     """In a worker: the file descriptor whose end of file says the supervisor is gone."""
     args: argparse.Namespace | None = None
     """The options it came from: SIGHUP reads the files they name again."""
+    from_environment: environment.Reading = environment.NOTHING_READ
+    """What the environment set: named in the start-up lines and in errors it caused."""
 
     @property
     def config(self) -> ServerConfig:
@@ -588,6 +627,7 @@ NOT_CONFIG = {
     "log_format": "configures logging and the start-up lines, not the server",
     "worker_index": "the worker's identity under --workers N (sets reuse_port)",
     "worker_lifeline": "the worker's pipe to its supervisor",
+    "store_file": "read into the store URL (the store field)",
 }
 """`serve` options (by dest) that are no ServerConfig field: what they name is read from files
 or the environment into the Setup, or configures this process rather than the server."""
@@ -608,13 +648,27 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         http_port = 0 if args.port == 0 else args.port + 1
     values["http_port"] = None if http_port == HTTP_PORT_OFF else http_port
     values["reuse_port"] = args.worker_index is not None
+    values["store"] = _store_url(args)
     if args.trusted_proxy is None:  # unset: ServerConfig's default (loopback)
         values["trusted_proxy"] = ServerConfig.trusted_proxy
     return ServerConfig(**values)
 
 
-def setup(args: argparse.Namespace) -> Setup:
-    """Checks and loads what `args` name; ValueError (one line) for anything unusable.
+def _store_url(args: argparse.Namespace) -> str:
+    """The store URL: `--store`, or what `--store-file` holds."""
+    if not args.store_file:
+        return str(args.store)
+    if args.store:
+        raise ValueError("--store and --store-file give one setting two ways: give one")
+    url = _read(args.store_file, "--store-file").decode(errors="replace").strip()
+    if not url:
+        raise ValueError(f"--store-file {args.store_file} is empty: it must hold the store URL")
+    return url
+
+
+def setup(args: argparse.Namespace, read: environment.Reading = environment.NOTHING_READ) -> Setup:
+    """Checks and loads what `args` name (`read`: what the environment set of them);
+    ValueError (one line) for anything unusable.
 
     No message holds the store URL's password (they show `redacted_url`)."""
     if args.card_v03_fields and not args.compat_03:
@@ -639,6 +693,7 @@ def setup(args: argparse.Namespace) -> Setup:
         worker_index=args.worker_index,
         lifeline=args.worker_lifeline,
         args=args,
+        from_environment=read,
     )
     return loaded
 
@@ -708,7 +763,8 @@ async def _serve(setup: Setup) -> int:
         print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
         return exit_codes.CANNOT_LISTEN
     except StartupError as exc:
-        print(f"a2a-grpc serve{worker}: {exc}", file=sys.stderr)
+        blame = setup.from_environment.blame(str(exc))
+        print(f"a2a-grpc serve{worker}: {exc}{blame}", file=sys.stderr)
         return exit_codes.USAGE
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -728,7 +784,14 @@ async def _serve(setup: Setup) -> int:
             stop.set()
 
         watch_lifeline(setup.lifeline, supervisor_gone)
-    for line in startup_report(summarize(running, setup.plan, setup.card_source, telemetry)):
+    summary = summarize(
+        running,
+        setup.plan,
+        setup.card_source,
+        telemetry,
+        from_environment=tuple(setup.from_environment.sources.values()),
+    )
+    for line in startup_report(summary):
         if line.warning:
             log.warning("%s", line.text)
         else:
@@ -838,13 +901,20 @@ def main(argv: list[str]) -> int:
     # A SIGHUP before the reload handler is installed is ignored rather than fatal (its default
     # action); workers inherit this until their own handler is in place.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    args = parser().parse_args(argv)
+    try:
+        args, read = parse_args(argv)
+    except environment.SettingError as exc:
+        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
     logs.configure(args.log_level, args.log_format)
     _LINE_FORMAT[0] = args.log_format
+    if args.worker_index is None:  # the supervisor of --workers warns for its workers
+        for line in read.unread:
+            log.warning("%s", line)
     try:
-        loaded = setup(args)
+        loaded = setup(args, read)
     except ValueError as exc:
-        print(f"a2a-grpc serve: {exc}", file=sys.stderr)
+        print(f"a2a-grpc serve: {exc}{read.blame(str(exc))}", file=sys.stderr)
         return exit_codes.USAGE
     if loaded.config.workers > 1:
         return _supervise(loaded, argv)

@@ -38,6 +38,8 @@ class StartupSummary:
     client_certificates: bool = False
     telemetry: str | None = None
     """The line telemetry set-up reports (None: nothing to say)."""
+    from_environment: tuple[str, ...] = ()
+    """The environment variables that set options (`A2A_GRPC_MAX_TASKS`, ...)."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,15 @@ class StartupLine:
 
 
 def summarize(
-    running: RunningServer, plan: ServerPlan, card_source: str, telemetry: str | None = None
+    running: RunningServer,
+    plan: ServerPlan,
+    card_source: str,
+    telemetry: str | None = None,
+    *,
+    from_environment: tuple[str, ...] = (),
 ) -> StartupSummary:
-    """The summary of `running`, started from `plan`."""
+    """The summary of `running`, started from `plan` (`from_environment`: the variables that
+    set options)."""
     assert running.public is not None
     http_server = running.http_server
     return StartupSummary(
@@ -68,6 +76,7 @@ def summarize(
         bearer_tokens=bool(plan.tokens) or running.jwt is not None,  # static tokens or JWTs
         client_certificates=bool(plan.tls and plan.tls.client_ca),
         telemetry=telemetry,
+        from_environment=from_environment,
     )
 
 
@@ -99,6 +108,9 @@ def startup_report(summary: StartupSummary) -> list[StartupLine]:
         )
     if summary.telemetry:
         lines.append(StartupLine(summary.telemetry))
+    if summary.from_environment:
+        names = ", ".join(sorted(summary.from_environment))
+        lines.append(StartupLine(f"options set by the environment: {names}"))
     lines.append(StartupLine(settings_line(config)))
     lines.append(StartupLine(_authentication_line(summary)))
     if config.compat_03:

@@ -10,7 +10,12 @@ in one process never mix their figures. Two kinds of figures:
 - state: read when /metrics is scraped (`ServerMetrics.collect`), never kept up to date on the
   way: calls and streams open, tasks by state, the store's size, webhook deliveries, the
   audit trail's records, and the failures of the parts behind the calls whose repeats the log
-  only summarizes.
+  only summarizes; readiness and the drain; and the limits the gauges are bounded by (each
+  `<gauge>_limit` beside its gauge, so that a ratio needs no configuration in the query).
+
+deploy/grafana/a2a-grpc.json and deploy/prometheus/a2a-grpc-rules.yaml are built on these
+names (docs/operations.md, "Dashboard and alerts"): a test scrapes a server and fails when
+they name a metric or label it does not export.
 
 The exposition is prometheus_client's (`generate_latest`); nothing is formatted by hand.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -47,6 +52,19 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 INVALID_REQUEST_RPC = "(invalid request)"
 """The `method` label of calls refused before they named an A2A method (an unreadable JSON-RPC
 body or envelope, an unknown method): one label for all, so hostile input cannot add series."""
+
+
+class Readiness(Protocol):
+    """What Health says of the server as a whole (app.HealthBoard)."""
+
+    @property
+    def draining(self) -> bool:
+        """True once the server is stopping."""
+        ...
+
+    def unready_reason(self) -> str | None:
+        """Why the server takes no new work now (/readyz answers 503); None while it does."""
+        ...
 
 
 class _Series:
@@ -107,10 +125,13 @@ class RpcMetrics:
 class ServerMetrics:
     """The registry of one server and the collector that reads its state at scrape time."""
 
-    def __init__(self, gate: CallGate, handler: RequestHandler, rpcs: RpcMetrics) -> None:
+    def __init__(
+        self, gate: CallGate, handler: RequestHandler, rpcs: RpcMetrics, readiness: Readiness
+    ) -> None:
         self.gate = gate
         self.handler = handler
         self.rpcs = rpcs
+        self.readiness = readiness
         self.registry = CollectorRegistry(auto_describe=False)
         self._stats: StoreStats | None = None
         self.registry.register(self)
@@ -128,11 +149,40 @@ class ServerMetrics:
         gate = self.gate
         handler = self.handler
         yield from self.rpcs.families()
+        readiness = self.readiness
+        yield GaugeMetricFamily(
+            "a2a_ready",
+            "1 while the server takes new work (/readyz 200, Health SERVING); 0 while it drains, "
+            "its task store does not answer, or audit records cannot be written and it fails "
+            "closed",
+            value=0 if readiness.unready_reason() is not None else 1,
+        )
+        yield GaugeMetricFamily(
+            "a2a_draining",
+            "1 once the server is stopping (SIGTERM/SIGINT: the drain delay, then the drain)",
+            value=1 if readiness.draining else 0,
+        )
         yield GaugeMetricFamily(
             "a2a_calls_in_flight", "A2A unary calls being handled now", value=gate.calls
         )
         yield GaugeMetricFamily(
+            "a2a_calls_in_flight_limit",
+            "A2A unary calls handled at once at most (--max-concurrent-calls)",
+            value=gate.max_calls,
+        )
+        yield GaugeMetricFamily(
             "a2a_open_streams", "A2A streams open now (every transport)", value=gate.streams
+        )
+        yield GaugeMetricFamily(
+            "a2a_open_streams_limit",
+            "A2A streams open at once at most (--max-open-streams)",
+            value=gate.max_streams,
+        )
+        config = handler.config
+        yield GaugeMetricFamily(
+            "a2a_store_tasks_limit",
+            "Tasks the task store keeps (--max-tasks)",
+            value=config.max_tasks,
         )
         stats = self._stats
         if stats is not None:
@@ -143,12 +193,17 @@ class ServerMetrics:
                     "Bytes of tasks counted against --max-store-bytes",
                     value=stats.bytes,
                 )
+                yield GaugeMetricFamily(
+                    "a2a_store_bytes_limit",
+                    "Bytes of tasks the task store keeps (--max-store-bytes)",
+                    value=config.max_store_bytes,
+                )
             if stats.by_state is not None:
                 tasks = GaugeMetricFamily(
                     "a2a_tasks", "Tasks in the task store by state", labels=["state"]
                 )
                 for state, count in sorted(stats.by_state.items()):
-                    tasks.add_metric([_state_label(state)], count)
+                    tasks.add_metric([state_label(state)], count)
                 yield tasks
         yield from _outcome_families(handler.outcomes)
         failures = CounterMetricFamily(
@@ -229,6 +284,6 @@ def _outcome_families(outcomes: Outcomes) -> Iterator[Metric]:
     yield without
 
 
-def _state_label(state: int) -> str:
+def state_label(state: int) -> str:
     """`TASK_STATE_INPUT_REQUIRED` -> `input_required`."""
     return str(a2a_pb2.TaskState.Name(state)).removeprefix("TASK_STATE_").lower()

@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,29 +38,40 @@ class Served:
         return next(line for line in self.lines if "; card: " in line)
 
 
-def run_serve(*options: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs `serve` expected to fail at start-up; its exit code and output."""
+def run_serve(
+    *options: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs `serve` expected to fail at start-up (with `env` added to this environment); its
+    exit code and output."""
     return subprocess.run(
         [A2A_GRPC, "serve", *options],
         capture_output=True,
         text=True,
         timeout=30,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
     )
 
 
 @contextlib.contextmanager
-def serving(*options: str, cwd: Path | None = None) -> Iterator[Served]:
+def serving(
+    *options: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    no_drain_delay: bool = True,
+) -> Iterator[Served]:
     """`a2a-grpc serve OPTIONS` running until the block ends (then SIGTERM; it must exit 0),
-    with `--drain-delay 0` unless OPTIONS set it."""
+    with `--drain-delay 0` unless OPTIONS set it (or `no_drain_delay` is off), and `env` added
+    to this environment."""
+    # No drain delay unless the test's options set one (the last one counts).
+    first = ["--drain-delay", "0"] if no_drain_delay else []
     process = subprocess.Popen(
-        # No drain delay unless the test's options set one (the last one counts).
-        [A2A_GRPC, "serve", "--drain-delay", "0", *options],
+        [A2A_GRPC, "serve", *first, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
     )
     try:
         assert process.stdout is not None and process.stderr is not None

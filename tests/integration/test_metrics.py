@@ -10,6 +10,7 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
@@ -264,6 +265,33 @@ async def test_grpc_calls_refused_by_the_drain_gate_are_counted(
     # Counted under the 1.0 RPC it is served as, the label its served calls have.
     v03 = {"method": "GetExtendedAgentCard", "code": "UNAVAILABLE", "transport": "grpc-0.3"}
     assert value(samples, "a2a_rpc_requests_total", **v03) == 1
+
+
+async def test_readiness_the_drain_and_the_limits_are_gauged(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(
+        http_port=0, max_tasks=500, max_store_bytes=10**6, max_concurrent_calls=7
+    )
+    samples = await scrape(http, harness)
+    assert (value(samples, "a2a_ready"), value(samples, "a2a_draining")) == (1, 0)
+    assert value(samples, "a2a_store_tasks_limit") == 500
+    assert value(samples, "a2a_store_bytes_limit") == 10**6
+    assert value(samples, "a2a_calls_in_flight_limit") == 7
+    assert (
+        value(samples, "a2a_open_streams_limit") == harness.running.handler.config.max_open_streams
+    )
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    stopping = asyncio.ensure_future(harness.running.stop(grace=0.5, drain_delay=3600))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    watch.cancel()
+    # The drain delay: still scraped, and saying why it takes no new work.
+    samples = await scrape(http, harness)
+    assert (value(samples, "a2a_ready"), value(samples, "a2a_draining")) == (0, 1)
+    harness.running.skip_drain_delay()
+    await asyncio.wait_for(stopping, 10)
 
 
 async def test_answers_artifacts_and_tasks_without_artifacts_are_counted_by_skill(

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a_grpc.core.jose import KeySet
-from a2a_grpc.server.cli import parser, setup
+from a2a_grpc.server.cli import parse_args, parser, setup
 from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
 
 
@@ -45,10 +45,10 @@ def test_replica_options_reach_the_config_with_their_defaults(
     assert setup(args).config.task_lease == 2.5
 
 
-def test_store_defaults_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(STORE_ENV, "redis://cache.internal:6379/2")
-    assert parser().parse_args([]).store == "redis://cache.internal:6379/2"
-    assert parser().parse_args(["--store", ""]).store == ""
+def test_store_defaults_to_the_environment() -> None:
+    environ = {STORE_ENV: "redis://cache.internal:6379/2"}
+    assert parse_args([], environ)[0].store == "redis://cache.internal:6379/2"
+    assert parse_args(["--store", ""], environ)[0].store == ""
 
 
 @pytest.mark.parametrize(
