@@ -45,7 +45,7 @@ from google.api import annotations_pb2  # type: ignore[import-untyped]
 from google.protobuf import descriptor, json_format, message_factory
 from google.protobuf.message import Message
 
-from a2a_grpc.core import status
+from a2a_grpc.core import protojson, status
 from a2a_grpc.core.errors import (
     InvalidParamsError,
     InvalidRequestError,
@@ -180,6 +180,8 @@ def read_params(request: web.Request) -> ServiceParams:
 
 Encode = Callable[[Message], bytes]
 EncodeError = Callable[[StatusError], bytes]
+Parse = Callable[[], tuple[Message, list[str]]]
+"""Reads a call's request: the message, and the unknown members left out of it."""
 
 
 def _peer_names(request: web.Request) -> Mapping[str, Sequence[bytes]]:
@@ -228,6 +230,8 @@ class HttpBindings:
         self.authenticator = authenticator
         self.rpcs = rpcs_of(handler)
         self.max_body = handler.config.max_receive_bytes
+        self.strict_parsing = handler.config.strict_parsing
+        """Refuse unknown request members instead of ignoring them (`--strict-parsing`)."""
 
     def add_routes(self, app: web.Application) -> None:
         if JSONRPC in self.served:
@@ -255,7 +259,7 @@ class HttpBindings:
         set_caller(await caller_of(self.authenticator, presented))
 
     async def _unary(
-        self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
+        self, http_request: web.Request, rpc: Rpc, parse: Parse, transport: str
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
@@ -263,8 +267,10 @@ class HttpBindings:
         try:
             await self._authenticate(http_request)
             handler_call, activated = call.admit()
-            request = parse()
+            request, ignored = parse()
             call.parsed(request)
+            if ignored:
+                call.ignored(ignored)
             result: Message = await rpc.method(request, handler_call)
         except Exception as exc:
             return call.failed(exc), ()
@@ -278,7 +284,7 @@ class HttpBindings:
         self,
         http_request: web.Request,
         rpc: Rpc,
-        parse: Callable[[], Message],
+        parse: Parse,
         transport: str,
         encode: Encode,
         encode_error: EncodeError,
@@ -294,8 +300,10 @@ class HttpBindings:
             try:
                 await self._authenticate(http_request)
                 handler_call, activated = call.admit()
-                request = parse()
+                request, ignored = parse()
                 call.parsed(request)
+                if ignored:
+                    call.ignored(ignored)
                 events = rpc_events = rpc.method(request, handler_call)
                 first: a2a_pb2.StreamResponse | None = await anext(rpc_events)
             except StopAsyncIteration:
@@ -421,11 +429,12 @@ class HttpBindings:
             return self._refused(request_id, error)
         params_value = payload.get("params", {})
         notification = "id" not in payload
+        strict = self.strict_parsing
 
-        def parse() -> Message:
+        def parse() -> tuple[Message, list[str]]:
             if not isinstance(params_value, dict):
                 raise InvalidParamsError("params must be a JSON object (the request message)")
-            return _from_json(params_value, rpc.request_class)
+            return _from_json(params_value, rpc.request_class, strict=strict)
 
         if rpc.streaming:
             if notification:
@@ -471,9 +480,10 @@ class HttpBindings:
                 body = await self._body(http_request)
             except HttpProblem as problem:
                 return _rest_error(problem.error, problem.http_status)
+            strict = self.strict_parsing
 
-            def parse() -> Message:
-                return _rest_request(route, rpc.request_class, http_request, body)
+            def parse() -> tuple[Message, list[str]]:
+                return _rest_request(route, rpc.request_class, http_request, body, strict=strict)
 
             if rpc.streaming:
                 return await self._stream(
@@ -547,18 +557,26 @@ def _reset(http_request: web.Request) -> None:
 # -- decoding -----------------------------------------------------------------------------
 
 
-def _from_json(value: dict[str, Any], request_class: type[Message]) -> Message:
-    message = request_class()
+def _from_json(
+    value: dict[str, Any], request_class: type[Message], *, strict: bool
+) -> tuple[Message, list[str]]:
+    """The request, and the unknown members left out of it (spec §5.7; `strict`: refused)."""
     try:
-        json_format.ParseDict(value, message)
+        return protojson.parse(value, request_class, ignore_unknown=not strict)
     except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
-    return message
 
 
 def _rest_request(
-    route: HttpRoute, request_class: type[Message], http_request: web.Request, body: bytes
-) -> Message:
+    route: HttpRoute,
+    request_class: type[Message],
+    http_request: web.Request,
+    body: bytes,
+    *,
+    strict: bool,
+) -> tuple[Message, list[str]]:
+    """The request of an HTTP+JSON route, from its body (a body rule), or its query, and its
+    path; with the unknown members left out of it."""
     if route.body == "*" and body:
         try:
             value = json.loads(body)
@@ -568,9 +586,10 @@ def _rest_request(
             raise InvalidParamsError(
                 f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
             )
-        message = _from_json(value, request_class)
+        message, ignored = _from_json(value, request_class, strict=strict)
     else:
-        message = _from_json(_query_params(http_request, request_class), request_class)
+        query = _query_params(http_request, request_class, strict=strict)
+        message, ignored = _from_json(query, request_class, strict=strict)
     for index, field in enumerate(route.fields):
         value = http_request.match_info[f"v{index}"]
         present = getattr(message, field)
@@ -579,22 +598,29 @@ def _rest_request(
                 f"{field} is {value!r} in the path but {present!r} in the body"
             )
         setattr(message, field, value)
-    return message
+    return message, ignored
 
 
-def _query_params(http_request: web.Request, request_class: type[Message]) -> dict[str, Any]:
+def _query_params(
+    http_request: web.Request, request_class: type[Message], *, strict: bool
+) -> dict[str, Any]:
     """The query string as the ProtoJSON object it stands for: names in camelCase (or the
-    proto's), repeated fields by repetition or commas, booleans as true/false."""
+    proto's), repeated fields by repetition or commas, booleans as true/false. A parameter
+    that names no field is kept as it came, for the parse to leave out and count (`strict`:
+    refused here)."""
     fields = request_class.DESCRIPTOR.fields_by_name
     by_json = {field.json_name: field for field in request_class.DESCRIPTOR.fields}
     value: dict[str, Any] = {}
     for key in http_request.query:
         field = by_json.get(key) or fields.get(key)
-        if field is None:
-            raise InvalidParamsError(
-                f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
-            )
         values = http_request.query.getall(key)
+        if field is None:
+            if strict:
+                raise InvalidParamsError(
+                    f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
+                )
+            value[key] = values
+            continue
         if field.is_repeated:
             value[field.json_name] = [item for v in values for item in v.split(",") if item]
             continue

@@ -1,0 +1,172 @@
+"""Forward-compatible parsing, over real servers on every binding:
+
+- unknown request members are ignored (A2A 1.0.1 §5.7), counted in /metrics and logged once
+  per name, and refused with `strict_parsing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from a2a_grpc.client.messages import user_message
+from a2a_grpc.generated import a2a_pb2
+from tests.integration.bindings import rest_error
+from tests.integration.conftest import Factory, Harness, send_request
+from tests.integration.test_metrics import scrape, value
+
+COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
+SSE = {"Accept": "text/event-stream"}
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def base_of(harness: Harness) -> str:
+    assert harness.running.http_server is not None
+    return harness.running.http_server.base_url
+
+
+def fresh(prefix: str = "future") -> str:
+    """A member name no other test used (the log remembers names for the whole process)."""
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+def message(text: str = "hi", **extra: Any) -> dict[str, Any]:
+    return {
+        "messageId": uuid.uuid4().hex,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        **extra,
+    }
+
+
+async def send(
+    http: aiohttp.ClientSession,
+    harness: Harness,
+    binding: str,
+    rpc: str,
+    params: Any,
+    *,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any, str]:
+    """One unary call over a JSON binding: (HTTP status, the result or error, content type)."""
+    headers = {**JSON, **(headers or {})}
+    if binding == "jsonrpc":
+        body = {"jsonrpc": "2.0", "id": 1, "method": rpc, "params": params}
+        async with http.post(base_of(harness) + "/", json=body, headers=headers) as r:
+            answer = await r.json()
+            return r.status, answer.get("result", answer.get("error")), r.content_type
+    path = {"SendMessage": "/message:send", "ListTasks": "/tasks"}[rpc]
+    verb = "POST" if rpc == "SendMessage" else "GET"
+    async with http.request(
+        verb, base_of(harness) + path, json=params if verb == "POST" else None, headers=headers
+    ) as r:
+        return r.status, await r.json(content_type=None), r.content_type
+
+
+# -- unknown members: ignored, counted, logged once; refused when strict --------------------
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
+async def test_unknown_members_are_ignored_counted_and_logged_once(
+    make_server: Factory,
+    http: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+    binding: str,
+) -> None:
+    harness = await make_server(http_port=0)
+    top, inner, deep = fresh(), fresh(), fresh()
+    for _ in range(2):
+        params = {
+            "message": {**message(), inner: 1, "parts": [{"text": "hi", deep: {"x": [1]}}]},
+            top: "high",
+        }
+        with caplog.at_level(logging.WARNING, "a2a_grpc"):
+            status, result, _ = await send(http, harness, binding, "SendMessage", params)
+        assert status == 200
+        assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    samples = await scrape(http, harness)
+    counted = "a2a_ignored_request_fields_total"
+    assert value(samples, counted, field=f"SendMessageRequest.{top}") == 2
+    assert value(samples, counted, field=f"Message.{inner}") == 2
+    assert value(samples, counted, field=f"Part.{deep}") == 2
+    logged = [r for r in caplog.records if top in r.getMessage()]
+    assert len(logged) == 1, "logged once per name"
+    assert f"SendMessageRequest.{top}" in logged[0].getMessage()
+
+
+async def test_an_unknown_query_parameter_is_ignored_and_counted(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(http_port=0)
+    task = (await harness.stub.SendMessage(send_request("hi"))).task
+    name = fresh()
+    async with http.get(f"{base_of(harness)}/tasks/{task.id}?{name}=1&historyLength=1") as r:
+        assert r.status == 200
+        assert (await r.json(content_type=None))["id"] == task.id
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_ignored_request_fields_total", field=f"GetTaskRequest.{name}") == 1
+
+
+async def test_grpc_ignores_unknown_fields_as_protobuf_does(demo: Harness) -> None:
+    inner = user_message("hi")
+    inner.MergeFromString(b"\x98\x06\x01")  # field 99: no 1.0 Message has it
+    request = a2a_pb2.SendMessageRequest(message=inner)
+    raw = request.SerializeToString() + b"\xa2\x06\x02hi"  # and field 100 on the request
+    call = demo.channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage", response_deserializer=None)
+    answer = a2a_pb2.SendMessageResponse.FromString(
+        await call(raw, metadata=(("a2a-version", "1.0"),))
+    )
+    assert answer.task.status.state == COMPLETED
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
+async def test_strict_parsing_refuses_unknown_members(
+    make_server: Factory, http: aiohttp.ClientSession, binding: str
+) -> None:
+    harness = await make_server(http_port=0, strict_parsing=True)
+    name = fresh()
+    status, error, _ = await send(
+        http, harness, binding, "SendMessage", {"message": message(), name: 1}
+    )
+    if binding == "jsonrpc":
+        assert (status, error["code"]) == (200, -32602)
+        assert name in error["message"]
+    else:
+        assert status == 400
+        assert rest_error(error, 400).reason == "INVALID_PARAMS"
+        assert name in error["error"]["message"]
+        async with http.get(f"{base_of(harness)}/tasks?{name}=1") as r:
+            assert r.status == 400
+            assert name in (await r.json(content_type=None))["error"]["message"]
+    samples = await scrape(http, harness)
+    assert not [key for key in samples if key[0] == "a2a_ignored_request_fields_total"]
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
+async def test_a_wrong_known_member_is_refused_beside_unknown_ones(
+    make_server: Factory, http: aiohttp.ClientSession, binding: str
+) -> None:
+    harness = await make_server(http_port=0)
+    wrong = [
+        {"message": {**message(), "role": "ROLE_SYSTEM"}, "generation": 1},
+        {"message": {**message(), "messageId": 5}, "generation": 1},
+        {"message": message(), "configuration": {"historyLength": "many"}, "generation": 1},
+    ]
+    for params in wrong:
+        status, error, _ = await send(http, harness, binding, "SendMessage", params)
+        if binding == "jsonrpc":
+            assert (status, error["code"]) == (200, -32602), error
+        else:
+            assert status == 400
+            assert rest_error(error, 400).reason == "INVALID_PARAMS"
