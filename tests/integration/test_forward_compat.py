@@ -1,11 +1,13 @@
 """Forward-compatible parsing, over real servers on every binding:
 
 - unknown request members are ignored (A2A 1.0.1 §5.7), counted in /metrics and logged once
-  per name, and refused with `strict_parsing`.
+  per name, and refused with `strict_parsing`;
+- a null or empty body is the empty request.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -16,8 +18,8 @@ import pytest
 
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.generated import a2a_pb2
-from tests.integration.bindings import rest_error
-from tests.integration.conftest import Factory, Harness, send_request
+from tests.integration.bindings import rest_error, sse_data
+from tests.integration.conftest import Factory, Harness, Held, send_request
 from tests.integration.test_metrics import scrape, value
 
 COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
@@ -170,3 +172,65 @@ async def test_a_wrong_known_member_is_refused_beside_unknown_ones(
         else:
             assert status == 400
             assert rest_error(error, 400).reason == "INVALID_PARAMS"
+
+
+# -- null and empty bodies --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [b"null", b"", b" \n"])
+async def test_a_null_or_empty_body_cancels(
+    make_server: Factory, http: aiohttp.ClientSession, body: bytes
+) -> None:
+    held = Held()
+    harness = await make_server(held, http_port=0)
+    started = (await harness.stub.SendMessage(immediate())).task
+    await held.entered.wait()
+    url = f"{base_of(harness)}/tasks/{started.id}:cancel"
+    async with http.post(url, data=body, headers=JSON if body else {}) as r:
+        assert r.status == 200, await r.text()
+        assert (await r.json(content_type=None))["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def immediate() -> a2a_pb2.SendMessageRequest:
+    """A send that returns as soon as its task exists."""
+    request = send_request("hold")
+    request.configuration.return_immediately = True
+    return request
+
+
+async def test_a_null_body_subscribes(make_server: Factory, http: aiohttp.ClientSession) -> None:
+    held = Held()
+    harness = await make_server(held, http_port=0)
+    started = (await harness.stub.SendMessage(immediate())).task
+    await held.entered.wait()
+    url = f"{base_of(harness)}/tasks/{started.id}:subscribe"
+    async with http.post(url, data=b"null", headers={**JSON, **SSE}) as r:
+        assert (r.status, r.content_type) == (200, "text/event-stream")
+        events = sse_data(r)
+        first = json.loads(await anext(events))
+        assert first["task"]["id"] == started.id
+        held.go.set()
+        last = [json.loads(data) async for data in events][-1]
+        assert last["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_null_params_over_jsonrpc_are_the_empty_request(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(http_port=0)
+    await harness.stub.SendMessage(send_request("hi"))
+    url = base_of(harness) + "/"
+    for envelope in (
+        {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": None},
+        {"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
+    ):
+        async with http.post(url, json=envelope) as r:
+            assert (await r.json())["result"]["totalSize"] == 1
+    # The empty request is checked as any other: CancelTask needs the task's id.
+    envelope = {"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": None}
+    async with http.post(url, json=envelope) as r:
+        error = (await r.json())["error"]
+    assert error["code"] == -32602 and "id" in error["message"]
+    async with http.post(base_of(harness) + "/message:send", data=b"null", headers=JSON) as r:
+        assert r.status == 400
+        assert "message" in (await r.json(content_type=None))["error"]["message"]

@@ -427,7 +427,11 @@ class HttpBindings:
                 f"method {method!r} not found: A2A 1.0 methods are {', '.join(self.rpcs)}"
             )
             return self._refused(request_id, error)
-        params_value = payload.get("params", {})
+        # No params, or null (a2a-go sends null for GetExtendedAgentCard): the empty request,
+        # which the handler then checks as any other (CancelTask without an id is refused).
+        params_value = payload.get("params")
+        if params_value is None:
+            params_value = {}
         notification = "id" not in payload
         strict = self.strict_parsing
 
@@ -576,12 +580,16 @@ def _rest_request(
     strict: bool,
 ) -> tuple[Message, list[str]]:
     """The request of an HTTP+JSON route, from its body (a body rule), or its query, and its
-    path; with the unknown members left out of it."""
-    if route.body == "*" and body:
+    path; with the unknown members left out of it. An empty body, or `null` (a2a-go sends
+    that for CancelTask and a POST to `:subscribe`), is the empty request: the path fills it,
+    and the handler says what is still missing."""
+    if route.body == "*" and body.strip():
         try:
             value = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise InvalidRequestError(f"the body is not JSON: {exc}") from None
+        if value is None:
+            value = {}
         if not isinstance(value, dict):
             raise InvalidParamsError(
                 f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
