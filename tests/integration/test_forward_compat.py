@@ -2,7 +2,8 @@
 
 - unknown request members are ignored (A2A 1.0.1 §5.7), counted in /metrics and logged once
   per name, and refused with `strict_parsing`;
-- a null or empty body is the empty request.
+- a null or empty body is the empty request;
+- HTTP+JSON answers take the JSON media type the request accepts.
 """
 
 from __future__ import annotations
@@ -234,3 +235,31 @@ async def test_null_params_over_jsonrpc_are_the_empty_request(
     async with http.post(base_of(harness) + "/message:send", data=b"null", headers=JSON) as r:
         assert r.status == 400
         assert "message" in (await r.json(content_type=None))["error"]["message"]
+
+
+# -- the JSON media type of HTTP+JSON answers ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accept", "media_type"),
+    [
+        ("*/*", "application/a2a+json"),
+        ("application/json", "application/json"),
+        ("application/json; charset=utf-8", "application/json"),
+        ("application/json, application/a2a+json", "application/a2a+json"),
+        ("application/a2a+json;q=0, application/json", "application/json"),
+        ("text/event-stream", "application/a2a+json"),
+    ],
+)
+async def test_http_json_answers_take_the_accepted_media_type(
+    make_server: Factory, http: aiohttp.ClientSession, accept: str, media_type: str
+) -> None:
+    harness = await make_server(http_port=0)
+    task = (await harness.stub.SendMessage(send_request("hi"))).task
+    base = base_of(harness)
+    headers = {"Accept": accept}
+    for path, status in ((f"/tasks/{task.id}", 200), ("/tasks/nope", 404), ("/no/route", 404)):
+        async with http.get(base + path, headers=headers) as r:
+            assert (r.status, r.content_type) == (status, media_type), path
+    async with http.post(f"{base}/tasks/{task.id}:cancel", headers=headers) as r:
+        assert (r.status, r.content_type) == (400, media_type)

@@ -54,6 +54,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
 )
 from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, event_id
+from a2a_grpc.core.media_types import accept_ranges, matches
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
@@ -70,6 +71,7 @@ JSONRPC_PATH = "/"
 """The JSON-RPC endpoint, where the official a2a-sdk serves it (its DEFAULT_RPC_URL)."""
 JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 A2A_JSON = "application/a2a+json"
+PLAIN_JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
@@ -480,14 +482,18 @@ class HttpBindings:
         rpc = self.rpcs[route.rpc]
 
         async def endpoint(http_request: web.Request) -> web.StreamResponse:
+            media_type = json_media_type(http_request)
             try:
                 body = await self._body(http_request)
             except HttpProblem as problem:
-                return _rest_error(problem.error, problem.http_status)
+                return _rest_error(problem.error, problem.http_status, media_type=media_type)
             strict = self.strict_parsing
 
             def parse() -> tuple[Message, list[str]]:
                 return _rest_request(route, rpc.request_class, http_request, body, strict=strict)
+
+            def error_response(error: StatusError) -> web.Response:
+                return _rest_error(error, media_type=media_type)
 
             if rpc.streaming:
                 return await self._stream(
@@ -497,14 +503,14 @@ class HttpBindings:
                     REST_TRANSPORT,
                     lambda event: _dumps(_to_json(event)),
                     lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
-                    _rest_error,
+                    error_response,
                 )
             result, activated = await self._unary(http_request, rpc, parse, REST_TRANSPORT)
             if isinstance(result, StatusError):
-                return _rest_error(result)
+                return error_response(result)
             return web.Response(
                 body=_dumps(_to_json(result)),
-                content_type=A2A_JSON,
+                content_type=media_type,
                 headers=_extension_headers(activated),
             )
 
@@ -531,7 +537,8 @@ def json_not_found(served: Collection[str]) -> Middleware:
                 MethodNotFoundError(
                     f"no A2A route is {request.method} {request.path} on this server "
                     f"({served_text} over HTTP)"
-                )
+                ),
+                media_type=json_media_type(request),
             )
         except web.HTTPMethodNotAllowed as exc:
             return _rest_error(
@@ -540,6 +547,7 @@ def json_not_found(served: Collection[str]) -> Middleware:
                     f"{', '.join(sorted(exc.allowed_methods))}"
                 ),
                 405,
+                media_type=json_media_type(request),
             )
 
     return middleware
@@ -734,14 +742,29 @@ def _aip193(error: StatusError, http_status: int | None = None) -> dict[str, Any
     }
 
 
-def _rest_error(error: StatusError, http_status: int | None = None) -> web.Response:
+def _rest_error(
+    error: StatusError, http_status: int | None = None, *, media_type: str = A2A_JSON
+) -> web.Response:
     code = error.http_status if http_status is None else http_status
     return web.Response(
         body=_dumps(_aip193(error, code)),
         status=code,
-        content_type=A2A_JSON,
+        content_type=media_type,
         headers=_auth_headers(error),
     )
+
+
+def json_media_type(http_request: web.Request) -> str:
+    """The media type of an HTTP+JSON answer (results and errors): `application/a2a+json`, as
+    spec §11.1 says, unless the request's Accept admits `application/json` and not that (a2a-go
+    v2 reads error bodies only as application/json)."""
+    accept = http_request.headers.get("Accept")
+    if not accept:
+        return A2A_JSON
+    ranges = accept_ranges(accept)
+    if matches(A2A_JSON, ranges) or not matches(PLAIN_JSON, ranges):
+        return A2A_JSON
+    return PLAIN_JSON
 
 
 def _too_large(limit: int) -> HttpProblem:
