@@ -136,7 +136,11 @@ class RestTransport:
 
         def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse:
             value = json_body(event.data.encode())
-            if event.event == "error":
+            # An error event: ours and the official SDK's name it `event: error`; a2a-go's
+            # servers send the AIP-193 body as a plain event (no StreamResponse has `error`).
+            if event.event == "error" or (
+                isinstance(value, dict) and isinstance(value.get("error"), dict)
+            ):
                 raise _failure(None, event.data.encode())
             return self._decode_event(value)
 

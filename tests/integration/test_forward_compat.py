@@ -3,7 +3,9 @@
 - unknown request members are ignored (A2A 1.0.1 §5.7), counted in /metrics and logged once
   per name, and refused with `strict_parsing`;
 - a null or empty body is the empty request;
-- HTTP+JSON answers take the JSON media type the request accepts.
+- HTTP+JSON answers take the JSON media type the request accepts;
+- a stream that fails before its first event answers a caller that asked for
+  text/event-stream with a stream of one error event, and the client reads either form.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
+from a2a_grpc.core.errors import UnauthenticatedError
 from a2a_grpc.generated import a2a_pb2
 from tests.integration.bindings import rest_error, sse_data
 from tests.integration.conftest import Factory, Harness, Held, send_request
@@ -263,3 +267,90 @@ async def test_http_json_answers_take_the_accepted_media_type(
             assert (r.status, r.content_type) == (status, media_type), path
     async with http.post(f"{base}/tasks/{task.id}:cancel", headers=headers) as r:
         assert (r.status, r.content_type) == (400, media_type)
+
+
+# -- a stream that fails before its first event ----------------------------------------------
+
+
+async def sse_events(response: aiohttp.ClientResponse) -> list[tuple[str, Any]]:
+    """Every event of an SSE body: (its `event:` name, its data as JSON)."""
+    events = []
+    async for data in sse_data(response):
+        value = json.loads(data)
+        if "__event" in value:
+            events.append((value["__event"], json.loads(value["data"])))
+        else:
+            events.append(("message", value))
+    return events
+
+
+async def test_a_jsonrpc_stream_that_fails_first_is_one_error_event(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(http_port=0)
+    envelope = {"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": "nope"}}
+    url = base_of(harness) + "/"
+    async with http.post(url, json=envelope, headers={"Accept": "text/event-stream"}) as r:
+        assert (r.status, r.content_type) == (200, "text/event-stream")
+        ((_, event),) = await sse_events(r)
+    assert event["id"] == 9 and event["error"]["code"] == -32001
+    assert event["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+    bad = {**envelope, "method": "SendStreamingMessage", "params": {"message": {"parts": 5}}}
+    async with http.post(url, json=bad, headers={"Accept": "text/event-stream, */*"}) as r:
+        assert (r.status, r.content_type) == (200, "text/event-stream")
+        ((_, event),) = await sse_events(r)
+    assert event["error"]["code"] == -32602
+    # A caller that did not ask for an event stream keeps the plain JSON-RPC error.
+    for accept in ({}, {"Accept": "*/*"}, {"Accept": "application/json"}):
+        async with http.post(url, json=envelope, headers=accept) as r:
+            assert (r.status, r.content_type) == (200, "application/json")
+            assert (await r.json())["error"]["code"] == -32001
+
+
+async def test_an_http_json_stream_that_fails_first_is_one_error_event(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(http_port=0)
+    base = base_of(harness)
+    async with http.get(base + "/tasks/nope:subscribe", headers=SSE) as r:
+        assert (r.status, r.content_type) == (200, "text/event-stream")
+        ((name, body),) = await sse_events(r)
+    assert name == "error"
+    assert rest_error(body, 404).reason == "TASK_NOT_FOUND"
+    async with http.post(base + "/message:stream", json={"message": {}}, headers=SSE) as r:
+        ((name, body),) = await sse_events(r)
+    assert name == "error" and rest_error(body, 400).reason == "INVALID_PARAMS"
+    text = {"Content-Type": "text/plain", **SSE}
+    async with http.post(base + "/message:stream", data="hi", headers=text) as r:
+        ((name, body),) = await sse_events(r)
+    assert name == "error" and rest_error(body, 415).reason == "INVALID_REQUEST"
+    async with http.get(base + "/tasks/nope:subscribe") as r:  # curl's */*: the plain error
+        assert (r.status, r.content_type) == (404, "application/a2a+json")
+
+
+@pytest.mark.parametrize("path", ["/", "/tasks/nope:subscribe"])
+async def test_a_refused_caller_keeps_its_401_on_a_stream(
+    make_server: Factory, http: aiohttp.ClientSession, path: str
+) -> None:
+    harness = await make_server(http_port=0, tokens={"s3cret": "alice"})
+    envelope = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": "x"}}
+    async with http.request(
+        "POST" if path == "/" else "GET",
+        base_of(harness) + path,
+        json=envelope if path == "/" else None,
+        headers=SSE,
+    ) as r:
+        assert r.status == 401
+        assert r.headers["WWW-Authenticate"] == "Bearer"
+        assert r.content_type != "text/event-stream"
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
+async def test_the_client_reads_a_plain_error_before_the_first_event(
+    make_server: Factory, binding: str
+) -> None:
+    harness = await make_server(http_port=0, tokens={"s3cret": "alice"})
+    assert harness.running.card_url is not None
+    async with A2AClient.connect(harness.running.card_url, transports=(binding,)) as client:
+        with pytest.raises(UnauthenticatedError):  # a 401: plain, whatever the stream accepts
+            [item async for item in client.subscribe_to_task("nope")]

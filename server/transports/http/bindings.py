@@ -292,9 +292,11 @@ class HttpBindings:
         encode_error: EncodeError,
         error_response: Callable[[StatusError], web.Response],
     ) -> web.StreamResponse:
-        """Runs one stream as Server-Sent Events. An error before the first event is a plain
-        error response; one after it is the stream's last event. A client that goes away
-        ends only its stream (aiohttp cancels the handler): the task goes on."""
+        """Runs one stream as Server-Sent Events. An error before the first event is a stream
+        of that one error event (`encode_error`) for a caller whose Accept names
+        text/event-stream, else a plain error response (`error_response`); one after it is
+        the stream's last event. A client that goes away ends only its stream (aiohttp
+        cancels the handler): the task goes on."""
         call = self.gate.begin(rpc.name, read_params(http_request), transport, stream=True)
         events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
         slow_reader = False
@@ -311,7 +313,10 @@ class HttpBindings:
             except StopAsyncIteration:
                 first = None
             except Exception as exc:
-                return error_response(call.failed(exc))
+                error = call.failed(exc)
+                if _as_event(http_request, error):
+                    return _sse_error(encode_error(error))
+                return error_response(error)
             if first is not None:
                 call.first_event(first)
             response = web.StreamResponse(headers=_sse_headers(activated))
@@ -486,6 +491,8 @@ class HttpBindings:
             try:
                 body = await self._body(http_request)
             except HttpProblem as problem:
+                if rpc.streaming and _as_event(http_request, problem.error):
+                    return _sse_error(_rest_error_event(problem.error, problem.http_status))
                 return _rest_error(problem.error, problem.http_status, media_type=media_type)
             strict = self.strict_parsing
 
@@ -502,7 +509,7 @@ class HttpBindings:
                     parse,
                     REST_TRANSPORT,
                     lambda event: _dumps(_to_json(event)),
-                    lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
+                    _rest_error_event,
                     error_response,
                 )
             result, activated = await self._unary(http_request, rpc, parse, REST_TRANSPORT)
@@ -754,6 +761,11 @@ def _rest_error(
     )
 
 
+def _rest_error_event(error: StatusError, http_status: int | None = None) -> bytes:
+    """An HTTP+JSON stream's error event: `event: error`, its data the AIP-193 body."""
+    return b"event: error\n" + _sse(_dumps(_aip193(error, http_status)))
+
+
 def json_media_type(http_request: web.Request) -> str:
     """The media type of an HTTP+JSON answer (results and errors): `application/a2a+json`, as
     spec §11.1 says, unless the request's Accept admits `application/json` and not that (a2a-go
@@ -765,6 +777,21 @@ def json_media_type(http_request: web.Request) -> str:
     if matches(A2A_JSON, ranges) or not matches(PLAIN_JSON, ranges):
         return A2A_JSON
     return PLAIN_JSON
+
+
+def _as_event(http_request: web.Request, error: StatusError) -> bool:
+    """Whether a stream's error before its first event is answered as a stream of that one
+    event: the request's Accept names text/event-stream (a wildcard is not enough: curl's
+    `*/*` keeps the plain error), and the error is not a refused caller, whose 401 and its
+    `WWW-Authenticate` challenge are HTTP's own answer."""
+    return not isinstance(error, UnauthenticatedError) and EVENT_STREAM in accept_ranges(
+        http_request.headers.get("Accept")
+    )
+
+
+def _sse_error(event: bytes) -> web.Response:
+    """A stream (HTTP 200, text/event-stream) of one error event, then its end."""
+    return web.Response(body=event, headers=_sse_headers(()))
 
 
 def _too_large(limit: int) -> HttpProblem:
