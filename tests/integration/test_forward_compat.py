@@ -5,7 +5,9 @@
 - a null or empty body is the empty request;
 - HTTP+JSON answers take the JSON media type the request accepts;
 - a stream that fails before its first event answers a caller that asked for
-  text/event-stream with a stream of one error event, and the client reads either form.
+  text/event-stream with a stream of one error event, and the client reads either form;
+- the client reads what a newer server answers (members and event kinds 1.0 does not have,
+  through `newer_peer.py`), the events of unknown kinds skipped and counted.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import pytest
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
-from a2a_grpc.core.errors import UnauthenticatedError
+from a2a_grpc.core.errors import TaskNotCancelableError, TaskNotFoundError, UnauthenticatedError
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.demo_agent import DemoAgent
 from tests.integration.bindings import rest_error, sse_data
 from tests.integration.conftest import Factory, Harness, Held, send_request
+from tests.integration.newer_peer import UNKNOWN_KIND, NewerPeer, start_newer_peer
+from tests.integration.test_client_cli import run_process
 from tests.integration.test_metrics import scrape, value
 
 COMPLETED = a2a_pb2.TASK_STATE_COMPLETED
@@ -354,3 +359,47 @@ async def test_the_client_reads_a_plain_error_before_the_first_event(
     async with A2AClient.connect(harness.running.card_url, transports=(binding,)) as client:
         with pytest.raises(UnauthenticatedError):  # a 401: plain, whatever the stream accepts
             [item async for item in client.subscribe_to_task("nope")]
+
+
+# -- the client and a newer server --------------------------------------------------------
+
+
+@pytest.fixture
+async def newer(make_server: Factory) -> AsyncIterator[NewerPeer]:
+    harness = await make_server(DemoAgent(), http_port=0)
+    peer = await start_newer_peer(base_of(harness), f"127.0.0.1:{harness.running.port}")
+    yield peer
+    await peer.close()
+
+
+@pytest.mark.parametrize("binding", ["grpc", "jsonrpc", "http+json"])
+async def test_the_client_reads_a_newer_server(newer: NewerPeer, binding: str) -> None:
+    async with A2AClient.connect(newer.card_url, transports=(binding,)) as client:
+        sent = await client.send_message(user_message("hello"))
+        assert isinstance(sent, a2a_pb2.Task) and sent.status.state == COMPLETED
+        assert (await client.get_task(sent.id)).id == sent.id
+        assert (await client.list_tasks()).tasks[0].id == sent.id
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(sent.id)
+        items = [item async for item in client.send_streaming_message(user_message("hello"))]
+        with pytest.raises(TaskNotFoundError):
+            [item async for item in client.subscribe_to_task("nope")]
+    kinds = [event.WhichOneof("payload") for event, _ in items]
+    assert kinds[0] == "task" and None not in kinds  # the unknown one is not yielded
+    final = items[-1][1]
+    assert (final.state, final.skipped_events) == (COMPLETED, 1)
+    assert final.task is not None and final.task.artifacts
+
+
+@pytest.mark.parametrize(("binding", "kind"), [("grpc", "field 9"), ("http+json", UNKNOWN_KIND)])
+async def test_the_cli_streams_past_an_unknown_event_kind(
+    newer: NewerPeer, binding: str, kind: str
+) -> None:
+    code, out, err = await run_process(
+        "send", "--stream", newer.card_url, "--transport", binding, "hello"
+    )
+    assert code == 0, err
+    assert "completed" in out
+    (warning,) = err.splitlines()
+    assert "skipped a stream event of a kind this client does not know" in warning
+    assert kind in warning
