@@ -49,7 +49,7 @@ def base_of(harness: Harness) -> str:
 
 
 def fresh(prefix: str = "future") -> str:
-    """A member name no other test used (the log remembers names for the whole process)."""
+    """A member name no other request in the test used."""
     return f"{prefix}{uuid.uuid4().hex[:10]}"
 
 
@@ -140,6 +140,27 @@ async def test_grpc_ignores_unknown_fields_as_protobuf_does(demo: Harness) -> No
         await call(raw, metadata=(("a2a-version", "1.0"),))
     )
     assert answer.task.status.state == COMPLETED
+
+
+async def test_a_flood_of_made_up_members_is_served_and_bounded(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    harness = await make_server(http_port=0)
+    made_up: dict[str, Any] = {fresh("m"): i for i in range(5000)}
+    made_up.update({"bad\nline": 1, "x" * 10_000: 2, "": 3, "a.b": 4, "[ext]": 5})
+    for binding in ("jsonrpc", "http+json"):
+        params = {"message": {**message(), **made_up}, **made_up}
+        status, result, _ = await send(http, harness, binding, "SendMessage", params)
+        assert status == 200
+        assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    samples = await scrape(http, harness)
+    labels = [
+        dict(key[1])["field"] for key in samples if key[0] == "a2a_ignored_request_fields_total"
+    ]
+    assert len(labels) == 65 and "other" in labels  # 64 names, then everything else as other
+    assert sum(
+        count for key, count in samples.items() if key[0] == "a2a_ignored_request_fields_total"
+    ) == 2 * 2 * len(made_up)
 
 
 @pytest.mark.parametrize("binding", ["jsonrpc", "http+json"])
