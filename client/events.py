@@ -5,10 +5,16 @@ members (say `task` and `message`) looks valid once parsed. These decoders read 
 top-level field numbers first, which is the only place the second member is still visible;
 for the HTTP bindings' JSON the same check is on the object's keys (`payload_from_json`), before
 ProtoJSON parsing. Zero members is checked on the parsed message.
+
+A stream event whose only members are ones this client does not know (JSON keys, or protobuf
+field numbers, that A2A 1.0's StreamResponse lacks) is an event of a newer kind: it decodes to
+`UnknownEvent`, which `follow` skips and counts, as the official SDK's client skips it. An
+event with no member at all is still InvalidAgentResponseError.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -19,6 +25,44 @@ from a2a_grpc.generated import a2a_pb2
 
 _PayloadMessage = TypeVar("_PayloadMessage", a2a_pb2.StreamResponse, a2a_pb2.SendMessageResponse)
 _Parsed = TypeVar("_Parsed", bound=Message)
+_KIND_CHARS = 64
+"""The most of an unknown kind's name kept (the server chooses it)."""
+_STREAM_MEMBERS = frozenset(
+    name
+    for field in a2a_pb2.StreamResponse.DESCRIPTOR.fields
+    for name in (field.name, field.json_name)
+)
+"""Every name a StreamResponse member has in ProtoJSON (camelCase and the proto's)."""
+
+
+@dataclass(frozen=True)
+class UnknownEvent:
+    """A stream event of a kind this client does not know (a newer A2A version's): `kind` is
+    its JSON member (`taskGenerationUpdate`) or its protobuf field (`field 9`)."""
+
+    kind: str
+
+
+def stream_event(raw: bytes) -> a2a_pb2.StreamResponse | UnknownEvent:
+    """A StreamResponse with exactly one payload member, or an UnknownEvent when it has no
+    field this client knows but some it does not; InvalidAgentResponseError otherwise."""
+    try:
+        return _decode(a2a_pb2.StreamResponse, raw)
+    except InvalidAgentResponseError:
+        numbers = _field_numbers_or_none(raw)
+        known = a2a_pb2.StreamResponse.DESCRIPTOR.fields_by_number
+        if not numbers or any(number in known for number in numbers):
+            raise
+        return UnknownEvent(f"field {min(numbers)}")
+
+
+def stream_event_from_json(value: object) -> a2a_pb2.StreamResponse | UnknownEvent:
+    """A StreamResponse from its ProtoJSON object (as an HTTP binding streams it), with exactly
+    one payload member, or an UnknownEvent for an object whose members this client knows none
+    of; InvalidAgentResponseError otherwise."""
+    if isinstance(value, dict) and value and _STREAM_MEMBERS.isdisjoint(value):
+        return UnknownEvent(str(next(iter(value)))[:_KIND_CHARS])
+    return payload_from_json(a2a_pb2.StreamResponse, value)
 
 
 def decode_stream_response(raw: bytes) -> a2a_pb2.StreamResponse:
@@ -104,6 +148,13 @@ def _decode(cls: type[_Parsed], raw: bytes) -> _Parsed:
         raise InvalidAgentResponseError(f"{name} has {len(members)} payloads: {', '.join(members)}")
     require_one_payload(message)
     return message
+
+
+def _field_numbers_or_none(raw: bytes) -> set[int]:
+    try:
+        return _top_level_field_numbers(raw)
+    except ValueError:
+        return set()
 
 
 def _top_level_field_numbers(raw: bytes) -> set[int]:

@@ -9,11 +9,16 @@ often the stream breaks. Without an id, or when the server no longer keeps the e
 allows, and the view says so (`TaskView.resumed_from_snapshot`).
 Resumption is bounded by the policy's attempts, by its window (`deadline_s` from the latest drop
 that followed progress) and by the stream's overall deadline.
+
+An event of a kind this client does not know (a newer A2A version's; `events.UnknownEvent`) is
+skipped, as the official SDK's client skips it: not folded, not yielded, counted in the view's
+`skipped_events`, and logged (a warning, once per kind in the process).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
@@ -22,6 +27,7 @@ from a2a_grpc.client.errors import (
     DeadlineExceededError,
     StreamResumeError,
 )
+from a2a_grpc.client.events import UnknownEvent
 from a2a_grpc.client.reducer import TaskView, fold
 from a2a_grpc.client.retry import Attempts, Backoff, Clock, RetryPolicy
 from a2a_grpc.client.state_names import state_name
@@ -35,6 +41,8 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.event_ids import event_id
 from a2a_grpc.core.states import INTERRUPTED_STATES
 from a2a_grpc.generated import a2a_pb2
+
+log = logging.getLogger(__name__)
 
 StreamItem = tuple[a2a_pb2.StreamResponse, TaskView]
 """An event and the view after it."""
@@ -180,6 +188,10 @@ async def follow(
         try:
             try:
                 async for event in call:
+                    if isinstance(event, UnknownEvent):
+                        view = replace(view, skipped_events=view.skipped_events + 1)
+                        _log_skipped(event.kind)
+                        continue
                     if events == 0:
                         _check_first_event(event, mode)
                     view = fold(view, event)
@@ -284,6 +296,23 @@ class _Resumption:
         if self.deadline.window_closed(at=wake):
             raise _resume_error(view, "the resume deadline expired", error)
         return delay
+
+
+_MAX_LOGGED_KINDS = 32
+_logged_kinds: set[str] = set()
+"""Unknown event kinds this process has logged (the server names them: at most 32 are kept)."""
+
+
+def _log_skipped(kind: str) -> None:
+    if kind in _logged_kinds or len(_logged_kinds) >= _MAX_LOGGED_KINDS:
+        return
+    _logged_kinds.add(kind)
+    log.warning(
+        "skipped a stream event of a kind this client does not know (%r; a newer A2A "
+        "version's?): the stream goes on without it (logged once per kind; "
+        "TaskView.skipped_events counts them)",
+        kind,
+    )
 
 
 def _check_first_event(event: a2a_pb2.StreamResponse, mode: Mode) -> None:

@@ -53,6 +53,9 @@ class TaskView:
     the events it missed (the server keeps no event ids, or no longer kept the events after
     the last id seen; `follow` sets it): the view is right, but events in between were not
     yielded one by one."""
+    skipped_events: int = 0
+    """Stream events of a kind this client does not know (a newer A2A version's), skipped
+    so far (`follow` counts them; the views yielded after one show it)."""
 
     @property
     def task_id(self) -> str:

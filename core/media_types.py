@@ -1,5 +1,5 @@
 """Media types of parts, and whether a list of accepted modes (a card's input modes, a request's
-accepted output modes) admits one."""
+accepted output modes, an HTTP `Accept` header's ranges) admits one."""
 
 from __future__ import annotations
 
@@ -28,3 +28,25 @@ def matches(media_type: str, accepted: Iterable[str]) -> bool:
         if mode in ("*", "*/*", media_type) or mode == f"{major}/*":
             return True
     return False
+
+
+def accept_ranges(header: str | None) -> list[str]:
+    """The media ranges an HTTP `Accept` header admits, lowercased and without parameters; a
+    range with `q=0` ("not acceptable", RFC 9110 §12.5.1) is left out. None or "": no ranges."""
+    ranges: list[str] = []
+    for item in (header or "").split(","):
+        media_range, *parameters = item.split(";")
+        media_range = media_range.strip().lower()
+        if not media_range:
+            continue
+        refused = False
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    refused = float(value.strip()) <= 0
+                except ValueError:
+                    refused = False
+        if not refused:
+            ranges.append(media_range)
+    return ranges

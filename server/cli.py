@@ -358,6 +358,12 @@ def parser() -> argparse.ArgumentParser:
         help="refuse requests without a2a-version metadata (the spec treats them as 0.3)",
     )
     add(
+        "--strict-parsing",
+        action="store_true",
+        help="refuse JSON-RPC and HTTP+JSON requests with fields A2A 1.0 does not have "
+        "(INVALID_PARAMS / 400) instead of ignoring them (spec 5.7)",
+    )
+    add(
         "--no-compat-03",
         dest="compat_03",
         action="store_false",

@@ -144,6 +144,10 @@ class ServerConfig:
     """Largest `raw` part accepted inline; bigger content must come as a url part."""
     strict_version: bool = False
     """Refuse requests without `a2a-version` (the spec reads that as 0.3)."""
+    strict_parsing: bool = False
+    """Refuse JSON-RPC and HTTP+JSON requests with members A2A 1.0 does not have
+    (INVALID_PARAMS / 400), instead of ignoring them as spec §5.7 says implementations SHOULD
+    (`core/protojson.py`). gRPC's binary protobuf ignores unknown fields either way."""
     compat_03: bool = True
     """Also serve A2A 0.3's `a2a.v1.A2AService` (and list it on the card); `--no-compat-03`."""
     card_v03_fields: bool = False

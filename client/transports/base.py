@@ -11,6 +11,7 @@ from typing import Protocol
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 
+from a2a_grpc.client.events import UnknownEvent
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.generated import a2a_pb2
 
@@ -29,11 +30,13 @@ class EventStream(Protocol):
     """One open stream (SendStreamingMessage or SubscribeToTask): its events, then its end.
 
     Iterating yields each StreamResponse, already checked to carry exactly one payload member
-    (InvalidAgentResponseError otherwise). A stream that fails raises what `Transport` says;
-    one the server ends cleanly just stops. `aclose` ends it early (idempotent).
+    (InvalidAgentResponseError otherwise), or an `UnknownEvent` for an event of a kind this
+    client does not know (a newer A2A version's), which `follow` skips and counts. A stream
+    that fails raises what `Transport` says; one the server ends cleanly just stops. `aclose`
+    ends it early (idempotent).
     """
 
-    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]: ...
+    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]: ...
 
     async def aclose(self) -> None: ...
 

@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 
 from a2a_grpc.client.card import GRPC_BINDING
 from a2a_grpc.client.errors import from_rpc_error
-from a2a_grpc.client.events import decode_send_message_response, decode_stream_response
+from a2a_grpc.client.events import UnknownEvent, decode_send_message_response, stream_event
 from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.service import method_path
@@ -87,10 +87,10 @@ class _GrpcStream:
     def __init__(self, call: Any) -> None:
         self._call = call
 
-    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]:
         try:
             async for raw in self._call:
-                yield decode_stream_response(raw)
+                yield stream_event(raw)
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
 

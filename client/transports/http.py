@@ -34,6 +34,7 @@ from a2a_grpc.client.errors import (
     RpcFailedError,
     UnavailableError,
 )
+from a2a_grpc.client.events import UnknownEvent
 from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, LAST_EVENT_ID_KEY
@@ -274,8 +275,9 @@ async def within(timeout: float | None, call: Awaitable[Any]) -> Any:
         raise could_not_talk(error) from error
 
 
-Decode = Callable[[httpx_sse.ServerSentEvent], a2a_pb2.StreamResponse]
-"""One SSE event → its StreamResponse, or raises the error the event carries."""
+Decode = Callable[[httpx_sse.ServerSentEvent], a2a_pb2.StreamResponse | UnknownEvent]
+"""One SSE event → its StreamResponse (or an event of a kind this client does not know), or
+raises the error the event carries."""
 Refused = Callable[[int, bytes], Exception]
 """A response that is not an event stream (status, body) → the error it stands for."""
 
@@ -303,7 +305,7 @@ class SseStream:
         self._refused = refused
         self._events = self._read()
 
-    def __aiter__(self) -> AsyncGenerator[a2a_pb2.StreamResponse, None]:
+    def __aiter__(self) -> AsyncGenerator[a2a_pb2.StreamResponse | UnknownEvent, None]:
         return self._events
 
     async def aclose(self) -> None:
@@ -320,7 +322,7 @@ class SseStream:
         except httpx.HTTPError as error:
             raise could_not_talk(error) from error
 
-    async def _read(self) -> AsyncGenerator[a2a_pb2.StreamResponse, None]:
+    async def _read(self) -> AsyncGenerator[a2a_pb2.StreamResponse | UnknownEvent, None]:
         async with contextlib.AsyncExitStack() as stack:
             response: httpx.Response = await self._step(stack.enter_async_context(self._open()))
             media_type = response.headers.get("content-type", "").partition(";")[0].strip()

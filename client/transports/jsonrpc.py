@@ -24,7 +24,12 @@ from google.protobuf.message import Message
 
 from a2a_grpc.client.channel import TlsConfig
 from a2a_grpc.client.errors import A2AClientError, ErrorResponse, RpcFailedError
-from a2a_grpc.client.events import message_from_json, payload_from_json
+from a2a_grpc.client.events import (
+    UnknownEvent,
+    message_from_json,
+    payload_from_json,
+    stream_event_from_json,
+)
 from a2a_grpc.client.transports.base import RESPONSES, Metadata
 from a2a_grpc.client.transports.http import (
     EVENT_STREAM,
@@ -81,9 +86,9 @@ class JsonRpcTransport:
             return RESPONSES[rpc]()
         return message_from_json(RESPONSES[rpc], result)
 
-    def _decode_event(self, result: Any) -> a2a_pb2.StreamResponse:
+    def _decode_event(self, result: Any) -> a2a_pb2.StreamResponse | UnknownEvent:
         """A stream's event from the `result` of one of its JSON-RPC responses."""
-        return payload_from_json(a2a_pb2.StreamResponse, result)
+        return stream_event_from_json(result)
 
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
@@ -114,7 +119,7 @@ class JsonRpcTransport:
                 extensions=self._extensions,
             )
 
-        def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse:
+        def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse | UnknownEvent:
             value = json_body(event.data.encode())
             return self._decode_event(_unwrap(request_id, value))
 

@@ -24,7 +24,12 @@ from google.protobuf.message import Message
 
 from a2a_grpc.client.channel import TlsConfig
 from a2a_grpc.client.errors import ErrorResponse, RpcFailedError
-from a2a_grpc.client.events import message_from_json, payload_from_json
+from a2a_grpc.client.events import (
+    UnknownEvent,
+    message_from_json,
+    payload_from_json,
+    stream_event_from_json,
+)
 from a2a_grpc.client.transports.base import RESPONSES, Metadata
 from a2a_grpc.client.transports.http import (
     EVENT_STREAM,
@@ -78,9 +83,9 @@ class RestTransport:
             return RESPONSES[rpc]()  # DeleteTaskPushNotificationConfig's Empty, say
         return message_from_json(RESPONSES[rpc], value)
 
-    def _decode_event(self, value: Any) -> a2a_pb2.StreamResponse:
+    def _decode_event(self, value: Any) -> a2a_pb2.StreamResponse | UnknownEvent:
         """A stream's event from one SSE event's JSON."""
-        return payload_from_json(a2a_pb2.StreamResponse, value)
+        return stream_event_from_json(value)
 
     def _request(
         self, rpc: str, request: Message, metadata: Metadata, accept: str
@@ -134,9 +139,13 @@ class RestTransport:
         def open_response() -> contextlib.AbstractAsyncContextManager[httpx.Response]:
             return self._http.stream(**arguments)
 
-        def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse:
+        def decode(event: httpx_sse.ServerSentEvent) -> a2a_pb2.StreamResponse | UnknownEvent:
             value = json_body(event.data.encode())
-            if event.event == "error":
+            # An error event: ours and the official SDK's name it `event: error`; a2a-go's
+            # servers send the AIP-193 body as a plain event (no StreamResponse has `error`).
+            if event.event == "error" or (
+                isinstance(value, dict) and isinstance(value.get("error"), dict)
+            ):
                 raise _failure(None, event.data.encode())
             return self._decode_event(value)
 

@@ -206,6 +206,15 @@ class ServerMetrics:
                     tasks.add_metric([state_label(state)], count)
                 yield tasks
         yield from _outcome_families(handler.outcomes)
+        ignored = CounterMetricFamily(
+            "a2a_ignored_request_fields",
+            "Members of JSON-RPC and HTTP+JSON requests ignored because A2A 1.0 has no such "
+            "field (spec 5.7), by message type and member; past 64 names, under other",
+            labels=["field"],
+        )
+        for name, count in sorted(gate.ignored_fields.counts.items()):
+            ignored.add_metric([name], count)
+        yield ignored
         failures = CounterMetricFamily(
             "a2a_component_failures",
             "Failures of the parts behind the calls (the log says the first of an outage, then "

@@ -46,6 +46,7 @@ from a2a_grpc.core.errors import (
     VersionNotSupportedError,
 )
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.ops.ignored_fields import IgnoredFields
 from a2a_grpc.server.ops.metrics import RpcMetrics
 from a2a_grpc.server.ops.telemetry import RpcTracing, annotate, failed, task_id_of
 from a2a_grpc.server.protocol import log_context
@@ -119,6 +120,8 @@ class CallGate:
         self.audit = audit
         self.metrics = metrics
         """Where every finished call is counted; None: nowhere."""
+        self.ignored_fields = IgnoredFields()
+        """Request members the JSON bindings ignored as unknown (spec §5.7), by name."""
         self.tracing = RpcTracing()
         self.closed = False
         self.calls = 0
@@ -273,6 +276,11 @@ class Call:
         if audit is not None and isinstance(request, a2a_pb2.SendMessageRequest):
             # The outcome of the run this may start is written after this call's record.
             audit.opened(request.tenant, self.principal or "", request.message.message_id)
+
+    def ignored(self, names: Sequence[str]) -> None:
+        """The members of the parsed request that were left out as unknown (a JSON binding's
+        request; spec §5.7): counted, and each name logged once, with the call's log fields."""
+        self.gate.ignored_fields.note(names)
 
     def first_event(self, event: Any) -> None:
         """A stream's first event, which names its task (call it once)."""

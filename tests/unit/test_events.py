@@ -71,3 +71,26 @@ def test_push_payload_json() -> None:
         events.stream_response_from_json("{}")
     with pytest.raises(InvalidAgentResponseError):
         events.stream_response_from_json("not json")
+
+
+def test_a_stream_event_of_an_unknown_kind_is_named() -> None:
+    # A StreamResponse of a newer version: a payload member at a field number 1.0 lacks.
+    newer = b"\x4a\x03\x0a\x01x"  # field 9, length-delimited
+    assert events.stream_event(newer) == events.UnknownEvent("field 9")
+    assert events.stream_event(pb.StreamResponse(task=TASK).SerializeToString()).task == TASK
+    with pytest.raises(InvalidAgentResponseError, match="no payload"):
+        events.stream_event(b"")  # nothing at all is no event
+    both = pb.StreamResponse(task=TASK).SerializeToString() + newer
+    assert events.stream_event(both).task == TASK  # a known payload: the rest is ignored
+
+
+def test_a_json_stream_event_of_an_unknown_kind_is_named() -> None:
+    newer = {"taskGenerationUpdate": {"taskId": "t1", "generation": 2}}
+    assert events.stream_event_from_json(newer) == events.UnknownEvent("taskGenerationUpdate")
+    known = {"task": {"id": "t1", "contextId": "c1", "generation": 2}, "futureMember": 1}
+    assert events.stream_event_from_json(known) == pb.StreamResponse(
+        task=pb.Task(id="t1", context_id="c1")
+    )
+    for broken in ({}, [], {"task": {"id": 5}}):
+        with pytest.raises(InvalidAgentResponseError):
+            events.stream_event_from_json(broken)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from a2a_grpc.client.errors import (
     UnavailableError,
     from_rpc_error,
 )
+from a2a_grpc.client.events import UnknownEvent
 from a2a_grpc.client.follow import Mode, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy
@@ -73,16 +75,18 @@ class FakeCall:
     """A transport's event stream: the events, then `error` if given (a gRPC error mapped as
     the gRPC transport maps it); records `aclose`."""
 
-    def __init__(self, *events: a2a_pb2.StreamResponse, error: Exception | None = None) -> None:
+    def __init__(
+        self, *events: a2a_pb2.StreamResponse | UnknownEvent, error: Exception | None = None
+    ) -> None:
         self.events = events
         self.error = error
         self.read = 0
         self.cancelled = False
 
-    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+    def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]:
         return self._responses()
 
-    async def _responses(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
+    async def _responses(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]:
         for event in self.events:
             self.read += 1
             yield event
@@ -171,6 +175,21 @@ async def test_a_send_stream_stops_reading_once_done_also_when_resumed() -> None
     items = await run(FakeCall(snapshot(), error=DROP), agent)
     assert states(items) == [WORKING, WORKING, INPUT_REQUIRED]
     assert resumed.read == 2 and resumed.cancelled
+
+
+async def test_events_of_unknown_kinds_are_skipped_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kind = f"kind{uuid.uuid4().hex}"  # the log says each kind once per process
+    newer = UnknownEvent(kind)
+    call = FakeCall(newer, snapshot(), newer, update(WORKING), newer, update(COMPLETED))
+    with caplog.at_level("WARNING"):
+        items = await run(call, Agent())
+    assert states(items) == [WORKING, WORKING, COMPLETED]
+    assert [view.skipped_events for _, view in items] == [1, 2, 3]
+    said = [r.getMessage() for r in caplog.records if kind in r.getMessage()]
+    assert len(said) == 1  # once per kind in the process
+    assert "does not know" in said[0]
 
 
 async def test_a_subscription_reads_until_the_server_ends_it() -> None:

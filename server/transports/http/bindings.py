@@ -45,7 +45,7 @@ from google.api import annotations_pb2  # type: ignore[import-untyped]
 from google.protobuf import descriptor, json_format, message_factory
 from google.protobuf.message import Message
 
-from a2a_grpc.core import status
+from a2a_grpc.core import protojson, status
 from a2a_grpc.core.errors import (
     InvalidParamsError,
     InvalidRequestError,
@@ -54,6 +54,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
 )
 from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, event_id
+from a2a_grpc.core.media_types import accept_ranges, matches
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
@@ -70,6 +71,7 @@ JSONRPC_PATH = "/"
 """The JSON-RPC endpoint, where the official a2a-sdk serves it (its DEFAULT_RPC_URL)."""
 JSON_MEDIA_TYPES = frozenset({"application/json", "application/a2a+json"})
 A2A_JSON = "application/a2a+json"
+PLAIN_JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
@@ -180,6 +182,8 @@ def read_params(request: web.Request) -> ServiceParams:
 
 Encode = Callable[[Message], bytes]
 EncodeError = Callable[[StatusError], bytes]
+Parse = Callable[[], tuple[Message, list[str]]]
+"""Reads a call's request: the message, and the unknown members left out of it."""
 
 
 def _peer_names(request: web.Request) -> Mapping[str, Sequence[bytes]]:
@@ -228,6 +232,8 @@ class HttpBindings:
         self.authenticator = authenticator
         self.rpcs = rpcs_of(handler)
         self.max_body = handler.config.max_receive_bytes
+        self.strict_parsing = handler.config.strict_parsing
+        """Refuse unknown request members instead of ignoring them (`--strict-parsing`)."""
 
     def add_routes(self, app: web.Application) -> None:
         if JSONRPC in self.served:
@@ -255,7 +261,7 @@ class HttpBindings:
         set_caller(await caller_of(self.authenticator, presented))
 
     async def _unary(
-        self, http_request: web.Request, rpc: Rpc, parse: Callable[[], Message], transport: str
+        self, http_request: web.Request, rpc: Rpc, parse: Parse, transport: str
     ) -> tuple[Message | StatusError, Sequence[str]]:
         """Runs one unary call: its result (or the error it answers with) and the extensions
         to echo."""
@@ -263,8 +269,10 @@ class HttpBindings:
         try:
             await self._authenticate(http_request)
             handler_call, activated = call.admit()
-            request = parse()
+            request, ignored = parse()
             call.parsed(request)
+            if ignored:
+                call.ignored(ignored)
             result: Message = await rpc.method(request, handler_call)
         except Exception as exc:
             return call.failed(exc), ()
@@ -278,15 +286,17 @@ class HttpBindings:
         self,
         http_request: web.Request,
         rpc: Rpc,
-        parse: Callable[[], Message],
+        parse: Parse,
         transport: str,
         encode: Encode,
         encode_error: EncodeError,
         error_response: Callable[[StatusError], web.Response],
     ) -> web.StreamResponse:
-        """Runs one stream as Server-Sent Events. An error before the first event is a plain
-        error response; one after it is the stream's last event. A client that goes away
-        ends only its stream (aiohttp cancels the handler): the task goes on."""
+        """Runs one stream as Server-Sent Events. An error before the first event is a stream
+        of that one error event (`encode_error`) for a caller whose Accept names
+        text/event-stream, else a plain error response (`error_response`); one after it is
+        the stream's last event. A client that goes away ends only its stream (aiohttp
+        cancels the handler): the task goes on."""
         call = self.gate.begin(rpc.name, read_params(http_request), transport, stream=True)
         events: AsyncGenerator[a2a_pb2.StreamResponse, None] | None = None
         slow_reader = False
@@ -294,14 +304,19 @@ class HttpBindings:
             try:
                 await self._authenticate(http_request)
                 handler_call, activated = call.admit()
-                request = parse()
+                request, ignored = parse()
                 call.parsed(request)
+                if ignored:
+                    call.ignored(ignored)
                 events = rpc_events = rpc.method(request, handler_call)
                 first: a2a_pb2.StreamResponse | None = await anext(rpc_events)
             except StopAsyncIteration:
                 first = None
             except Exception as exc:
-                return error_response(call.failed(exc))
+                error = call.failed(exc)
+                if _as_event(http_request, error):
+                    return _sse_error(encode_error(error))
+                return error_response(error)
             if first is not None:
                 call.first_event(first)
             response = web.StreamResponse(headers=_sse_headers(activated))
@@ -419,13 +434,18 @@ class HttpBindings:
                 f"method {method!r} not found: A2A 1.0 methods are {', '.join(self.rpcs)}"
             )
             return self._refused(request_id, error)
-        params_value = payload.get("params", {})
+        # No params, or null (a2a-go sends null for GetExtendedAgentCard): the empty request,
+        # which the handler then checks as any other (CancelTask without an id is refused).
+        params_value = payload.get("params")
+        if params_value is None:
+            params_value = {}
         notification = "id" not in payload
+        strict = self.strict_parsing
 
-        def parse() -> Message:
+        def parse() -> tuple[Message, list[str]]:
             if not isinstance(params_value, dict):
                 raise InvalidParamsError("params must be a JSON object (the request message)")
-            return _from_json(params_value, rpc.request_class)
+            return _from_json(params_value, rpc.request_class, strict=strict)
 
         if rpc.streaming:
             if notification:
@@ -467,13 +487,20 @@ class HttpBindings:
         rpc = self.rpcs[route.rpc]
 
         async def endpoint(http_request: web.Request) -> web.StreamResponse:
+            media_type = json_media_type(http_request)
             try:
                 body = await self._body(http_request)
             except HttpProblem as problem:
-                return _rest_error(problem.error, problem.http_status)
+                if rpc.streaming and _as_event(http_request, problem.error):
+                    return _sse_error(_rest_error_event(problem.error, problem.http_status))
+                return _rest_error(problem.error, problem.http_status, media_type=media_type)
+            strict = self.strict_parsing
 
-            def parse() -> Message:
-                return _rest_request(route, rpc.request_class, http_request, body)
+            def parse() -> tuple[Message, list[str]]:
+                return _rest_request(route, rpc.request_class, http_request, body, strict=strict)
+
+            def error_response(error: StatusError) -> web.Response:
+                return _rest_error(error, media_type=media_type)
 
             if rpc.streaming:
                 return await self._stream(
@@ -482,15 +509,15 @@ class HttpBindings:
                     parse,
                     REST_TRANSPORT,
                     lambda event: _dumps(_to_json(event)),
-                    lambda error: b"event: error\n" + _sse(_dumps(_aip193(error))),
-                    _rest_error,
+                    _rest_error_event,
+                    error_response,
                 )
             result, activated = await self._unary(http_request, rpc, parse, REST_TRANSPORT)
             if isinstance(result, StatusError):
-                return _rest_error(result)
+                return error_response(result)
             return web.Response(
                 body=_dumps(_to_json(result)),
-                content_type=A2A_JSON,
+                content_type=media_type,
                 headers=_extension_headers(activated),
             )
 
@@ -517,7 +544,8 @@ def json_not_found(served: Collection[str]) -> Middleware:
                 MethodNotFoundError(
                     f"no A2A route is {request.method} {request.path} on this server "
                     f"({served_text} over HTTP)"
-                )
+                ),
+                media_type=json_media_type(request),
             )
         except web.HTTPMethodNotAllowed as exc:
             return _rest_error(
@@ -526,6 +554,7 @@ def json_not_found(served: Collection[str]) -> Middleware:
                     f"{', '.join(sorted(exc.allowed_methods))}"
                 ),
                 405,
+                media_type=json_media_type(request),
             )
 
     return middleware
@@ -547,30 +576,43 @@ def _reset(http_request: web.Request) -> None:
 # -- decoding -----------------------------------------------------------------------------
 
 
-def _from_json(value: dict[str, Any], request_class: type[Message]) -> Message:
-    message = request_class()
+def _from_json(
+    value: dict[str, Any], request_class: type[Message], *, strict: bool
+) -> tuple[Message, list[str]]:
+    """The request, and the unknown members left out of it (spec §5.7; `strict`: refused)."""
     try:
-        json_format.ParseDict(value, message)
+        return protojson.parse(value, request_class, ignore_unknown=not strict)
     except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
         raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
-    return message
 
 
 def _rest_request(
-    route: HttpRoute, request_class: type[Message], http_request: web.Request, body: bytes
-) -> Message:
-    if route.body == "*" and body:
+    route: HttpRoute,
+    request_class: type[Message],
+    http_request: web.Request,
+    body: bytes,
+    *,
+    strict: bool,
+) -> tuple[Message, list[str]]:
+    """The request of an HTTP+JSON route, from its body (a body rule), or its query, and its
+    path; with the unknown members left out of it. An empty body, or `null` (a2a-go sends
+    that for CancelTask and a POST to `:subscribe`), is the empty request: the path fills it,
+    and the handler says what is still missing."""
+    if route.body == "*" and body.strip():
         try:
             value = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise InvalidRequestError(f"the body is not JSON: {exc}") from None
+        if value is None:
+            value = {}
         if not isinstance(value, dict):
             raise InvalidParamsError(
                 f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
             )
-        message = _from_json(value, request_class)
+        message, ignored = _from_json(value, request_class, strict=strict)
     else:
-        message = _from_json(_query_params(http_request, request_class), request_class)
+        query = _query_params(http_request, request_class, strict=strict)
+        message, ignored = _from_json(query, request_class, strict=strict)
     for index, field in enumerate(route.fields):
         value = http_request.match_info[f"v{index}"]
         present = getattr(message, field)
@@ -579,22 +621,29 @@ def _rest_request(
                 f"{field} is {value!r} in the path but {present!r} in the body"
             )
         setattr(message, field, value)
-    return message
+    return message, ignored
 
 
-def _query_params(http_request: web.Request, request_class: type[Message]) -> dict[str, Any]:
+def _query_params(
+    http_request: web.Request, request_class: type[Message], *, strict: bool
+) -> dict[str, Any]:
     """The query string as the ProtoJSON object it stands for: names in camelCase (or the
-    proto's), repeated fields by repetition or commas, booleans as true/false."""
+    proto's), repeated fields by repetition or commas, booleans as true/false. A parameter
+    that names no field is kept as it came, for the parse to leave out and count (`strict`:
+    refused here)."""
     fields = request_class.DESCRIPTOR.fields_by_name
     by_json = {field.json_name: field for field in request_class.DESCRIPTOR.fields}
     value: dict[str, Any] = {}
     for key in http_request.query:
         field = by_json.get(key) or fields.get(key)
-        if field is None:
-            raise InvalidParamsError(
-                f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
-            )
         values = http_request.query.getall(key)
+        if field is None:
+            if strict:
+                raise InvalidParamsError(
+                    f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
+                )
+            value[key] = values
+            continue
         if field.is_repeated:
             value[field.json_name] = [item for v in values for item in v.split(",") if item]
             continue
@@ -700,14 +749,49 @@ def _aip193(error: StatusError, http_status: int | None = None) -> dict[str, Any
     }
 
 
-def _rest_error(error: StatusError, http_status: int | None = None) -> web.Response:
+def _rest_error(
+    error: StatusError, http_status: int | None = None, *, media_type: str = A2A_JSON
+) -> web.Response:
     code = error.http_status if http_status is None else http_status
     return web.Response(
         body=_dumps(_aip193(error, code)),
         status=code,
-        content_type=A2A_JSON,
+        content_type=media_type,
         headers=_auth_headers(error),
     )
+
+
+def _rest_error_event(error: StatusError, http_status: int | None = None) -> bytes:
+    """An HTTP+JSON stream's error event: `event: error`, its data the AIP-193 body."""
+    return b"event: error\n" + _sse(_dumps(_aip193(error, http_status)))
+
+
+def json_media_type(http_request: web.Request) -> str:
+    """The media type of an HTTP+JSON answer (results and errors): `application/a2a+json`, as
+    spec §11.1 says, unless the request's Accept admits `application/json` and not that (a2a-go
+    v2 reads error bodies only as application/json)."""
+    accept = http_request.headers.get("Accept")
+    if not accept:
+        return A2A_JSON
+    ranges = accept_ranges(accept)
+    if matches(A2A_JSON, ranges) or not matches(PLAIN_JSON, ranges):
+        return A2A_JSON
+    return PLAIN_JSON
+
+
+def _as_event(http_request: web.Request, error: StatusError) -> bool:
+    """Whether a stream's error before its first event is answered as a stream of that one
+    event: the request's Accept names text/event-stream (a wildcard is not enough: curl's
+    `*/*` keeps the plain error), and the error is not a refused caller, whose 401 and its
+    `WWW-Authenticate` challenge are HTTP's own answer."""
+    return not isinstance(error, UnauthenticatedError) and EVENT_STREAM in accept_ranges(
+        http_request.headers.get("Accept")
+    )
+
+
+def _sse_error(event: bytes) -> web.Response:
+    """A stream (HTTP 200, text/event-stream) of one error event, then its end."""
+    return web.Response(body=event, headers=_sse_headers(()))
 
 
 def _too_large(limit: int) -> HttpProblem:
