@@ -60,10 +60,16 @@ class Skill:
     id, `description` to the name, `tags` to the id."""
 
     id: str
+    """The skill's id, unique on the card (an empty or repeated id is refused when the card is
+    made); what `TaskEvents.use_skill` names."""
     name: str = ""
+    """Human-readable name; empty: the id."""
     description: str = ""
+    """What the skill does; empty: the name."""
     tags: tuple[str, ...] = ()
+    """Keywords describing the skill; empty: the id alone."""
     examples: tuple[str, ...] = ()
+    """Example requests the skill handles; empty: none listed."""
 
 
 class AgentContractError(RuntimeError):
@@ -95,12 +101,20 @@ class RequestContext(NamedTuple):
     """
 
     message: a2a_pb2.Message
+    """The accepted message, as the caller sent it (treat it as read-only)."""
     task_id: str
+    """The id of the task this message starts or continues: a fresh id for a new task, which
+    exists once the run's first event arrives."""
     context_id: str
+    """The context the task belongs to: the continued task's, else the message's, else a fresh
+    id."""
     task: a2a_pb2.Task | None = None
     """The task as it stood when this message arrived to continue it; None for a new task."""
     reference_task_ids: tuple[str, ...] = ()
+    """The message's `reference_task_ids`: other tasks the caller points at, unchecked."""
     requested_extensions: tuple[str, ...] = ()
+    """Every extension URI the call's `a2a-extensions` named, in order, whether or not the card
+    declares it (only declared ones are echoed back as activated)."""
     caller: str = ""
     """The authenticated principal; empty when the server runs without authentication."""
     signed_by: str = ""
@@ -111,6 +125,7 @@ class RequestContext(NamedTuple):
     budget: Money | None = None
     """What the caller allows this task to cost (budget extension); None: no limit stated."""
     tenant: str = ""
+    """The request's tenant; empty when the caller named none."""
     metadata: Mapping[str, object] = _NO_METADATA
     """The request's metadata Struct as plain Python values."""
     accepted_output_modes: tuple[str, ...] = ()
@@ -151,9 +166,12 @@ class RequestContext(NamedTuple):
 class TaskEvents(Protocol):
     """Where an agent reports what it does. Every method returns once the event is recorded."""
 
-    async def update_status(
-        self, state: int, message: a2a_pb2.Message | str | None = None
-    ) -> None: ...
+    async def update_status(self, state: int, message: a2a_pb2.Message | str | None = None) -> None:
+        """Sets the task's status to `state` (an `a2a_pb2.TaskState` value; UNSPECIFIED or an
+        unknown value raises AgentContractError), with `message` as its status message (text,
+        or a Message made the task's agent message by `agent_message`; None: no message). A
+        terminal or interrupted state ends the run: a later event raises AgentContractError."""
+        ...
 
     async def add_artifact(
         self,
@@ -185,17 +203,36 @@ class TaskEvents(Protocol):
         """Answers with a direct message and no task; only as the first and only event."""
         ...
 
-    async def working(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+    async def working(self, message: a2a_pb2.Message | str | None = None) -> None:
+        """`update_status(TASK_STATE_WORKING, message)`: progress; the run goes on."""
+        ...
 
-    async def complete(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+    async def complete(self, message: a2a_pb2.Message | str | None = None) -> None:
+        """`update_status(TASK_STATE_COMPLETED, message)`: the task is done; ends the run."""
+        ...
 
-    async def fail(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+    async def fail(self, message: a2a_pb2.Message | str | None = None) -> None:
+        """`update_status(TASK_STATE_FAILED, message)`: the task could not be done; ends the
+        run. The message is what the caller sees of why."""
+        ...
 
-    async def reject(self, message: a2a_pb2.Message | str | None = None) -> None: ...
+    async def reject(self, message: a2a_pb2.Message | str | None = None) -> None:
+        """`update_status(TASK_STATE_REJECTED, message)`: the agent will not do the task; ends
+        the run."""
+        ...
 
-    async def require_input(self, message: a2a_pb2.Message | str) -> None: ...
+    async def require_input(self, message: a2a_pb2.Message | str) -> None:
+        """`update_status(TASK_STATE_INPUT_REQUIRED, message)`: asks the caller `message` and
+        ends the run; the caller's next message on this task starts a new run with
+        `context.task` set. The task is CANCELED if no answer comes within the server's
+        `interrupted_ttl` (`serve --interrupted-ttl`)."""
+        ...
 
-    async def require_auth(self, message: a2a_pb2.Message | str) -> None: ...
+    async def require_auth(self, message: a2a_pb2.Message | str) -> None:
+        """`update_status(TASK_STATE_AUTH_REQUIRED, message)`: the caller must authorize
+        something (`message` says what) before the task goes on; otherwise as
+        `require_input`."""
+        ...
 
     async def quote(self, amount: Decimal | str) -> None:
         """States what the work will cost before doing it (budget extension).
@@ -225,7 +262,11 @@ class TaskEvents(Protocol):
 class AgentExecutor(Protocol):
     """An agent. See the module docstring for the full contract."""
 
-    async def execute(self, context: RequestContext, events: TaskEvents) -> None: ...
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        """Does the work `context.message` asks for, reporting it through `events`. Called once
+        per accepted message, in its own asyncio task; cancelled by CancelTask and at
+        shutdown (see the module docstring for what returning and raising mean)."""
+        ...
 
 
 def agent_message(

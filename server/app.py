@@ -91,19 +91,32 @@ class RunningServer:
     """A started server. `port` is the bound gRPC port (useful with port 0)."""
 
     server: grpc.aio.Server
+    """The gRPC server (the A2A services, Health, reflection); stop it with `stop`, which
+    drains it first."""
     port: int
+    """The bound gRPC port: `config.port`, or the free port picked when that is 0."""
     handler: RequestHandler
+    """The request handler every binding calls (`handler.config` is the ServerConfig served,
+    `handler.card` the card); the server's inside, whose interface may change."""
     health: EndingHealthServicer
+    """The gRPC Health servicer; `stop` makes it answer NOT_SERVING."""
     gate: CallGate
+    """The call gate every call of every binding passes (admission, capacity, metrics, audit);
+    `stop` closes it once the grace is over."""
     http_server: HttpServer | None = None
+    """The HTTP server on `config.http_port` (card, JSON-RPC, HTTP+JSON, probes, /metrics; its
+    `port` is the bound one); None without an HTTP port."""
     public: PublicAddresses | None = None
     """What the card lists (the advertised addresses); None only for a hand-made instance."""
     metrics: ServerMetrics | None = None
     """The server's metrics registry (None with `config.metrics` off)."""
     bearer_tokens: BearerTokens | None = None
+    """The static bearer tokens `reload_tokens` replaces; None when started without
+    `ServerPlan.tokens`."""
     jwt: JwtBearer | None = None
     """What checks bearer JWTs (its keys: `jwt.start`), closed by `stop`."""
     certificates: ServerCertificates | None = None
+    """The TLS files both ports serve, which `reload_tls` replaces; None without TLS."""
     card_signer: tuple[PrivateKey, str] | None = None
     """The key and kid the cards are signed with (`--card-signing-key`), for a reload."""
     board: HealthBoard | None = None
@@ -166,6 +179,8 @@ class RunningServer:
 
     @property
     def card_url(self) -> str | None:
+        """`http(s)://HOST:PORT/.well-known/agent-card.json` on the listen host and the bound
+        HTTP port (not the advertised address); None without an HTTP port."""
         if self.http_server is None:
             return None
         return f"{self.http_server.base_url}/.well-known/agent-card.json"
@@ -177,6 +192,7 @@ class RunningServer:
 
     @property
     def drain_delay_skipped(self) -> bool:
+        """Whether `skip_drain_delay` was called (a second SIGTERM / SIGINT)."""
         return self._hurry.is_set()
 
     async def stop(
@@ -257,7 +273,10 @@ class ServerPlan:
     and the webhook sender. Only `config` and `agent` are needed; the rest defaults to none."""
 
     config: ServerConfig
+    """The settings served."""
     agent: AgentExecutor
+    """The agent; `start_server` raises StartupError when its `execute` is no coroutine
+    function (`async def`)."""
     card: a2a_pb2.AgentCard | None = None
     """The agent's card, finalized at start (None: the demo card)."""
     extended_card: a2a_pb2.AgentCard | None = None

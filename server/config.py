@@ -134,8 +134,21 @@ def default_store_bytes() -> int:
 
 @dataclass(frozen=True)
 class ServerConfig:
+    """Every setting of a server. Each field is the `a2a-grpc serve` option of the same name
+    (`max_tasks` is `--max-tasks`; docs/server.md has the table), except a few tuning
+    constants and `reuse_port` (`a2a_grpc.server.cli.NOT_OPTIONS` says why). Durations are
+    seconds, sizes bytes. The defaults are `serve`'s when no environment variable sets an
+    option, except `http_port`: None here (no HTTP port), the gRPC port + 1 for `serve`.
+
+    Frozen; an invalid combination raises ValueError at construction, naming every problem.
+    """
+
     host: str = "127.0.0.1"
+    """Address the gRPC and HTTP ports listen on: an IPv4 or IPv6 address (`::1`) or a host
+    name; `0.0.0.0` or `::` for every interface. Default: loopback only."""
     port: int = 50051
+    """TCP port the gRPC server listens on; 0 picks a free one, the bound port is
+    `RunningServer.port`. Never shared with another process (except this server's `workers`)."""
     max_tasks: int = 100_000
     """Tasks kept in memory; when full, the oldest terminal tasks are evicted first."""
     task_ttl: float = 3600.0
@@ -416,6 +429,8 @@ class ServerConfig:
 
     @property
     def delivery_policy(self) -> DeliveryPolicy:
+        """How webhooks are sent: `webhook_timeout`, `webhook_max_attempts` and
+        `allow_private_webhooks`, as the push sender takes them."""
         return DeliveryPolicy(
             timeout=self.webhook_timeout,
             max_attempts=self.webhook_max_attempts,
