@@ -1,9 +1,9 @@
 """The A2A client: typed calls over gRPC, JSON-RPC or HTTP+JSON (picked from the agent's card),
 safe retries, a stream reducer, resumption, a card resolver, and the sender's own audit trail."""
 
+from a2a_grpc.client import card as _card
 from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.card import (
-    DEFAULT_TRANSPORTS,
     CardResolver,
     grpc_interface,
     pick_grpc_interface,
@@ -49,6 +49,10 @@ from a2a_grpc.client.transports.jsonrpc_v03 import JsonRpcV03Transport
 from a2a_grpc.client.transports.opening import open_transport
 from a2a_grpc.client.transports.rest import RestTransport
 from a2a_grpc.client.transports.rest_v03 import RestV03Transport
+
+DEFAULT_TRANSPORTS: tuple[str, ...] = _card.DEFAULT_TRANSPORTS
+"""Every binding this client speaks, `("grpc", "jsonrpc", "http+json")`, in its own order of
+preference: the default `transports` of `A2AClient.connect` and `A2AClient.for_card`."""
 
 __all__ = [
     "DEFAULT_TRANSPORTS",

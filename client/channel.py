@@ -147,8 +147,11 @@ class TlsPaths:
     change (`TlsConfig.current`)."""
 
     ca: Path | None = None
+    """The CA certificates the server is checked against; None: the system trust store."""
     cert: Path | None = None
+    """The client certificate (chain) for mutual TLS; None: none presented."""
     key: Path | None = None
+    """The client certificate's private key (unencrypted PEM); None with no `cert`."""
 
     def signature(self) -> tuple[FileSignature | None, ...]:
         """Each file's (device, inode, size, mtime): any change means a rewrite or a swap;
@@ -174,9 +177,15 @@ class TlsConfig:
     """
 
     root_certificates: bytes | None = None
+    """PEM CA certificates the server's certificate must chain to; None: the system trust
+    store."""
     client_certificate: bytes | None = None
+    """PEM client certificate (chain) presented for mutual TLS; None: none."""
     client_key: bytes | None = None
+    """PEM private key of `client_certificate` (unencrypted); needed with it, None without."""
     server_name_override: str | None = None
+    """The name the server's certificate is checked against (and sent as SNI) instead of the
+    target's host; needed for a list of addresses. None: the target's host."""
     paths: TlsPaths | None = field(default=None, compare=False)
     """The files this config was read from, followed by `current()`; None: fixed bytes."""
     signature: tuple[FileSignature | None, ...] = field(default=(), compare=False, repr=False)
@@ -296,13 +305,26 @@ class ChannelOptions:
     """
 
     keepalive_time_s: float = 300.0
+    """Seconds between keepalive pings while calls are in flight (an idle connection is not
+    pinged)."""
     keepalive_timeout_s: float = 20.0
+    """Seconds a ping may go unanswered before the connection is closed as dead (its calls
+    fail with UnavailableError)."""
     max_send_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest message the client sends, in bytes (16 MiB); a larger one fails unsent."""
     max_receive_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    transport_retry_attempts: int = 4  # 0 or 1 turns transport retries off
+    """Largest response the client takes, in bytes (16 MiB); a larger one fails the call."""
+    transport_retry_attempts: int = 4
+    """Attempts, the first included, gRPC makes of a call that meets UNAVAILABLE, for the
+    idempotent RPCs only (`IDEMPOTENT_RPCS`); gRPC makes at most 5. 0 or 1 turns transport
+    retries off."""
     transport_retry_initial_backoff_s: float = 0.2
+    """Seconds: the upper bound of gRPC's random wait before the first transport retry; it
+    doubles with each retry."""
     transport_retry_max_backoff_s: float = 5.0
+    """Seconds: the most the wait between transport retries grows to."""
     lb_policy: str | None = None
+    """`pick_first`, `round_robin`, or None for the target's default (see above)."""
 
     def __post_init__(self) -> None:
         if self.lb_policy is not None and self.lb_policy not in LB_POLICIES:
@@ -493,15 +515,19 @@ class ReloadingChannel:
         await self._drained.wait()
 
     def unary_unary(self, method: str, **kwargs: Any) -> _MultiCallable:
+        """As `grpc.aio.Channel.unary_unary`; each call goes on the channel current then."""
         return _MultiCallable(self, "unary_unary", method, kwargs)
 
     def unary_stream(self, method: str, **kwargs: Any) -> _MultiCallable:
+        """As `grpc.aio.Channel.unary_stream`; each call goes on the channel current then."""
         return _MultiCallable(self, "unary_stream", method, kwargs)
 
     def stream_unary(self, method: str, **kwargs: Any) -> _MultiCallable:
+        """As `grpc.aio.Channel.stream_unary`; each call goes on the channel current then."""
         return _MultiCallable(self, "stream_unary", method, kwargs)
 
     def stream_stream(self, method: str, **kwargs: Any) -> _MultiCallable:
+        """As `grpc.aio.Channel.stream_stream`; each call goes on the channel current then."""
         return _MultiCallable(self, "stream_stream", method, kwargs)
 
     async def close(self, grace: float | None = None) -> None:
@@ -514,13 +540,16 @@ class ReloadingChannel:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
     def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        """The current channel's connectivity, as `grpc.aio.Channel.get_state`."""
         state: grpc.ChannelConnectivity = self._channel.get_state(try_to_connect)
         return state
 
     async def wait_for_state_change(self, last_observed_state: grpc.ChannelConnectivity) -> None:
+        """Returns once the current channel's state differs from `last_observed_state`."""
         await self._channel.wait_for_state_change(last_observed_state)
 
     async def channel_ready(self) -> None:
+        """Returns once the channel for the next call (new files first) is READY."""
         await self.current().channel_ready()
 
     async def __aenter__(self) -> ReloadingChannel:

@@ -108,6 +108,8 @@ class A2AClient:
             audit if audit is None or isinstance(audit, ClientAuditLog) else ClientAuditLog(audit)
         )
         self.target = target
+        """What this client calls, as given (`connect`'s target, a card's URL, or with
+        `for_card` the interface's url); the audit trail names it. Informational only."""
         self._card_target = card_target
         owned = owns_transport or transport is None
         if transport is None and card_target is None:
@@ -121,6 +123,8 @@ class A2AClient:
         self._owns_transport = owned
         self._resolving: asyncio.Lock | None = None
         self.tenant = tenant
+        """The tenant put into every request that names none: the one given, else that of the
+        card's interface the client picked; empty: requests go as they are."""
         self._signer = signer
         if signer is not None and SIGNED_MESSAGE_EXTENSION not in extensions:
             extensions = (*extensions, SIGNED_MESSAGE_EXTENSION)

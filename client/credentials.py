@@ -50,7 +50,10 @@ class Credentials(Protocol):
     Keys must be lowercase (gRPC refuses uppercase metadata keys).
     """
 
-    async def metadata(self) -> Sequence[tuple[str, str]]: ...
+    async def metadata(self) -> Sequence[tuple[str, str]]:
+        """The (key, value) entries to send with the next call. CredentialsError when they
+        cannot be had: the call fails with it, unsent."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,10 @@ class BearerToken:
     """`authorization: Bearer <token>` (the HTTP auth scheme a card declares as `bearer`)."""
 
     token: str = field(repr=False)
+    """The token, as the server expects it after `Bearer `; kept out of `repr`."""
 
     async def metadata(self) -> Sequence[tuple[str, str]]:
+        """`Credentials.metadata`: the one `authorization` entry."""
         return (("authorization", f"Bearer {self.token}"),)
 
 
@@ -68,9 +73,12 @@ class ApiKey:
     """An API key in the metadata entry a card's APIKeySecurityScheme names (location header)."""
 
     name: str
+    """The header the scheme names (`X-API-Key`); sent lowercased, as gRPC requires."""
     value: str = field(repr=False)
+    """The key; kept out of `repr`."""
 
     async def metadata(self) -> Sequence[tuple[str, str]]:
+        """`Credentials.metadata`: the one entry `(name.lower(), value)`."""
         return ((self.name.lower(), self.value),)
 
 
@@ -110,6 +118,7 @@ class TokenFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        """The file holding the token (a symbolic link is followed at each stat)."""
         self._signature: FileSignature | None = None
         self._token = ""
 
@@ -140,6 +149,8 @@ class TokenFile:
         return token
 
     async def metadata(self) -> Sequence[tuple[str, str]]:
+        """`Credentials.metadata`: `authorization: Bearer <token>`, the file read again if it
+        changed; CredentialsError when it is missing, unreadable or empty."""
         return (("authorization", f"Bearer {self.token()}"),)
 
 
@@ -188,14 +199,22 @@ class ClientCredentialsToken:
         if not token_url.startswith(("http://", "https://")):
             raise ValueError(f"the token endpoint {token_url!r} is not an http(s) URL")
         self.token_url = token_url
+        """The token endpoint's http(s) URL (ValueError for another)."""
         self.client_id = client_id
+        """The OAuth 2.0 client id."""
         self._secret = client_secret
         self._secret_file = Path(client_secret_file) if client_secret_file is not None else None
         self.scope = scope
+        """The `scope` asked for (space-separated scopes); None: not sent."""
         self.audience = audience
+        """The `audience` asked for (the API the token is for); None: not sent."""
         self.auth_in_body = auth_in_body
+        """Send the client id and secret in the form body instead of HTTP Basic."""
         self.refresh_margin_s = refresh_margin_s
+        """Seconds before the token expires that a new one is fetched (60; at most half the
+        token's lifetime)."""
         self.timeout_s = timeout_s
+        """Seconds one token request may take (10)."""
         self._http = http
         self._verify = verify
         self._clock = clock
@@ -228,6 +247,8 @@ class ClientCredentialsToken:
             return token
 
     async def metadata(self) -> Sequence[tuple[str, str]]:
+        """`Credentials.metadata`: `authorization: Bearer <token>`, fetched first when the
+        cached one is due (see the class); CredentialsError when none can be had."""
         return (("authorization", f"Bearer {await self.token()}"),)
 
     def _client_secret(self) -> str:

@@ -41,7 +41,11 @@ class RpcFailedError(A2AClientError):
 
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         self.code = code
+        """The call's status code (on the HTTP bindings: the one the error body names, else
+        the one the HTTP status maps to)."""
         self.details = details
+        """The status message, or on the HTTP bindings the error's message or `HTTP <status>`
+        and the start of the body; may be empty."""
         super().__init__(f"{code.name}: {details}" if details else code.name)
 
 
@@ -49,9 +53,13 @@ class A2ATransportError(A2AClientError):
     """We could not talk to the agent; the request may or may not have reached it."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    """The gRPC status code the failure stands for: UNAVAILABLE, DEADLINE_EXCEEDED or
+    CANCELLED in the subclasses (also for the same failures on the HTTP bindings)."""
 
     def __init__(self, details: str) -> None:
         self.details = details
+        """What failed, as the transport said it (the gRPC status details, the HTTP client's
+        error, or a gateway's `HTTP 503: ...`)."""
         super().__init__(details)
 
 
@@ -82,7 +90,10 @@ class StreamResumeError(A2AClientError):
 
     def __init__(self, message: str, *, task_id: str, last_state: int) -> None:
         self.task_id = task_id
+        """The task whose stream could not be resumed."""
         self.last_state = last_state
+        """The last state seen of the task (an `a2a_pb2.TaskState` value, unsettled;
+        TASK_STATE_UNSPECIFIED when no event of it arrived)."""
         super().__init__(message)
 
 
@@ -98,6 +109,8 @@ class CredentialsError(A2AClientError):
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         self.retryable = retryable
+        """Whether trying again later may help (the endpoint could not be reached, or answered
+        with a server error)."""
         super().__init__(message)
 
 

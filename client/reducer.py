@@ -45,9 +45,16 @@ class TaskView:
     """
 
     task: a2a_pb2.Task | None = None
+    """The task as the events so far make it (artifacts' chunks appended, the stream's event
+    ids left out); None before any task event, or for a direct answer."""
     message: a2a_pb2.Message | None = None
+    """The agent's direct answer (a Message instead of a task); None otherwise."""
     completed_artifacts: frozenset[str] = frozenset()
+    """Ids of the artifacts whose last chunk arrived (every artifact of a Task snapshot); an
+    artifact still being streamed in chunks is not among them."""
     expected_task_id: str = ""
+    """The only task id events may carry (InvalidAgentResponseError for another); empty: the
+    first event fixes it."""
     resumed_from_snapshot: bool = False
     """True once a broken stream was resumed from a snapshot of the task instead of a replay of
     the events it missed (the server keeps no event ids, or no longer kept the events after
@@ -59,6 +66,7 @@ class TaskView:
 
     @property
     def task_id(self) -> str:
+        """The task's id, else `expected_task_id`; empty before either is known."""
         return self.task.id if self.task is not None else self.expected_task_id
 
     @property

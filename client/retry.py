@@ -34,10 +34,19 @@ class RetryPolicy:
     """
 
     max_attempts: int = 5
+    """Attempts in all, the first included (for stream resumption: resubscriptions in a row
+    that bring nothing new); at least 1, and 1 turns retries off."""
     initial_backoff_s: float = 0.2
+    """Seconds: the upper bound of the random wait before the first retry (full jitter)."""
     max_backoff_s: float = 5.0
+    """Seconds: the most that bound grows to (a retried call still waits at least the delay a
+    server's RetryInfo asks for)."""
     multiplier: float = 2.0
+    """The factor the bound grows by from one retry to the next; at least 1."""
     deadline_s: float | None = None
+    """Seconds all attempts and waits together may take; None: no bound. For `send_message`
+    a timeout of the call or the client, when set, takes its place; for stream resumption it
+    is the window after each drop."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -63,8 +72,11 @@ class Backoff:
     """The injectable time sources retry and stream resumption use (tests pass fakes)."""
 
     sleep: Sleep = asyncio.sleep
+    """Waits the given seconds (`asyncio.sleep`)."""
     rand: Random = random.random
+    """A uniform random number in [0, 1), the jitter (`random.random`)."""
     clock: Clock = time.monotonic
+    """Seconds on a monotonic clock, for deadlines (`time.monotonic`)."""
 
 
 class Attempts:

@@ -28,10 +28,15 @@ class MessageSigner:
     """
 
     private_key: PrivateKey
+    """The Ed25519 or EC P-256 private key the messages are signed with."""
     kid: str
+    """The key id the signature names (its JWS `kid`): what the recipient finds the public
+    key by, among its keys or on the signer's card."""
     ttl: float = DEFAULT_SIGNATURE_TTL_S
     """Seconds the signature stays valid (its `exp`)."""
     card_url: str = ""
+    """The signer's agent card, named in the signature (normalized: an origin becomes its
+    well-known card URL); empty: the signature names no card."""
 
     def __post_init__(self) -> None:
         if self.card_url:
@@ -41,9 +46,14 @@ class MessageSigner:
     def from_pem(
         cls, pem: bytes, kid: str, *, ttl: float = DEFAULT_SIGNATURE_TTL_S, card_url: str = ""
     ) -> MessageSigner:
+        """A signer with the Ed25519 or P-256 key in `pem` (unencrypted PKCS#8, or SEC1 for
+        EC); KeyFormatError (a ValueError) for another key or format."""
         return cls(load_private_key(pem), kid, ttl, card_url)
 
     def sign(self, message: a2a_pb2.Message, *, tenant: str) -> a2a_pb2.Message:
+        """A signed copy of `message` (the argument is unchanged): a detached JWS over it, its
+        header naming `tenant`, `kid`, `card_url` and an expiry `ttl` seconds away, in the
+        extension's metadata entry; an earlier signature is replaced."""
         return sign_message(
             message,
             self.private_key,

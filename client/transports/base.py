@@ -38,7 +38,10 @@ class EventStream(Protocol):
 
     def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]: ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Ends the stream now (the call cancelled, the response closed); events not read yet
+        are dropped. Idempotent."""
+        ...
 
 
 class Transport(Protocol):
@@ -63,11 +66,21 @@ class Transport(Protocol):
 
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
-    ) -> Message: ...
+    ) -> Message:
+        """Runs the unary RPC `rpc` (its proto name: `GetTask`, `SendMessage`...) with
+        `request`, its request message, and returns its response message; raises as the class
+        says. `A2AClient` calls it once per attempt (a retried SendMessage is sent again as
+        it was)."""
+        ...
 
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
-    ) -> EventStream: ...
+    ) -> EventStream:
+        """The stream of the streaming RPC `rpc` (SendStreamingMessage or SubscribeToTask),
+        returned without waiting for the server: its errors are raised by iterating it.
+        `timeout` bounds the whole stream. `A2AClient` opens one per stream, and one per
+        resumption."""
+        ...
 
     async def close(self) -> None:
         """Releases what the transport opened (a channel or connection pool it owns)."""

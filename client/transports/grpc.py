@@ -39,6 +39,7 @@ class GrpcTransport:
         self.interface = interface or a2a_pb2.AgentInterface(
             protocol_binding=GRPC_BINDING, protocol_version=PROTOCOL_VERSION
         )
+        """`Transport.interface`: the one given, else a GRPC 1.0 interface without url."""
         self._stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
         self._send_raw = channel.unary_unary(
             method_path("SendMessage"),
@@ -60,6 +61,7 @@ class GrpcTransport:
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call`; `timeout` is the gRPC deadline the server sees."""
         try:
             if rpc == "SendMessage":
                 raw: bytes = await self._send_raw(request, timeout=timeout, metadata=metadata)
@@ -74,9 +76,11 @@ class GrpcTransport:
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> _GrpcStream:
+        """`Transport.stream`; the call starts at once."""
         return _GrpcStream(self._streams[rpc](request, timeout=timeout, metadata=metadata))
 
     async def close(self) -> None:
+        """`Transport.close`: closes the channel if `owns_channel`; else nothing."""
         if self._owns_channel:
             await self._channel.close()
 

@@ -44,6 +44,7 @@ class GrpcV03Transport:
         self.interface = interface or a2a_pb2.AgentInterface(
             protocol_binding=GRPC_BINDING, protocol_version=v03.PROTOCOL_VERSION
         )
+        """`Transport.interface`: the one given, else a GRPC 0.3 interface without url."""
 
     def _method(self, name: str, streaming: bool) -> Any:
         path = f"/{V03_SERVICE_NAME}/{name}"
@@ -57,6 +58,8 @@ class GrpcV03Transport:
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call`, translated to 0.3 and back; `timeout` is the gRPC deadline. ListTasks
+        raises UnsupportedOperationError, unsent."""
         if rpc == "SendMessage":
             send = v03.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
             raw = await self._unary("SendMessage", send, timeout, metadata)
@@ -88,11 +91,13 @@ class GrpcV03Transport:
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> _V03Stream:
+        """`Transport.stream`, each event translated from 0.3; the call starts at once."""
         method, to_v03, _, _ = V03_RPCS[rpc]
         call = self._method(method, True)(to_v03(request), timeout=timeout, metadata=metadata)
         return _V03Stream(call)
 
     async def close(self) -> None:
+        """`Transport.close`: closes the channel if `owns_channel`; else nothing."""
         if self._owns_channel:
             await self._channel.close()
 

@@ -61,6 +61,7 @@ class JsonRpcTransport:
         tls: TlsConfig | None = None,
     ) -> None:
         self.interface = interface
+        """`Transport.interface`: the one given; its url is where every request is POSTed."""
         self._url = interface.url
         self._owns_http = http is None
         self._http = http if http is not None else create_http_client(tls)
@@ -93,6 +94,7 @@ class JsonRpcTransport:
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call`: one POST; `timeout` bounds it here (the server is not told)."""
         request_id, envelope = self._envelope(rpc, request)
         response: httpx.Response = await within(
             timeout,
@@ -108,6 +110,8 @@ class JsonRpcTransport:
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> SseStream:
+        """`Transport.stream`: a POST answered with Server-Sent Events, sent when the stream is
+        first iterated."""
         request_id, envelope = self._envelope(rpc, request)
 
         def open_response() -> contextlib.AbstractAsyncContextManager[httpx.Response]:
@@ -133,6 +137,7 @@ class JsonRpcTransport:
         return SseStream(open_response, timeout=timeout, decode=decode, refused=refused)
 
     async def close(self) -> None:
+        """`Transport.close`: closes the httpx client if it made it; else nothing."""
         if self._owns_http:
             await self._http.aclose()
 

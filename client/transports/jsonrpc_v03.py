@@ -80,6 +80,9 @@ class JsonRpcV03Transport(JsonRpcTransport):
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call` with 0.3's methods and JSON; ListTasks raises
+        UnsupportedOperationError, unsent, and so does GetExtendedAgentCard's answer (read
+        a 0.3 agent's card instead)."""
         if rpc == "ListTasks":
             raise UnsupportedOperationError(
                 "ListTasks is not part of A2A 0.3 (this agent's interface)"

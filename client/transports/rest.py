@@ -64,6 +64,7 @@ class RestTransport:
         tls: TlsConfig | None = None,
     ) -> None:
         self.interface = interface
+        """`Transport.interface`: the one given; its url is the base of every route."""
         self._base = interface.url.rstrip("/")
         self._owns_http = http is None
         self._http = http if http is not None else create_http_client(tls)
@@ -124,6 +125,8 @@ class RestTransport:
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call`: one request on the RPC's route; `timeout` bounds it here (the server
+        is not told)."""
         arguments = self._request(rpc, request, metadata, "application/json, " + _A2A_JSON)
         response: httpx.Response = await within(timeout, self._http.request(**arguments))
         if not response.is_success:
@@ -134,6 +137,8 @@ class RestTransport:
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> SseStream:
+        """`Transport.stream`: a request answered with Server-Sent Events, sent when the stream is
+        first iterated."""
         arguments = self._request(rpc, request, metadata, EVENT_STREAM)
 
         def open_response() -> contextlib.AbstractAsyncContextManager[httpx.Response]:
@@ -157,6 +162,7 @@ class RestTransport:
         return SseStream(open_response, timeout=timeout, decode=decode, refused=refused)
 
     async def close(self) -> None:
+        """`Transport.close`: closes the httpx client if it made it; else nothing."""
         if self._owns_http:
             await self._http.aclose()
 

@@ -32,6 +32,7 @@ class RestV03Transport(RestTransport):
     async def call(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
     ) -> Message:
+        """`Transport.call` on 0.3's routes; ListTasks raises UnsupportedOperationError, unsent."""
         if rpc not in V03_RPCS:
             raise UnsupportedOperationError(
                 f"{rpc} is not part of A2A 0.3 (this agent's interface)"
