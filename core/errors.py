@@ -18,7 +18,9 @@ from typing import ClassVar
 import grpc
 
 ERROR_DOMAIN = "a2a-protocol.org"
+"""The ErrorInfo domain of the errors the A2A spec names (`A2AError`)."""
 SERVICE_DOMAIN = "a2a-grpc"
+"""The ErrorInfo domain of this project's own errors (`ServiceError`)."""
 RETRYABLE_KEY = "retryable"
 """ErrorInfo metadata key: "true" when the same request may succeed later, else "false"."""
 
@@ -28,7 +30,10 @@ class FieldViolation:
     """One invalid request field, reported as a google.rpc.BadRequest field violation."""
 
     field: str
+    """The field's path from the request's root, e.g. `message.message_id` or
+    `message.metadata['...']`."""
     description: str
+    """What is wrong with the field, and what to send instead."""
 
 
 class StatusError(Exception):
@@ -40,10 +45,16 @@ class StatusError(Exception):
     """
 
     reason: ClassVar[str] = "INTERNAL_ERROR"
+    """The ErrorInfo reason (`TASK_NOT_FOUND`): with `domain`, what names the error on the wire."""
     code: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    """The gRPC status code the error is sent with."""
     domain: ClassVar[str] = ERROR_DOMAIN
+    """The ErrorInfo domain: `ERROR_DOMAIN` for A2A's errors, `SERVICE_DOMAIN` for ours."""
     default_message: ClassVar[str] = "internal error"
+    """The message when none is given."""
     transient: ClassVar[bool] = False
+    """Whether retrying the same request can help, for every error of this class; an
+    instance's `retryable` starts from it."""
     jsonrpc_code: ClassVar[int] = -32603
     """The JSON-RPC 2.0 binding's error code (spec §3.1)."""
     http_status: ClassVar[int] = 500
@@ -60,10 +71,17 @@ class StatusError(Exception):
         retry_delay: float | None = None,
     ) -> None:
         self.message = message or self.default_message
+        """What went wrong and what to do about it: the status message the peer sees."""
         self.metadata: dict[str, str] = dict(metadata or {})
+        """ErrorInfo metadata sent with the error (e.g. `taskId`); `retryable` adds its key."""
         self.field_violations: tuple[FieldViolation, ...] = tuple(field_violations)
+        """The invalid request fields, sent as a google.rpc.BadRequest; empty: none named."""
         self.retryable: bool = self.transient if retryable is None else retryable
+        """Whether the same request may succeed later, sent as ErrorInfo metadata `retryable`:
+        `transient` unless given; on the client, what the peer said."""
         self.retry_delay = retry_delay
+        """Seconds to wait before trying again, sent as RetryInfo (the client's retry waits at
+        least that long); None: no delay given."""
         super().__init__(self.message)
 
 
@@ -72,6 +90,9 @@ class A2AError(StatusError):
 
 
 class TaskNotFoundError(A2AError):
+    """The task id names no task this caller can see: none was made, it is another caller's or
+    tenant's, or it was evicted (`task_ttl`, `max_tasks`)."""
+
     reason = "TASK_NOT_FOUND"
     code = grpc.StatusCode.NOT_FOUND
     default_message = "task not found"
@@ -80,6 +101,8 @@ class TaskNotFoundError(A2AError):
 
 
 class TaskNotCancelableError(A2AError):
+    """CancelTask on a task that is already in a terminal state."""
+
     reason = "TASK_NOT_CANCELABLE"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "task is in a terminal state and cannot be canceled"
@@ -88,6 +111,9 @@ class TaskNotCancelableError(A2AError):
 
 
 class PushNotificationNotSupportedError(A2AError):
+    """A push notification config sent to an agent whose card does not offer push
+    notifications."""
+
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "this agent does not support push notifications"
@@ -96,6 +122,10 @@ class PushNotificationNotSupportedError(A2AError):
 
 
 class UnsupportedOperationError(A2AError):
+    """The agent does not do this: streaming or an extended card the card does not offer, a
+    message to a task that is terminal or still working, SubscribeToTask on a terminal task, or
+    an RPC the peer's protocol version lacks (ListTasks of A2A 0.3)."""
+
     reason = "UNSUPPORTED_OPERATION"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "operation not supported"
@@ -104,6 +134,8 @@ class UnsupportedOperationError(A2AError):
 
 
 class ContentTypeNotSupportedError(A2AError):
+    """A message part whose media type the agent's input modes do not accept."""
+
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "content type not supported"
@@ -112,6 +144,9 @@ class ContentTypeNotSupportedError(A2AError):
 
 
 class InvalidAgentResponseError(A2AError):
+    """An answer that breaks the protocol's contract (not A2A, two payloads, another task's
+    events...); raised by the client about a peer's answer."""
+
     reason = "INVALID_AGENT_RESPONSE"
     code = grpc.StatusCode.INTERNAL
     default_message = "the agent's response does not conform to the A2A protocol"
@@ -120,6 +155,9 @@ class InvalidAgentResponseError(A2AError):
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):
+    """GetExtendedAgentCard from an agent whose card offers an extended card that is not
+    configured."""
+
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "no extended agent card is configured"
@@ -128,6 +166,8 @@ class ExtendedAgentCardNotConfiguredError(A2AError):
 
 
 class ExtensionSupportRequiredError(A2AError):
+    """The agent's card requires an extension the call did not activate (`a2a-extensions`)."""
+
     reason = "EXTENSION_SUPPORT_REQUIRED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "a required extension was not activated"
@@ -136,6 +176,9 @@ class ExtensionSupportRequiredError(A2AError):
 
 
 class VersionNotSupportedError(A2AError):
+    """The call's `a2a-version` is a version this service does not speak (no `a2a-version` means
+    0.3, which the 1.0 service refuses only with `strict_version`)."""
+
     reason = "VERSION_NOT_SUPPORTED"
     code = grpc.StatusCode.FAILED_PRECONDITION
     default_message = "A2A protocol version not supported"
@@ -144,6 +187,9 @@ class VersionNotSupportedError(A2AError):
 
 
 class InvalidParamsError(A2AError):
+    """A request field is invalid (missing, malformed, too large, a refused signature or budget, a
+    message id reused for other content); `field_violations` names each field."""
+
     reason = "INVALID_PARAMS"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "invalid parameters"
@@ -152,6 +198,9 @@ class InvalidParamsError(A2AError):
 
 
 class InvalidRequestError(A2AError):
+    """The request cannot be read as one: not the expected protobuf, not JSON, not a JSON-RPC 2.0
+    request object, or a body over the size limit."""
+
     reason = "INVALID_REQUEST"
     code = grpc.StatusCode.INVALID_ARGUMENT
     default_message = "invalid request"
@@ -160,6 +209,9 @@ class InvalidRequestError(A2AError):
 
 
 class MethodNotFoundError(A2AError):
+    """A JSON-RPC method, or an HTTP+JSON route and verb, that A2A or the bindings served do not
+    have."""
+
     reason = "METHOD_NOT_FOUND"
     code = grpc.StatusCode.NOT_FOUND
     default_message = "method not found"
@@ -168,6 +220,9 @@ class MethodNotFoundError(A2AError):
 
 
 class InternalError(A2AError):
+    """The server failed in a way the caller cannot fix; the message is generic, the details are
+    in the server's log."""
+
     reason = "INTERNAL_ERROR"
     code = grpc.StatusCode.INTERNAL
     default_message = "internal error"
@@ -182,6 +237,9 @@ class ServiceError(StatusError):
 
 
 class ResourceExhaustedError(ServiceError):
+    """A limit of the server is reached (calls or streams at once, task memory, live tasks per
+    caller or tenant, a stream fallen too far behind); retryable, with RetryInfo."""
+
     reason = "RESOURCE_EXHAUSTED"
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     default_message = "the server is at capacity; retry later"
@@ -215,6 +273,9 @@ class EventIdExpiredError(ServiceError):
 
 
 class UnauthenticatedError(ServiceError):
+    """The call brought no valid credentials where the server requires them (bearer token, JWT,
+    client certificate), or asked for the extended card without any."""
+
     reason = "UNAUTHENTICATED"
     code = grpc.StatusCode.UNAUTHENTICATED
     default_message = "credentials are required"
@@ -237,6 +298,7 @@ ERROR_CLASSES: tuple[type[A2AError], ...] = (
     MethodNotFoundError,
     InternalError,
 )
+"""Every A2A error class, in the spec's order."""
 
 SERVICE_ERROR_CLASSES: tuple[type[ServiceError], ...] = (
     ResourceExhaustedError,
@@ -244,6 +306,7 @@ SERVICE_ERROR_CLASSES: tuple[type[ServiceError], ...] = (
     UnauthenticatedError,
     EventIdExpiredError,
 )
+"""Every `ServiceError` class."""
 
 ERROR_BY_KEY: Mapping[tuple[str, str], type[StatusError]] = {
     (cls.domain, cls.reason): cls for cls in (*ERROR_CLASSES, *SERVICE_ERROR_CLASSES)
