@@ -18,7 +18,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest tiers dist gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest tiers dist docs gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -138,7 +138,7 @@ tools: $(STAMP)
 		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples" >&2; \
 	fi
 
-test: install check-gen lint typecheck tools
+test: install check-gen lint typecheck docs tools
 	$(PY) -m pytest tests --ignore=tests/interop/sdk_client
 	$(PY) -m pytest tests/interop/sdk_client
 
@@ -186,6 +186,15 @@ dist: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
+
+# The API reference of the public Python API, generated from the docstrings by pdoc into
+# build/api (open build/api/index.html); any warning fails it. tests/unit/test_api_reference.py
+# fails when a public name of these modules has no docstring.
+API_MODULES := a2a_grpc.server a2a_grpc.server.agent a2a_grpc.client a2a_grpc.core.errors
+docs: $(STAMP)
+	rm -rf build/api
+	$(PY) -W error -m pdoc --docformat markdown --no-show-source -o build/api $(API_MODULES)
+	@echo "make docs: the API reference is in build/api/index.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

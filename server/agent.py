@@ -39,8 +39,6 @@ class attributes (`server/card.py` `agent_card`):
   the server refuses a part whose media type `input_modes` does not match.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
