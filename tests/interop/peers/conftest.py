@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.interop.adk.adk_env import AdkVenvError, NoNetworkError, ensure_adk_python
+from tests.interop.adk.adk_env import ADK
+from tests.interop.peer_env import NoNetworkError, PeerEnv, PeerEnvError
 
 ROOT = Path(__file__).resolve().parents[3]
 ADK_SERVER = ROOT / "tests" / "interop" / "adk" / "agent_server.py"
@@ -99,20 +100,26 @@ def sdk_http_peer_v03() -> Iterator[PeerProcess]:
     )
 
 
-@pytest.fixture(scope="module")
-def adk_python() -> Path:
-    """The python of ADK's own environment, built (about 30 s from an empty pip cache) on first
-    use. A failed pip fails the tests with pip's output; no network at all skips them, saying
-    so (as tests/packaging does), unless A2A_GRPC_REQUIRE_PEERS=1 makes that a failure too."""
+def peer_python(env: PeerEnv, what: str) -> Path:
+    """The python of a peer's own environment (`what` names the peer), built on first use. A
+    failed pip fails the tests with pip's output; no network at all skips them, saying so (as
+    tests/packaging does), unless A2A_GRPC_REQUIRE_PEERS=1 makes that a failure too."""
     try:
-        return ensure_adk_python()
+        return env.ensure()
     except NoNetworkError as error:
-        reason = f"no network for pip: the ADK peer's environment cannot be built: {error}"
+        reason = f"no network for pip: the {what} peer's environment cannot be built: {error}"
         if os.environ.get("A2A_GRPC_REQUIRE_PEERS") == "1":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    except AdkVenvError as error:
-        pytest.fail(f"the ADK peer's environment could not be built: {error}", pytrace=False)
+    except PeerEnvError as error:
+        pytest.fail(f"the {what} peer's environment could not be built: {error}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def adk_python() -> Path:
+    """The python of ADK's own environment, built (about 30 s from an empty pip cache) on first
+    use (`peer_python`)."""
+    return peer_python(ADK, "ADK")
 
 
 @pytest.fixture(scope="module")
