@@ -28,8 +28,10 @@ from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.card import (
     DEFAULT_CARD_TIMEOUT_S,
     DEFAULT_TRANSPORTS,
+    GRPC_BINDING,
     TRANSPORT_NAMES,
     CardResolver,
+    card_url,
     select_interface,
 )
 from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
@@ -69,7 +71,13 @@ from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core import audit_chain, exit_codes, release
 from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
-from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
+from a2a_grpc.core.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InvalidAgentResponseError,
+    StatusError,
+    UnauthenticatedError,
+    UnsupportedOperationError,
+)
 from a2a_grpc.core.jose import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -90,6 +98,15 @@ EXIT_BROKEN_PIPE = exit_codes.BROKEN_PIPE
 EXIT_CODES_HELP = exit_codes.help_text(("client",))
 
 DEFAULT_CURRENCY = "USD"
+
+NO_EXTENDED_CARD = (
+    UnsupportedOperationError,
+    ExtendedAgentCardNotConfiguredError,
+    UnauthenticatedError,
+)
+"""GetExtendedAgentCard's refusals after which `card host:port` shows the public card."""
+PUBLIC_CARD_TIMEOUT_S = 5.0
+"""Seconds `card host:port` gives the public card's fetch when --timeout is not set."""
 
 SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
@@ -234,8 +251,11 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 async def _card(args: argparse.Namespace) -> int:
     if not _is_url(args.target):
-        async with _Connection(args) as client:
-            card = await client.get_extended_agent_card(timeout=args.timeout)
+        try:
+            async with _Connection(args) as client:
+                card = await client.get_extended_agent_card(timeout=args.timeout)
+        except NO_EXTENDED_CARD as refused:
+            return await _public_card_instead(args, refused)
         _emit(args, card, render_card(card))
         return EXIT_OK
     card = await _fetch_card(args.target, args.timeout, _tls(args))
@@ -246,6 +266,57 @@ async def _card(args: argparse.Namespace) -> int:
         used = f"  uses: nothing: {error}"
     _emit(args, card, render_card(card) + "\n" + used)
     return EXIT_OK
+
+
+async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -> int:
+    """`card host:port` where GetExtendedAgentCard is refused (no extended card, or not for
+    this caller): the public card, which A2A serves over HTTP only. It is looked for where an
+    a2a-grpc server serves it, on the gRPC port + 1, and shown if it names this gRPC port;
+    otherwise the one line says how to fetch it."""
+    why = f"GetExtendedAgentCard: {type(refused).__name__}: {refused.message}"
+    host, port = _host_and_port(args.target)
+    if port is None:
+        _fail(
+            f"{why}; the public agent card is served over HTTP: `{_program()} card "
+            "http(s)://HOST:PORT` with the agent's HTTP port"
+        )
+        return EXIT_AGENT_ERROR
+    tls = _tls(args)
+    scheme = "https" if tls is not None else "http"
+    url = f"{scheme}://{host}:{port + 1}"
+    try:
+        card = await _fetch_card(url, args.timeout or PUBLIC_CARD_TIMEOUT_S, tls)
+    except (A2AClientError, StatusError, UsageError):
+        card = None
+    if card is None or not _names_grpc_port(card, port):
+        _fail(
+            f"{why}; the public agent card is served over HTTP: `{_program()} card "
+            f"{scheme}://{host}:HTTP_PORT` with the agent's HTTP port ({url} is an a2a-grpc "
+            "server's default, and it serves no card for this agent)"
+        )
+        return EXIT_AGENT_ERROR
+    note = f"  from: {card_url(url)}, the public card ({why})"
+    _emit(args, card, render_card(card) + "\n" + note)
+    return EXIT_OK
+
+
+def _host_and_port(target: str) -> tuple[str, int | None]:
+    """(host, port) of a single `host:port` target; port None for a list or a `dns:` name."""
+    match = _HOST_PORT.match(target)
+    if match is None:
+        return target, None
+    return target[: match.start(1) - 1], int(match.group(1))
+
+
+def _names_grpc_port(card: a2a_pb2.AgentCard, port: int) -> bool:
+    """Whether `card` lists a gRPC interface on `port`: the card fetched is this agent's."""
+    for interface in card.supported_interfaces:
+        if interface.protocol_binding.upper() != GRPC_BINDING:
+            continue
+        address = interface.url.rpartition("://")[2].rstrip("/")
+        if address.rpartition(":")[2] == str(port):
+            return True
+    return False
 
 
 # --- streams ------------------------------------------------------------------------------------
@@ -763,7 +834,8 @@ def _parser() -> argparse.ArgumentParser:
     command(
         "card",
         _card,
-        "show the agent card (URL: the public card; host:port: GetExtendedAgentCard)",
+        "show the agent card (URL: the public card; host:port: GetExtendedAgentCard, or the "
+        "public card when the agent has no extended card for you)",
     )
     return parser
 

@@ -1,0 +1,73 @@
+"""What the client and its commands say when a call cannot go as asked: each message names what
+happened and what to type instead (a wrong target, a card that is not there, a stale id, a
+stream cut short, a missing client certificate, a reader gone from the pipe)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from a2a_grpc.client import cli
+from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
+from tests.integration.conftest import Factory
+from tests.integration.test_client_cli import one_clear_line, run_process
+
+
+def two_free_ports() -> int:
+    """A port P with P + 1 free too (a few tries: another process may take one meanwhile)."""
+    for _ in range(50):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port: int = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two consecutive free ports")
+
+
+@pytest.fixture
+async def served_as_by_default() -> AsyncIterator[RunningServer]:
+    """A server whose HTTP port is its gRPC port + 1, as `serve --port P` lays them out."""
+    port = two_free_ports()
+    config = ServerConfig(
+        host="127.0.0.1", port=port, http_port=port + 1, shutdown_grace=0.5, drain_delay=0
+    )
+    running = await start_server(ServerPlan(config, DemoAgent()))
+    yield running
+    await running.stop(0)
+
+
+async def test_card_of_a_grpc_target_without_an_extended_card_shows_the_public_card(
+    served_as_by_default: RunningServer,
+) -> None:
+    target = served_as_by_default.address
+    port = served_as_by_default.port
+    code, out, err = await run_process("card", target)
+    assert code == 0, err
+    assert out.startswith("a2a-grpc demo agent")
+    assert f"GRPC 1.0 {target}" in out
+    assert out.splitlines()[-1] == (
+        f"  from: http://127.0.0.1:{port + 1}/.well-known/agent-card.json, the public card "
+        "(GetExtendedAgentCard: UnsupportedOperationError: this agent does not offer an "
+        "extended agent card (capabilities.extended_agent_card is off))"
+    )
+    code, out, err = await run_process("card", target, "--json")
+    assert code == 0 and out.startswith('{"name": "a2a-grpc demo agent"') and err == ""
+
+
+async def test_card_of_a_grpc_target_says_how_to_fetch_the_public_card(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(http_port=0)  # not on the gRPC port + 1
+    target = harness.running.address
+    code, out, err = await run_process("card", target)
+    assert code == cli.EXIT_AGENT_ERROR and out == ""
+    line = one_clear_line(err)
+    assert "GetExtendedAgentCard: UnsupportedOperationError" in line
+    assert "card http://127.0.0.1:HTTP_PORT` with the agent's HTTP port" in line
