@@ -166,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     except A2ATransportError as error:
         _fail(
             f"could not talk to the agent ({error.code.name}): {error.details}"
-            + _tls_hint(args, error)
+            + _target_hint(args, error)
             + (_still_running(args) if isinstance(error, DeadlineExceededError) else "")
         )
         return EXIT_COULD_NOT_TALK
@@ -622,11 +622,19 @@ def _still_running(args: argparse.Namespace) -> str:
     )
 
 
-def _tls_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
-    """A hint when the failure looks like TLS on one side only."""
+def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
+    """What to type instead when the failure says TARGET is not what it was given as: an HTTP
+    server given as a gRPC `host:port`, or TLS on one side only."""
     if not isinstance(error, UnavailableError):
         return ""
     details = error.details.lower()
+    if not _is_url(args.target) and ("http1.x server" in details or "settings frame" in details):
+        scheme = "https" if _tls(args) is not None else "http"
+        return (
+            f" ({args.target} answers HTTP/1.x, not gRPC: an agent served over HTTP is reached "
+            f"by its URL, `{_program()} {args.command} {scheme}://{args.target} ...`, whose agent "
+            "card picks the binding)"
+        )
     plaintext = _tls(args) is None and not (
         _is_url(args.target) and args.target.startswith("https")
     )

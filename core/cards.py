@@ -156,10 +156,29 @@ async def bounded_get(
         raise CardTimeoutError(
             f"timed out after {timeout_s:g} s fetching {what} {url}", url=url
         ) from error
+    except httpx.RemoteProtocolError as error:  # e.g. HTTP/2 frames from a gRPC port
+        raise CardUnreachableError(
+            f"could not fetch {what} {url}: {error or type(error).__name__} (the server there "
+            "does not answer HTTP/1.1: if it is a gRPC port, give it as host:port, without "
+            f"the scheme: {urlsplit(url).netloc})",
+            url=url,
+        ) from error
     except httpx.HTTPError as error:
         raise CardUnreachableError(
             f"could not fetch {what} {url}: {error or type(error).__name__}", url=url
         ) from error
+
+
+def _hint(url: str, status: int) -> str:
+    """What to give instead of a card URL the server refused with `status`."""
+    if status != 405:
+        return ""
+    parts = urlsplit(url)
+    origin = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    return (
+        f" (this URL takes no GET: it looks like an A2A endpoint, not an agent card; give the "
+        f"agent's origin, {origin}, whose {WELL_KNOWN_PATH} is its card, or the card's own URL)"
+    )
 
 
 def max_age(cache_control: str | None) -> float:
@@ -250,7 +269,9 @@ class CardCache:
                 except SignatureError as error:
                     raise CardRejectedError(f"GET {url}: {error}", url=url) from error
         else:
-            raise CardRejectedError(f"GET {url}: HTTP {status}", url=url, status=status)
+            raise CardRejectedError(
+                f"GET {url}: HTTP {status}{_hint(url, status)}", url=url, status=status
+            )
         age = max_age(response_headers.get("cache-control"))
         etag = response_headers.get("etag") or (cached.etag if cached else None)
         entry = FetchedCard(url, card, etag, now + max(age, 0.0), now)

@@ -13,8 +13,14 @@ from a2a_grpc.client import cli
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from tests.integration.conftest import Factory
+from tests.integration.conftest import Factory, Harness
 from tests.integration.test_client_cli import one_clear_line, run_process
+
+
+def http_port(harness: Harness) -> int:
+    server = harness.running.http_server
+    assert server is not None
+    return server.port
 
 
 def two_free_ports() -> int:
@@ -71,3 +77,37 @@ async def test_card_of_a_grpc_target_says_how_to_fetch_the_public_card(
     line = one_clear_line(err)
     assert "GetExtendedAgentCard: UnsupportedOperationError" in line
     assert "card http://127.0.0.1:HTTP_PORT` with the agent's HTTP port" in line
+
+
+async def test_an_http_port_given_as_a_grpc_target_says_to_give_its_url(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(http_port=0)
+    http_target = f"127.0.0.1:{http_port(harness)}"
+    code, _, err = await run_process("send", http_target, "hi", "--timeout", "10")
+    assert code == cli.EXIT_COULD_NOT_TALK
+    line = one_clear_line(err)
+    assert f"({http_target} answers HTTP/1.x, not gRPC" in line
+    assert f"a2a-grpc send http://{http_target} ...`" in line
+
+
+async def test_an_rpc_endpoint_given_as_the_card_url_says_to_give_the_origin(
+    make_server: Factory,
+) -> None:
+    harness = await make_server(http_port=0)
+    origin = f"http://127.0.0.1:{http_port(harness)}"
+    code, _, err = await run_process("send", f"{origin}/message:send", "hi")
+    assert code == cli.EXIT_COULD_NOT_TALK
+    line = one_clear_line(err)
+    assert f"GET {origin}/message:send: HTTP 405 (this URL takes no GET" in line
+    assert f"give the agent's origin, {origin}, whose /.well-known/agent-card.json" in line
+
+
+async def test_http_to_the_grpc_port_says_to_drop_the_scheme(make_server: Factory) -> None:
+    harness = await make_server(http_port=0)
+    target = harness.running.address
+    code, _, err = await run_process("get", f"http://{target}", "t1", "--timeout", "10")
+    assert code == cli.EXIT_COULD_NOT_TALK
+    line = one_clear_line(err)
+    assert "does not answer HTTP/1.1" in line
+    assert f"give it as host:port, without the scheme: {target})" in line
