@@ -624,7 +624,8 @@ def _still_running(args: argparse.Namespace) -> str:
 
 def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
     """What to type instead when the failure says TARGET is not what it was given as: an HTTP
-    server given as a gRPC `host:port`, or TLS on one side only."""
+    server given as a gRPC `host:port`, TLS on one side only, or a server that wants a client
+    certificate (mutual TLS) and got none."""
     if not isinstance(error, UnavailableError):
         return ""
     details = error.details.lower()
@@ -635,9 +636,15 @@ def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
             f"by its URL, `{_program()} {args.command} {scheme}://{args.target} ...`, whose agent "
             "card picks the binding)"
         )
-    plaintext = _tls(args) is None and not (
-        _is_url(args.target) and args.target.startswith("https")
-    )
+    tls = _tls(args)
+    plaintext = tls is None and not (_is_url(args.target) and args.target.startswith("https"))
+    hung_up = "socket closed" in details or "server disconnected" in details
+    if not plaintext and hung_up and (tls is None or tls.client_certificate is None):
+        # A server that asks for a client certificate and gets none ends the handshake.
+        return (
+            " (the server probably requires a client certificate, mutual TLS: add --cert PEM "
+            "--key PEM)"
+        )
     if plaintext and "socket closed" in details:
         return " (if the server uses TLS, add --tls, and --ca PEM for a private CA)"
     if not plaintext and ("handshake" in details or "ssl" in details):

@@ -156,7 +156,10 @@ async def bounded_get(
         raise CardTimeoutError(
             f"timed out after {timeout_s:g} s fetching {what} {url}", url=url
         ) from error
-    except httpx.RemoteProtocolError as error:  # e.g. HTTP/2 frames from a gRPC port
+    except httpx.RemoteProtocolError as error:
+        if "disconnected" in str(error):  # not a protocol mismatch: the peer hung up
+            raise CardUnreachableError(f"could not fetch {what} {url}: {error}", url=url) from error
+        # A response that is no HTTP/1.1 at all: HTTP/2 frames from a gRPC port, say.
         raise CardUnreachableError(
             f"could not fetch {what} {url}: {error or type(error).__name__} (the server there "
             "does not answer HTTP/1.1: if it is a gRPC port, give it as host:port, without "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,10 @@ from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from tests.integration.conftest import Factory, Harness
-from tests.integration.test_client_cli import one_clear_line, run_process
+from tests.integration.test_client_cli import one_clear_line, run_process, tls_agent
+from tests.integration.test_server_discovery_auth import CallerRecorder
+
+__all__ = ["tls_agent"]
 
 
 def http_port(harness: Harness) -> int:
@@ -111,3 +115,23 @@ async def test_http_to_the_grpc_port_says_to_drop_the_scheme(make_server: Factor
     line = one_clear_line(err)
     assert "does not answer HTTP/1.1" in line
     assert f"give it as host:port, without the scheme: {target})" in line
+
+
+@pytest.mark.parametrize("over", ["grpc", "https"])
+async def test_mutual_tls_without_a_client_certificate_says_one_is_probably_required(
+    tls_agent: tuple[str, Path, CallerRecorder], over: str
+) -> None:
+    url, files, _ = tls_agent
+    with_cert = ("--ca", str(files / "ca.pem"), "--cert", str(files / "alice.pem"))
+    with_cert += ("--key", str(files / "alice.key"))
+    code, out, err = await run_process("card", url, *with_cert, "--transport", "grpc")
+    assert code == 0, err
+    grpc_target = out.splitlines()[-1].split()[-1]  # "  uses: GRPC 1.0 127.0.0.1:PORT"
+    target = grpc_target if over == "grpc" else url
+    code, _, err = await run_process("get", target, "t1", "--ca", str(files / "ca.pem"))
+    assert code == cli.EXIT_COULD_NOT_TALK
+    line = one_clear_line(err)
+    assert ("Socket closed" if over == "grpc" else "Server disconnected") in line
+    assert line.endswith(
+        "(the server probably requires a client certificate, mutual TLS: add --cert PEM --key PEM)"
+    )
