@@ -549,8 +549,6 @@ def _tls(args: argparse.Namespace) -> TlsConfig | None:
 
 
 def _message(args: argparse.Namespace) -> a2a_pb2.Message:
-    if bool(args.task_id) and not args.context_id:
-        raise UsageError("--task-id needs --context-id (continue a task with both ids)")
     parts: list[a2a_pb2.Part | str] = [args.text]
     if args.data is not None:
         try:
@@ -801,7 +799,9 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--url", help="add a part pointing at this URL")
     send.add_argument("--media-type", help="media type of --file/--url (default: guessed)")
     send.add_argument("--stream", action="store_true", help="stream events live")
-    send.add_argument("--task-id", help="continue this task (with --context-id)")
+    send.add_argument(
+        "--task-id", help="continue this task (its context is the task's; --context-id may say it)"
+    )
     send.add_argument("--context-id", help="the conversation's context id")
     send.add_argument(
         "--budget",

@@ -4,6 +4,8 @@ stream cut short, a missing client certificate, a reader gone from the pipe)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -135,3 +137,19 @@ async def test_mutual_tls_without_a_client_certificate_says_one_is_probably_requ
     assert line.endswith(
         "(the server probably requires a client certificate, mutual TLS: add --cert PEM --key PEM)"
     )
+
+
+async def test_a_task_id_alone_continues_the_task(
+    make_server: Factory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A2A 1.0 §3.4: agents MUST infer the context id from the task when only the task id is
+    # given, so the command need not ask for both.
+    harness = await make_server()
+    target = harness.running.address
+    assert await asyncio.to_thread(cli.main, ["send", target, "ask", "--json"]) == 4
+    asked = json.loads(capsys.readouterr().out)["task"]
+    argv = ["send", target, "Ada", "--task-id", asked["id"], "--json"]
+    assert await asyncio.to_thread(cli.main, argv) == 0
+    done = json.loads(capsys.readouterr().out)["task"]
+    assert done["id"] == asked["id"] and done["contextId"] == asked["contextId"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
