@@ -49,6 +49,7 @@ from a2a_grpc.client.errors import (
     CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
+    StreamResumeError,
     UnavailableError,
 )
 from a2a_grpc.client.follow import StreamItem
@@ -179,7 +180,14 @@ def _run(args: argparse.Namespace) -> int:
     except CredentialsError as error:  # a token file or token endpoint: named in the message
         _fail(str(error))
         return EXIT_COULD_NOT_TALK if error.retryable else EXIT_USAGE
-    except A2AClientError as error:  # StreamResumeError and any other could-not-talk case
+    except StreamResumeError as error:  # the stream was cut: the task may well go on
+        _fail(
+            f"{error}; `{_program()} get {args.target} {error.task_id}"
+            + (f" --transport {args.transport}" if args.transport else "")
+            + "` shows where it stands"
+        )
+        return EXIT_COULD_NOT_TALK
+    except A2AClientError as error:  # any other could-not-talk case
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
     except BrokenPipeError:  # stdout's reader left (e.g. `| head -1`): stop quietly

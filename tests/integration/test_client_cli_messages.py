@@ -9,18 +9,23 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
+from google.protobuf import json_format
 
 from a2a_grpc.client import cli
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from tests.integration.conftest import Factory, Harness
+from tests.integration.scripted_agent import Peer, peer, task
 from tests.integration.test_client_cli import one_clear_line, run_process, tls_agent
 from tests.integration.test_server_discovery_auth import CallerRecorder
 
-__all__ = ["tls_agent"]
+__all__ = ["peer", "tls_agent"]
 
 
 def http_port(harness: Harness) -> int:
@@ -153,3 +158,70 @@ async def test_a_task_id_alone_continues_the_task(
     done = json.loads(capsys.readouterr().out)["task"]
     assert done["id"] == asked["id"] and done["contextId"] == asked["contextId"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_stream_cut_on_a_grpc_server_without_subscribe_says_it_was_cut(
+    peer: Peer,
+) -> None:
+    async def cut(request: Any, context: Any) -> AsyncIterator[Any]:
+        yield a2a_pb2.StreamResponse(task=task())  # WORKING, then the stream ends
+
+    peer.agent.handlers["SendStreamingMessage"] = cut  # and no SubscribeToTask
+    code, out, err = await run_process("send", peer.target, "hi", "--stream")
+    assert code == cli.EXIT_COULD_NOT_TALK and "task t1" in out
+    assert one_clear_line(err) == (
+        "a2a-grpc: the stream of task t1 ended while it was working and could not be resumed: "
+        "this server does not offer SubscribeToTask (RpcFailedError: UNIMPLEMENTED: "
+        "SubscribeToTask is not scripted), so a stream cut short cannot be resumed on it; "
+        f"GetTask reads the task as it stands; `a2a-grpc get {peer.target} t1` shows where it "
+        "stands"
+    )
+
+
+@pytest.fixture
+async def jsonrpc_without_subscribe() -> AsyncIterator[str]:
+    """A JSON-RPC agent (aiohttp on 127.0.0.1) whose SendStreamingMessage stream ends while its
+    task works and which has no SubscribeToTask: JSON-RPC's MethodNotFound. Its card's URL."""
+    app = web.Application()
+
+    async def card(request: web.Request) -> web.Response:
+        url = f"http://{request.host}/"
+        interface = {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        return web.json_response({"name": "cut", "supportedInterfaces": [interface]})
+
+    async def rpc(request: web.Request) -> web.StreamResponse:
+        call = await request.json()
+        if call["method"] != "SendStreamingMessage":
+            error = {"code": -32601, "message": f"Method not found: {call['method']}"}
+            return web.json_response({"jsonrpc": "2.0", "id": call["id"], "error": error})
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        snapshot = json_format.MessageToDict(a2a_pb2.StreamResponse(task=task()))
+        event = {"jsonrpc": "2.0", "id": call["id"], "result": snapshot}
+        await stream.write(f"data: {json.dumps(event)}\n\n".encode())
+        await stream.write_eof()
+        return stream
+
+    app.router.add_get("/.well-known/agent-card.json", card)
+    app.router.add_post("/", rpc)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_a_stream_cut_on_a_jsonrpc_server_without_subscribe_says_it_was_cut(
+    jsonrpc_without_subscribe: str,
+) -> None:
+    origin = jsonrpc_without_subscribe
+    code, _, err = await run_process("send", origin, "hi", "--stream")
+    assert code == cli.EXIT_COULD_NOT_TALK
+    line = one_clear_line(err)
+    assert (
+        "the stream of task t1 ended while it was working and could not be resumed: this server "
+        "does not offer SubscribeToTask (MethodNotFoundError: Method not found: SubscribeToTask)"
+    ) in line
+    assert line.endswith(f"`a2a-grpc get {origin} t1` shows where it stands")
