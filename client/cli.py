@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import mimetypes
@@ -18,7 +19,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -330,17 +331,21 @@ def _names_grpc_port(card: a2a_pb2.AgentCard, port: int) -> bool:
 # --- streams ------------------------------------------------------------------------------------
 
 
-async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -> int:
+async def _follow(args: argparse.Namespace, stream: AsyncGenerator[StreamItem, None]) -> int:
     printer = LivePrinter(sys.stdout)
     view = TaskView()
-    async for event, latest in stream:
-        view = latest
-        if view.task_id:
-            args.seen_task = (view.task_id, view.state)
-        if args.json:
-            print(json_line(event), flush=True)
-        else:
-            printer.show(event)
+    # Closed here however reading stops (stdout gone, Ctrl-C): the stream's call is closed in
+    # order, before the event loop ends, rather than by its shutdown, where closing an HTTP
+    # stream fails with a traceback.
+    async with contextlib.aclosing(stream):
+        async for event, latest in stream:
+            view = latest
+            if view.task_id:
+                args.seen_task = (view.task_id, view.state)
+            if args.json:
+                print(json_line(event), flush=True)
+            else:
+                printer.show(event)
     printer.close_line()
     if view.message is not None:
         return EXIT_OK

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
 import grpc
@@ -155,7 +155,7 @@ async def follow(
     resubscribe: Resubscribe,
     fetch_task: FetchTask,
     resend: Resend | None = None,
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """Reads `call` into `view`, yielding each event with the view after it, and resumes with
     SubscribeToTask under `policy` (None: resumption off) until the task settles.
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ from google.protobuf import json_format
 
 from a2a_grpc.client import cli
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from tests.integration.conftest import Factory, Harness
+from tests.integration.conftest import Factory, Harness, user_message
 from tests.integration.scripted_agent import Peer, peer, task
 from tests.integration.test_client_cli import one_clear_line, run_process, tls_agent
 from tests.integration.test_server_discovery_auth import CallerRecorder
@@ -225,3 +227,46 @@ async def test_a_stream_cut_on_a_jsonrpc_server_without_subscribe_says_it_was_cu
         "does not offer SubscribeToTask (MethodNotFoundError: Method not found: SubscribeToTask)"
     ) in line
     assert line.endswith(f"`a2a-grpc get {origin} t1` shows where it stands")
+
+
+class Gated:
+    """WORKING, then COMPLETED once the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        await events.working()
+        await self.gate.wait()
+        await events.complete()
+
+
+@pytest.mark.parametrize("transport", ["jsonrpc", "http+json", "grpc"])
+async def test_a_reader_gone_mid_stream_ends_the_command_quietly_with_141(
+    make_server: Factory, transport: str
+) -> None:
+    agent = Gated()
+    harness = await make_server(agent, http_port=0)
+    request = a2a_pb2.SendMessageRequest(message=user_message("go"))
+    request.configuration.return_immediately = True
+    started = (await harness.stub.SendMessage(request)).task
+    read, write = socket.socketpair()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "a2a_grpc.cli.main",
+        "subscribe",
+        f"http://127.0.0.1:{http_port(harness)}",
+        started.id,
+        "--transport",
+        transport,
+        stdout=write.fileno(),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    write.close()
+    with read, read.makefile("rb") as reader:
+        first = await asyncio.wait_for(asyncio.to_thread(reader.readline), 50)
+    assert started.id.encode() in first  # the stream is open; its reader is now gone
+    agent.gate.set()  # the next event meets the closed pipe while the stream is still open
+    _, err = await asyncio.wait_for(process.communicate(), 50)
+    assert (process.returncode, err.decode()) == (141, "")
