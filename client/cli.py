@@ -20,9 +20,11 @@ import shlex
 import shutil
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 from google.protobuf.message import Message
 
 from a2a_grpc.client.audit import ClientAuditLog
@@ -35,7 +37,13 @@ from a2a_grpc.client.card import (
     card_url,
     select_interface,
 )
-from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
+from a2a_grpc.client.channel import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    LB_POLICIES,
+    ChannelOptions,
+    TlsConfig,
+    channel_target,
+)
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import (
     BearerToken,
@@ -114,6 +122,8 @@ SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
 person learns sooner that the agent cannot be reached."""
 
+_SIZE = re.compile(r"^(\d+)\s*((?:[KkMmGg](?:i?[Bb])?)?)$")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _HOST_PORT = re.compile(
     r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
 )
@@ -176,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
     except RpcFailedError as error:
-        _fail(f"the agent's call failed with {error}")
+        _fail(f"the agent's call failed with {error}" + _size_hint(args, error))
         return EXIT_AGENT_ERROR
     except CredentialsError as error:  # a token file or token endpoint: named in the message
         _fail(str(error))
@@ -403,6 +413,12 @@ class _Connection:
         if args.tenant is not None:
             common["tenant"] = args.tenant
         options = ChannelOptions(lb_policy=args.lb_policy)
+        if args.max_message_size is not None:
+            options = replace(
+                options,
+                max_send_message_bytes=args.max_message_size,
+                max_receive_message_bytes=args.max_message_size,
+            )
         if _is_url(args.target):
             card = await _fetch_card(args.target, args.timeout, tls)
             return A2AClient.for_card(
@@ -665,6 +681,30 @@ def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
     return ""
 
 
+def _size_hint(args: argparse.Namespace, error: RpcFailedError) -> str:
+    """A hint when gRPC refused a message over the client's own size limit."""
+    if error.code != grpc.StatusCode.RESOURCE_EXHAUSTED or "CLIENT:" not in error.details:
+        return ""
+    limit = args.max_message_size or DEFAULT_MAX_MESSAGE_BYTES
+    return (
+        f" (this client's limit is {limit} bytes for a gRPC message, each way: raise it with "
+        "--max-message-size BYTES)"
+    )
+
+
+def _message_size(text: str) -> int:
+    """`--max-message-size`: bytes, or with a binary suffix (`64MiB`, `64M`, `512KiB`)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (bytes, or with KiB, MiB or GiB: 64MiB)"
+        )
+    value = int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()[:1]]
+    if not 0 < value < 2**31:
+        raise argparse.ArgumentTypeError("must be from 1 byte to under 2 GiB (gRPC's limit)")
+    return value
+
+
 def _program() -> str:
     """How the user can run this command again: `a2a-grpc` when that name on PATH is this
     program, else the path it was started by (`.venv/bin/a2a-grpc` outside the virtualenv)."""
@@ -760,6 +800,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=LB_POLICIES,
         help="how calls are spread over TARGET's addresses (default: round_robin for a list or "
         "a dns: name, pick_first for one address)",
+    )
+    common.add_argument(
+        "--max-message-size",
+        type=_message_size,
+        metavar="BYTES",
+        help=f"largest gRPC message this client sends or takes, e.g. 64MiB (default: "
+        f"{DEFAULT_MAX_MESSAGE_BYTES // 1024**2}MiB); the HTTP bindings have no such limit",
     )
     common.add_argument(
         "--audit-log",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import pytest
 from aiohttp import web
 from google.protobuf import json_format
 
-from a2a_grpc.client import cli
+from a2a_grpc.client import A2AClient, ChannelOptions, cli
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
@@ -28,6 +29,8 @@ from tests.integration.test_client_cli import one_clear_line, run_process, tls_a
 from tests.integration.test_server_discovery_auth import CallerRecorder
 
 __all__ = ["peer", "tls_agent"]
+
+MiB = 1024 * 1024
 
 
 def http_port(harness: Harness) -> int:
@@ -270,3 +273,48 @@ async def test_a_reader_gone_mid_stream_ends_the_command_quietly_with_141(
     agent.gate.set()  # the next event meets the closed pipe while the stream is still open
     _, err = await asyncio.wait_for(process.communicate(), 50)
     assert (process.returncode, err.decode()) == (141, "")
+
+
+async def test_answers_over_the_default_grpc_limit_need_and_take_a_larger_one(
+    make_server: Factory, tmp_path: Path
+) -> None:
+    # The demo agent echoes a 9 MB file as an artifact: with the message in the task's history
+    # too, the answer is over the client's default 16 MiB limit for a gRPC message.
+    harness = await make_server(max_message_bytes=32 * MiB, max_inline_bytes=32 * MiB)
+    target = harness.running.address
+    payload = tmp_path / "nine.bin"
+    payload.write_bytes(os.urandom(9_000_000))
+    code, _, err = await run_process("send", target, "hi", "--file", str(payload))
+    assert code == cli.EXIT_AGENT_ERROR
+    line = one_clear_line(err)
+    assert "RESOURCE_EXHAUSTED" in line and "Received message larger than max" in line
+    assert line.endswith(
+        "(this client's limit is 16777216 bytes for a gRPC message, each way: raise it with "
+        "--max-message-size BYTES)"
+    )
+    argv = ("send", target, "hi", "--file", str(payload), "--max-message-size", "32MiB")
+    code, out, err = await run_process(*argv)
+    assert code == 0, err
+    assert "nine.bin (application/octet-stream, 9000000 bytes)" in out
+    # The library: the same two limits are ChannelOptions fields.
+    options = ChannelOptions(max_receive_message_bytes=32 * MiB)
+    async with A2AClient.connect(target, channel_options=options) as client:
+        message = user_message("hi")
+        message.parts.add(raw=payload.read_bytes(), filename="nine.bin")
+        answered = await client.send_message(message)
+    assert isinstance(answered, a2a_pb2.Task)
+    assert answered.artifacts[0].parts[1].raw == payload.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [("64X", "not a size: '64X'"), ("0", "must be from 1 byte"), ("2GiB", "under 2 GiB")],
+)
+async def test_max_message_size_takes_bytes_or_a_binary_unit(
+    given: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        await asyncio.to_thread(cli.main, ["get", "127.0.0.1:1", "t", "--max-message-size", given])
+        == 2
+    )
+    assert refusal in capsys.readouterr().err
