@@ -8,6 +8,7 @@ the keys their sender's card publishes. Contract of `CardCache.fetch`:
 - concurrent fetches of one URL share one HTTP request;
 - a fresh entry (within its max-age) is served from memory; a stale one is revalidated with its
   ETag; `revalidate=True` revalidates a fresh one too; `no-store` keeps nothing;
+- the request sends `A2A-Version: 1.0`, as every A2A request does;
 - with a `keyset`, every card fetched must carry a signature that verifies with it (A2A 1.0
   §8.4), checked before caching, so an unverified card is never served.
 """
@@ -29,6 +30,7 @@ from google.protobuf import json_format
 from a2a_grpc.core import v03
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.jose import KeySet, SignatureError
+from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2
 
@@ -255,7 +257,9 @@ class CardCache:
 
     async def _fetch(self, url: str) -> FetchedCard:
         cached = self._entries.get(url)
-        headers = {"accept": "application/json"}
+        # A2A-Version as on every A2A request (the official SDK and ADK send it for the card):
+        # a server that serves a card per version picks this client's.
+        headers = {"accept": "application/json", "A2A-Version": PROTOCOL_VERSION}
         if cached is not None and cached.etag:
             headers["if-none-match"] = cached.etag
         status, response_headers, body = await bounded_get(

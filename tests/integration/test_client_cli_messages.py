@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from google.protobuf import json_format
 
-from a2a_grpc.client import A2AClient, ChannelOptions, cli
+from a2a_grpc.client import A2AClient, CardResolver, ChannelOptions, cli
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
@@ -318,3 +318,28 @@ async def test_max_message_size_takes_bytes_or_a_binary_unit(
         == 2
     )
     assert refusal in capsys.readouterr().err
+
+
+async def test_the_card_request_sends_a2a_version() -> None:
+    seen: list[str | None] = []
+    app = web.Application()
+
+    async def card(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("A2A-Version"))
+        interface = {"url": "127.0.0.1:1", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+        return web.json_response({"name": "versioned", "supportedInterfaces": [interface]})
+
+    app.router.add_get("/.well-known/agent-card.json", card)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with CardResolver() as resolver:
+            assert (await resolver.get(origin)).name == "versioned"
+        code, out, err = await run_process("card", origin)
+        assert code == 0 and out.startswith("versioned"), err
+    finally:
+        await runner.cleanup()
+    assert seen == ["1.0", "1.0"]
