@@ -124,10 +124,10 @@ typecheck: $(STAMP)
 # process of their own; everything else, including our client against the SDK's server (which
 # runs as a child process), runs in the first.
 # tests/interop/peers runs third-party A2A servers as child processes: the SDK's HTTP servers
-# from .venv, and a Google ADK agent from an environment of its own (.venv/peers/adk: ADK brings
-# its own a2a-sdk), which its fixture builds on first use from tests/interop/adk/requirements.txt
-# (~30 s from an empty pip cache) and reuses while the pins are unchanged. `make peers` builds it
-# ahead of time.
+# from .venv, and a Google ADK agent and the official SDK 0.3 each from an environment of its own
+# (.venv/peers/adk, .venv/peers/sdk03: each brings its own a2a-sdk), which its fixture builds on
+# first use from tests/interop/<peer>/requirements.txt (~30 s from an empty pip cache) and reuses
+# while the pins are unchanged. `make peers` builds them ahead of time.
 # The tools the examples of the README and docs/ call (grpcurl, ghz), so that its test runs those examples too.
 # Without Go, or when they cannot be built, the README test skips those examples and says why.
 tools: $(STAMP)
@@ -149,9 +149,11 @@ unit: $(STAMP)
 serve: $(STAMP)
 	$(VENV)/bin/a2a-grpc serve --host $(HOST) --port $(PORT) $(ARGS)
 
-# The Google ADK peer's environment (tests/interop/adk/adk_env.py); the tests build it too.
+# The peers' own environments (tests/interop/peer_env.py): Google ADK and the official SDK 0.3;
+# the tests build them too.
 peers: $(STAMP)
 	$(PY) -m tests.interop.adk.adk_env
+	$(PY) -m tests.interop.sdk03.sdk03_env
 
 # Installs a pinned ghz into .venv/bin when Go is present (v0.121.0 builds with Go 1.26).
 ghz: $(GHZ_STAMP)

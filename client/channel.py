@@ -300,6 +300,10 @@ class ChannelOptions:
     frequent pings on an idle connection as abuse (GOAWAY too_many_pings); lower it only for
     servers that permit it.
 
+    `max_send_message_bytes` and `max_receive_message_bytes` are the largest gRPC message the
+    client sends and takes (16 MiB each by default; a larger one fails with the client's own
+    RESOURCE_EXHAUSTED); the command line's `--max-message-size` sets both.
+
     `lb_policy` is `pick_first`, `round_robin` or None: the target's default (`round_robin` for
     several addresses or a `dns:` name, `pick_first` otherwise). ValueError for any other name.
     """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import mimetypes
@@ -18,21 +19,31 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
 from google.protobuf.message import Message
 
 from a2a_grpc.client.audit import ClientAuditLog
 from a2a_grpc.client.card import (
     DEFAULT_CARD_TIMEOUT_S,
     DEFAULT_TRANSPORTS,
+    GRPC_BINDING,
     TRANSPORT_NAMES,
     CardResolver,
+    card_url,
     select_interface,
 )
-from a2a_grpc.client.channel import LB_POLICIES, ChannelOptions, TlsConfig, channel_target
+from a2a_grpc.client.channel import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    LB_POLICIES,
+    ChannelOptions,
+    TlsConfig,
+    channel_target,
+)
 from a2a_grpc.client.client import A2AClient
 from a2a_grpc.client.credentials import (
     BearerToken,
@@ -47,6 +58,7 @@ from a2a_grpc.client.errors import (
     CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
+    StreamResumeError,
     UnavailableError,
 )
 from a2a_grpc.client.follow import StreamItem
@@ -69,7 +81,13 @@ from a2a_grpc.client.state_names import parse_state_name, state_name
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core import audit_chain, exit_codes, release
 from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
-from a2a_grpc.core.errors import InvalidAgentResponseError, StatusError
+from a2a_grpc.core.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InvalidAgentResponseError,
+    StatusError,
+    UnauthenticatedError,
+    UnsupportedOperationError,
+)
 from a2a_grpc.core.jose import KeyFormatError
 from a2a_grpc.core.states import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -91,10 +109,21 @@ EXIT_CODES_HELP = exit_codes.help_text(("client",))
 
 DEFAULT_CURRENCY = "USD"
 
+NO_EXTENDED_CARD = (
+    UnsupportedOperationError,
+    ExtendedAgentCardNotConfiguredError,
+    UnauthenticatedError,
+)
+"""GetExtendedAgentCard's refusals after which `card host:port` shows the public card."""
+PUBLIC_CARD_TIMEOUT_S = 5.0
+"""Seconds `card host:port` gives the public card's fetch when --timeout is not set."""
+
 SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
 person learns sooner that the agent cannot be reached."""
 
+_SIZE = re.compile(r"^(\d+)\s*((?:[KkMmGg](?:i?[Bb])?)?)$")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _HOST_PORT = re.compile(
     r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
 )
@@ -149,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     except A2ATransportError as error:
         _fail(
             f"could not talk to the agent ({error.code.name}): {error.details}"
-            + _tls_hint(args, error)
+            + _target_hint(args, error)
             + (_still_running(args) if isinstance(error, DeadlineExceededError) else "")
         )
         return EXIT_COULD_NOT_TALK
@@ -157,12 +186,19 @@ def _run(args: argparse.Namespace) -> int:
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
     except RpcFailedError as error:
-        _fail(f"the agent's call failed with {error}")
+        _fail(f"the agent's call failed with {error}" + _size_hint(args, error))
         return EXIT_AGENT_ERROR
     except CredentialsError as error:  # a token file or token endpoint: named in the message
         _fail(str(error))
         return EXIT_COULD_NOT_TALK if error.retryable else EXIT_USAGE
-    except A2AClientError as error:  # StreamResumeError and any other could-not-talk case
+    except StreamResumeError as error:  # the stream was cut: the task may well go on
+        _fail(
+            f"{error}; `{_program()} get {args.target} {error.task_id}"
+            + (f" --transport {args.transport}" if args.transport else "")
+            + "` shows where it stands"
+        )
+        return EXIT_COULD_NOT_TALK
+    except A2AClientError as error:  # any other could-not-talk case
         _fail(str(error))
         return EXIT_COULD_NOT_TALK
     except BrokenPipeError:  # stdout's reader left (e.g. `| head -1`): stop quietly
@@ -234,8 +270,11 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 async def _card(args: argparse.Namespace) -> int:
     if not _is_url(args.target):
-        async with _Connection(args) as client:
-            card = await client.get_extended_agent_card(timeout=args.timeout)
+        try:
+            async with _Connection(args) as client:
+                card = await client.get_extended_agent_card(timeout=args.timeout)
+        except NO_EXTENDED_CARD as refused:
+            return await _public_card_instead(args, refused)
         _emit(args, card, render_card(card))
         return EXIT_OK
     card = await _fetch_card(args.target, args.timeout, _tls(args))
@@ -248,20 +287,75 @@ async def _card(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -> int:
+    """`card host:port` where GetExtendedAgentCard is refused (no extended card, or not for
+    this caller): the public card, which A2A serves over HTTP only. It is looked for where an
+    a2a-grpc server serves it, on the gRPC port + 1, and shown if it names this gRPC port;
+    otherwise the one line says how to fetch it."""
+    why = f"GetExtendedAgentCard: {type(refused).__name__}: {refused.message}"
+    host, port = _host_and_port(args.target)
+    if port is None:
+        _fail(
+            f"{why}; the public agent card is served over HTTP: `{_program()} card "
+            "http(s)://HOST:PORT` with the agent's HTTP port"
+        )
+        return EXIT_AGENT_ERROR
+    tls = _tls(args)
+    scheme = "https" if tls is not None else "http"
+    url = f"{scheme}://{host}:{port + 1}"
+    try:
+        card = await _fetch_card(url, args.timeout or PUBLIC_CARD_TIMEOUT_S, tls)
+    except (A2AClientError, StatusError, UsageError):
+        card = None
+    if card is None or not _names_grpc_port(card, port):
+        _fail(
+            f"{why}; the public agent card is served over HTTP: `{_program()} card "
+            f"{scheme}://{host}:HTTP_PORT` with the agent's HTTP port ({url} is an a2a-grpc "
+            "server's default, and it serves no card for this agent)"
+        )
+        return EXIT_AGENT_ERROR
+    note = f"  from: {card_url(url)}, the public card ({why})"
+    _emit(args, card, render_card(card) + "\n" + note)
+    return EXIT_OK
+
+
+def _host_and_port(target: str) -> tuple[str, int | None]:
+    """(host, port) of a single `host:port` target; port None for a list or a `dns:` name."""
+    match = _HOST_PORT.match(target)
+    if match is None:
+        return target, None
+    return target[: match.start(1) - 1], int(match.group(1))
+
+
+def _names_grpc_port(card: a2a_pb2.AgentCard, port: int) -> bool:
+    """Whether `card` lists a gRPC interface on `port`: the card fetched is this agent's."""
+    for interface in card.supported_interfaces:
+        if interface.protocol_binding.upper() != GRPC_BINDING:
+            continue
+        address = interface.url.rpartition("://")[2].rstrip("/")
+        if address.rpartition(":")[2] == str(port):
+            return True
+    return False
+
+
 # --- streams ------------------------------------------------------------------------------------
 
 
-async def _follow(args: argparse.Namespace, stream: AsyncIterator[StreamItem]) -> int:
+async def _follow(args: argparse.Namespace, stream: AsyncGenerator[StreamItem, None]) -> int:
     printer = LivePrinter(sys.stdout)
     view = TaskView()
-    async for event, latest in stream:
-        view = latest
-        if view.task_id:
-            args.seen_task = (view.task_id, view.state)
-        if args.json:
-            print(json_line(event), flush=True)
-        else:
-            printer.show(event)
+    # Closed here however reading stops (stdout gone, Ctrl-C): the stream's call is closed in
+    # order, before the event loop ends, rather than by its shutdown, where closing an HTTP
+    # stream fails with a traceback.
+    async with contextlib.aclosing(stream):
+        async for event, latest in stream:
+            view = latest
+            if view.task_id:
+                args.seen_task = (view.task_id, view.state)
+            if args.json:
+                print(json_line(event), flush=True)
+            else:
+                printer.show(event)
     printer.close_line()
     if view.message is not None:
         return EXIT_OK
@@ -319,6 +413,12 @@ class _Connection:
         if args.tenant is not None:
             common["tenant"] = args.tenant
         options = ChannelOptions(lb_policy=args.lb_policy)
+        if args.max_message_size is not None:
+            options = replace(
+                options,
+                max_send_message_bytes=args.max_message_size,
+                max_receive_message_bytes=args.max_message_size,
+            )
         if _is_url(args.target):
             card = await _fetch_card(args.target, args.timeout, tls)
             return A2AClient.for_card(
@@ -478,8 +578,6 @@ def _tls(args: argparse.Namespace) -> TlsConfig | None:
 
 
 def _message(args: argparse.Namespace) -> a2a_pb2.Message:
-    if bool(args.task_id) and not args.context_id:
-        raise UsageError("--task-id needs --context-id (continue a task with both ids)")
     parts: list[a2a_pb2.Part | str] = [args.text]
     if args.data is not None:
         try:
@@ -551,14 +649,29 @@ def _still_running(args: argparse.Namespace) -> str:
     )
 
 
-def _tls_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
-    """A hint when the failure looks like TLS on one side only."""
+def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
+    """What to type instead when the failure says TARGET is not what it was given as: an HTTP
+    server given as a gRPC `host:port`, TLS on one side only, or a server that wants a client
+    certificate (mutual TLS) and got none."""
     if not isinstance(error, UnavailableError):
         return ""
     details = error.details.lower()
-    plaintext = _tls(args) is None and not (
-        _is_url(args.target) and args.target.startswith("https")
-    )
+    if not _is_url(args.target) and ("http1.x server" in details or "settings frame" in details):
+        scheme = "https" if _tls(args) is not None else "http"
+        return (
+            f" ({args.target} answers HTTP/1.x, not gRPC: an agent served over HTTP is reached "
+            f"by its URL, `{_program()} {args.command} {scheme}://{args.target} ...`, whose agent "
+            "card picks the binding)"
+        )
+    tls = _tls(args)
+    plaintext = tls is None and not (_is_url(args.target) and args.target.startswith("https"))
+    hung_up = "socket closed" in details or "server disconnected" in details
+    if not plaintext and hung_up and (tls is None or tls.client_certificate is None):
+        # A server that asks for a client certificate and gets none ends the handshake.
+        return (
+            " (the server probably requires a client certificate, mutual TLS: add --cert PEM "
+            "--key PEM)"
+        )
     if plaintext and "socket closed" in details:
         return " (if the server uses TLS, add --tls, and --ca PEM for a private CA)"
     if not plaintext and ("handshake" in details or "ssl" in details):
@@ -566,6 +679,30 @@ def _tls_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
             " (the TLS handshake failed: check --ca, --server-name, and that the server uses TLS)"
         )
     return ""
+
+
+def _size_hint(args: argparse.Namespace, error: RpcFailedError) -> str:
+    """A hint when gRPC refused a message over the client's own size limit."""
+    if error.code != grpc.StatusCode.RESOURCE_EXHAUSTED or "CLIENT:" not in error.details:
+        return ""
+    limit = args.max_message_size or DEFAULT_MAX_MESSAGE_BYTES
+    return (
+        f" (this client's limit is {limit} bytes for a gRPC message, each way: raise it with "
+        "--max-message-size BYTES)"
+    )
+
+
+def _message_size(text: str) -> int:
+    """`--max-message-size`: bytes, or with a binary suffix (`64MiB`, `64M`, `512KiB`)."""
+    match = _SIZE.match(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (bytes, or with KiB, MiB or GiB: 64MiB)"
+        )
+    value = int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()[:1]]
+    if not 0 < value < 2**31:
+        raise argparse.ArgumentTypeError("must be from 1 byte to under 2 GiB (gRPC's limit)")
+    return value
 
 
 def _program() -> str:
@@ -665,6 +802,13 @@ def _parser() -> argparse.ArgumentParser:
         "a dns: name, pick_first for one address)",
     )
     common.add_argument(
+        "--max-message-size",
+        type=_message_size,
+        metavar="BYTES",
+        help=f"largest gRPC message this client sends or takes, e.g. 64MiB (default: "
+        f"{DEFAULT_MAX_MESSAGE_BYTES // 1024**2}MiB); the HTTP bindings have no such limit",
+    )
+    common.add_argument(
         "--audit-log",
         metavar="FILE",
         help="append a hash-chained record of every call to FILE (`a2a-grpc audit verify FILE`; "
@@ -715,7 +859,9 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--url", help="add a part pointing at this URL")
     send.add_argument("--media-type", help="media type of --file/--url (default: guessed)")
     send.add_argument("--stream", action="store_true", help="stream events live")
-    send.add_argument("--task-id", help="continue this task (with --context-id)")
+    send.add_argument(
+        "--task-id", help="continue this task (its context is the task's; --context-id may say it)"
+    )
     send.add_argument("--context-id", help="the conversation's context id")
     send.add_argument(
         "--budget",
@@ -763,7 +909,8 @@ def _parser() -> argparse.ArgumentParser:
     command(
         "card",
         _card,
-        "show the agent card (URL: the public card; host:port: GetExtendedAgentCard)",
+        "show the agent card (URL: the public card; host:port: GetExtendedAgentCard, or the "
+        "public card when the agent has no extended card for you)",
     )
     return parser
 

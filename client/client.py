@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
@@ -341,7 +342,7 @@ class A2AClient:
         metadata: MetadataEntries = (),
         resume: RetryPolicy | bool | None = True,
         retry: RetryPolicy | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """SendStreamingMessage: yields each event with the running `TaskView`.
 
         The first event must be a Task or a Message; a continuation (the message names a task)
@@ -424,7 +425,7 @@ class A2AClient:
         timeout: float | None = None,
         metadata: MetadataEntries = (),
         resume: RetryPolicy | bool | None = True,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """SubscribeToTask: yields each event with the running view; the first must be the Task.
 
         Resumption and `timeout` work as in `send_streaming_message`.
@@ -552,22 +553,27 @@ class A2AClient:
         rpc: str,
         request: Any,
         view: TaskView,
-        stream: AsyncIterator[StreamItem],
+        stream: AsyncGenerator[StreamItem, None],
         counts: _StreamCounts,
-    ) -> AsyncIterator[StreamItem]:
-        """`stream`, recorded in the audit trail when it ends (however it ends)."""
-        if self._audit is None:
-            async for item in stream:
-                yield item
-            return
-        try:
-            async for item in stream:
-                view = item[1]
-                yield item
-        except BaseException as error:  # GeneratorExit: the caller stopped reading
-            self._record(rpc, request, view, error, attempts=counts.sent, resumed=counts.resumed)
-            raise
-        self._record(rpc, request, view, attempts=counts.sent, resumed=counts.resumed)
+    ) -> AsyncGenerator[StreamItem, None]:
+        """`stream`, recorded in the audit trail when it ends (however it ends), and closed
+        with this generator: a caller that stops reading and closes it closes the stream's
+        call now, in order, not whenever the event loop collects what is left."""
+        async with contextlib.aclosing(stream):
+            if self._audit is None:
+                async for item in stream:
+                    yield item
+                return
+            try:
+                async for item in stream:
+                    view = item[1]
+                    yield item
+            except BaseException as error:  # GeneratorExit: the caller stopped reading
+                self._record(
+                    rpc, request, view, error, attempts=counts.sent, resumed=counts.resumed
+                )
+                raise
+            self._record(rpc, request, view, attempts=counts.sent, resumed=counts.resumed)
 
     def _record(
         self,
@@ -612,7 +618,7 @@ class A2AClient:
         resume: RetryPolicy | bool | None,
         counts: _StreamCounts,
         resend: Resend | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         """`follow` with this client's resume policy, backoff and tenant, and the stream's
         metadata and deadline; `counts` counts the resumptions."""
 

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
+
+import grpc
 
 from a2a_grpc.client.errors import (
     A2ATransportError,
     DeadlineExceededError,
+    RpcFailedError,
     StreamResumeError,
 )
 from a2a_grpc.client.events import UnknownEvent
@@ -35,6 +38,7 @@ from a2a_grpc.client.transports.base import EventStream
 from a2a_grpc.core.errors import (
     EventIdExpiredError,
     InvalidAgentResponseError,
+    MethodNotFoundError,
     StatusError,
     UnsupportedOperationError,
 )
@@ -95,6 +99,7 @@ class Mode(enum.Enum):
 
 
 _SEND_MODES = (Mode.SEND, Mode.CONTINUATION)
+_RESUME_MODES = (Mode.RESUME, Mode.REPLAY)
 
 _FIRST_EVENTS: dict[Mode, tuple[str, ...]] = {
     Mode.SEND: ("task", "message"),
@@ -150,7 +155,7 @@ async def follow(
     resubscribe: Resubscribe,
     fetch_task: FetchTask,
     resend: Resend | None = None,
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """Reads `call` into `view`, yielding each event with the view after it, and resumes with
     SubscribeToTask under `policy` (None: resumption off) until the task settles.
 
@@ -168,7 +173,9 @@ async def follow(
     Whenever reading stops, the call is cancelled.
 
     A resumed stream refused with UnsupportedOperationError means the task finished while we were
-    away: its final state is fetched with `fetch_task` and yielded as a Task event.
+    away: its final state is fetched with `fetch_task` and yielded as a Task event. One refused
+    because the server has no SubscribeToTask (MethodNotFound, UNIMPLEMENTED, an HTTP route that
+    is not there) is a StreamResumeError saying the stream was cut and cannot be resumed there.
 
     Raises the agent's A2A error; InvalidAgentResponseError for a contract break; the last error
     when a send stream fails before its first event and may not be opened again;
@@ -234,7 +241,17 @@ async def follow(
             yield final, view
             if not view.done:
                 raise
-        except StatusError as refused:  # retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED
+        except (StatusError, RpcFailedError) as refused:
+            if mode in _RESUME_MODES and _not_offered(refused):
+                raise _resume_error(
+                    view,
+                    f"this server does not offer SubscribeToTask ({_named(refused)}), so a stream "
+                    "cut short cannot be resumed on it; GetTask reads the task as it stands",
+                    refused,
+                ) from refused
+            # Retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED: the send is made again.
+            if not isinstance(refused, StatusError):
+                raise
             if resend is None or events or mode not in _SEND_MODES:
                 raise
             delay = resend.delay_after(refused)
@@ -313,6 +330,23 @@ def _log_skipped(kind: str) -> None:
         "TaskView.skipped_events counts them)",
         kind,
     )
+
+
+def _not_offered(error: Exception) -> bool:
+    """Whether `error` says the server has no such method: JSON-RPC's MethodNotFound, gRPC's
+    UNIMPLEMENTED, or an HTTP route that is not there (404, 405, 501 without an A2A error)."""
+    if isinstance(error, MethodNotFoundError):
+        return True
+    return isinstance(error, RpcFailedError) and error.code in (
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.NOT_FOUND,
+    )
+
+
+def _named(error: Exception) -> str:
+    """`error` as a caller reads it: its class and what the server said."""
+    said = error.message if isinstance(error, StatusError) else str(error)
+    return f"{type(error).__name__}: {said}"
 
 
 def _check_first_event(event: a2a_pb2.StreamResponse, mode: Mode) -> None:

@@ -8,6 +8,7 @@ the keys their sender's card publishes. Contract of `CardCache.fetch`:
 - concurrent fetches of one URL share one HTTP request;
 - a fresh entry (within its max-age) is served from memory; a stale one is revalidated with its
   ETag; `revalidate=True` revalidates a fresh one too; `no-store` keeps nothing;
+- the request sends `A2A-Version: 1.0`, as every A2A request does;
 - with a `keyset`, every card fetched must carry a signature that verifies with it (A2A 1.0
   §8.4), checked before caching, so an unverified card is never served.
 """
@@ -26,8 +27,10 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from google.protobuf import json_format
 
+from a2a_grpc.core import v03
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.jose import KeySet, SignatureError
+from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.signing import verify_card
 from a2a_grpc.generated import a2a_pb2
 
@@ -107,12 +110,20 @@ def card_url(target: str) -> str:
 
 
 def parse_card(text: str | bytes) -> a2a_pb2.AgentCard:
-    """A ProtoJSON AgentCard; unknown fields are ignored, anything else malformed is an
-    InvalidAgentResponseError."""
-    card = a2a_pb2.AgentCard()
+    """An AgentCard from its JSON: A2A 1.0's ProtoJSON, or an A2A 0.3 card (`url`,
+    `preferredTransport`, `additionalInterfaces`, `protocolVersion` and no
+    `supportedInterfaces`: `v03.is_v03_card_json`), whose interfaces become 0.3
+    `supported_interfaces` (`v03.agent_card_from_v03_json`). Unknown fields are ignored;
+    anything else malformed is an InvalidAgentResponseError."""
     try:
-        json_format.Parse(text, card, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError) as error:
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise ValueError(f"a card is a JSON object, not {type(document).__name__}")
+        if v03.is_v03_card_json(document):
+            return v03.agent_card_from_v03_json(document)
+        card = a2a_pb2.AgentCard()
+        json_format.ParseDict(document, card, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, RecursionError) as error:
         raise InvalidAgentResponseError(f"malformed agent card: {error}") from error
     return card
 
@@ -147,10 +158,32 @@ async def bounded_get(
         raise CardTimeoutError(
             f"timed out after {timeout_s:g} s fetching {what} {url}", url=url
         ) from error
+    except httpx.RemoteProtocolError as error:
+        if "disconnected" in str(error):  # not a protocol mismatch: the peer hung up
+            raise CardUnreachableError(f"could not fetch {what} {url}: {error}", url=url) from error
+        # A response that is no HTTP/1.1 at all: HTTP/2 frames from a gRPC port, say.
+        raise CardUnreachableError(
+            f"could not fetch {what} {url}: {error or type(error).__name__} (the server there "
+            "does not answer HTTP/1.1: if it is a gRPC port, give it as host:port, without "
+            f"the scheme: {urlsplit(url).netloc})",
+            url=url,
+        ) from error
     except httpx.HTTPError as error:
         raise CardUnreachableError(
             f"could not fetch {what} {url}: {error or type(error).__name__}", url=url
         ) from error
+
+
+def _hint(url: str, status: int) -> str:
+    """What to give instead of a card URL the server refused with `status`."""
+    if status != 405:
+        return ""
+    parts = urlsplit(url)
+    origin = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    return (
+        f" (this URL takes no GET: it looks like an A2A endpoint, not an agent card; give the "
+        f"agent's origin, {origin}, whose {WELL_KNOWN_PATH} is its card, or the card's own URL)"
+    )
 
 
 def max_age(cache_control: str | None) -> float:
@@ -224,7 +257,9 @@ class CardCache:
 
     async def _fetch(self, url: str) -> FetchedCard:
         cached = self._entries.get(url)
-        headers = {"accept": "application/json"}
+        # A2A-Version as on every A2A request (the official SDK and ADK send it for the card):
+        # a server that serves a card per version picks this client's.
+        headers = {"accept": "application/json", "A2A-Version": PROTOCOL_VERSION}
         if cached is not None and cached.etag:
             headers["if-none-match"] = cached.etag
         status, response_headers, body = await bounded_get(
@@ -241,7 +276,9 @@ class CardCache:
                 except SignatureError as error:
                     raise CardRejectedError(f"GET {url}: {error}", url=url) from error
         else:
-            raise CardRejectedError(f"GET {url}: HTTP {status}", url=url, status=status)
+            raise CardRejectedError(
+                f"GET {url}: HTTP {status}{_hint(url, status)}", url=url, status=status
+            )
         age = max_age(response_headers.get("cache-control"))
         etag = response_headers.get("etag") or (cached.etag if cached else None)
         entry = FetchedCard(url, card, etag, now + max(age, 0.0), now)

@@ -263,7 +263,8 @@ class ServiceUnavailableError(ServiceError):
 class EventIdExpiredError(ServiceError):
     """SubscribeToTask resumed after an event id the server no longer keeps (its per-task
     buffer is bounded, and it goes with the task), or one that is not an id of the task's
-    stream: subscribe without the id for the task as it stands (core/event_ids.py)."""
+    stream: its message says what works instead, a subscription without the id while the task
+    runs, GetTask once it is finished (core/event_ids.py)."""
 
     reason = "EVENT_ID_EXPIRED"
     code = grpc.StatusCode.OUT_OF_RANGE

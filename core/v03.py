@@ -819,3 +819,92 @@ def agent_card_from_v03(card: v03.AgentCard) -> a2a_pb2.AgentCard:
     for name, scheme in card.security_schemes.items():
         out.security_schemes[name].CopyFrom(_rewire(scheme, a2a_pb2.SecurityScheme))
     return out
+
+
+V03_CARD_KEYS = frozenset(
+    {
+        "url",
+        "preferredTransport",
+        "preferred_transport",
+        "additionalInterfaces",
+        "additional_interfaces",
+        "protocolVersion",
+        "protocol_version",
+    }
+)
+"""Top-level names only an A2A 0.3 card has (in JSON or ProtoJSON spelling)."""
+_V10_INTERFACES_KEYS = ("supportedInterfaces", "supported_interfaces")
+_SCHEME_FIELDS = {kind: field for field, kind in _SCHEME_TYPES.items()}
+"""0.3 JSON's scheme `type` -> the 0.3 ProtoJSON field that holds the scheme."""
+
+
+def is_v03_card_json(document: object) -> bool:
+    """Whether an agent card's JSON is an A2A 0.3 card: it names its interfaces as 0.3 does
+    (`url`, `preferredTransport`, `additionalInterfaces`, `protocolVersion`) and not as 1.0
+    does (`supportedInterfaces`). A card with both (served for both versions, as
+    `--card-v03-fields` and the official SDK's compatibility mode serve it) is a 1.0 card."""
+    return (
+        isinstance(document, dict)
+        and not any(key in document for key in _V10_INTERFACES_KEYS)
+        and any(key in document for key in V03_CARD_KEYS)
+    )
+
+
+def agent_card_from_v03_json(document: dict[str, Any]) -> a2a_pb2.AgentCard:
+    """An A2A 0.3 card as its JSON schema has it (`AgentCard` in 0.3's a2a.json, what the
+    official SDK 0.3 serves), in 1.0 shape (`agent_card_from_v03`): the inverse of
+    `agent_card_json`. Security is reshaped to 0.3's ProtoJSON first: a scheme's `type`
+    picks its field (an API key's `in` is `location`), a requirement's `{name: scopes}`
+    becomes `{"schemes": {name: {"list": scopes}}}`; of an OAuth2 scheme's `flows`, which
+    0.3's JSON lets list several and both protos hold one of, the first listed is kept.
+    Unknown fields are ignored. Raises json_format.ParseError (or ValueError) when a known
+    field is malformed."""
+    shaped = dict(document)
+    schemes = shaped.get("securitySchemes", shaped.get("security_schemes"))
+    if isinstance(schemes, dict):
+        shaped.pop("security_schemes", None)
+        shaped["securitySchemes"] = {
+            name: _scheme_from_json(scheme) for name, scheme in schemes.items()
+        }
+    if isinstance(shaped.get("security"), list):
+        shaped["security"] = _requirements_from_json(shaped["security"])
+    skills = shaped.get("skills")
+    if isinstance(skills, list):
+        shaped["skills"] = [
+            {**skill, "security": _requirements_from_json(skill["security"])}
+            if isinstance(skill, dict) and isinstance(skill.get("security"), list)
+            else skill
+            for skill in skills
+        ]
+    card = v03.AgentCard()
+    json_format.ParseDict(shaped, card, ignore_unknown_fields=True)
+    return agent_card_from_v03(card)
+
+
+def _scheme_from_json(scheme: Any) -> Any:
+    """One 0.3 JSON security scheme (`{"type": "http", ...}`) as 0.3 ProtoJSON; a scheme
+    already in ProtoJSON shape (or unknown) is left as it is."""
+    if not isinstance(scheme, dict) or "type" not in scheme:
+        return scheme
+    fields = {key: value for key, value in scheme.items() if key != "type"}
+    field = _SCHEME_FIELDS.get(str(scheme["type"]))
+    if field is None:
+        return {}  # a scheme type 0.3 does not define: nothing this client can use of it
+    if "in" in fields:
+        fields["location"] = fields.pop("in")
+    flows = fields.get("flows")
+    if isinstance(flows, dict) and len(flows) > 1:
+        first = next(iter(flows))
+        fields["flows"] = {first: flows[first]}
+    return {field: fields}
+
+
+def _requirements_from_json(requirements: list[Any]) -> list[Any]:
+    """0.3 JSON's `[{name: scopes}]` as 0.3 ProtoJSON's `[{"schemes": {name: {"list":
+    scopes}}}]`; a requirement already in that shape is left as it is."""
+    return [
+        requirement
+        if not isinstance(requirement, dict) or isinstance(requirement.get("schemes"), dict)
+        else {"schemes": {name: {"list": scopes} for name, scopes in requirement.items()}}
+        for requirement in requirements
+    ]

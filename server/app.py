@@ -557,6 +557,7 @@ def _gate_and_metrics(
         max_streams=config.max_open_streams,
         declared_extensions=[ext.uri for ext in handler.card.capabilities.extensions],
         strict_version=config.strict_version,
+        v03_over_grpc=config.compat_03,
         audit=audit,
         metrics=rpc_metrics,
     )

@@ -88,6 +88,11 @@ class RestTransport:
         """A stream's event from one SSE event's JSON."""
         return stream_event_from_json(value)
 
+    def _failure(self, rpc: str, http_status: int | None, body: bytes) -> Exception:
+        """The exception `rpc`'s error answer stands for (`http_status` None: an error event
+        inside a stream)."""
+        return _failure(http_status, body)
+
     def _request(
         self, rpc: str, request: Message, metadata: Metadata, accept: str
     ) -> dict[str, Any]:
@@ -130,7 +135,7 @@ class RestTransport:
         arguments = self._request(rpc, request, metadata, "application/json, " + _A2A_JSON)
         response: httpx.Response = await within(timeout, self._http.request(**arguments))
         if not response.is_success:
-            raise _failure(response.status_code, response.content)
+            raise self._failure(rpc, response.status_code, response.content)
         body = json_body(response.content) if response.content.strip() else None
         return self._decode_result(rpc, body)
 
@@ -151,13 +156,13 @@ class RestTransport:
             if event.event == "error" or (
                 isinstance(value, dict) and isinstance(value.get("error"), dict)
             ):
-                raise _failure(None, event.data.encode())
+                raise self._failure(rpc, None, event.data.encode())
             return self._decode_event(value)
 
         def refused(http_status: int, body: bytes) -> Exception:
             if 200 <= http_status < 300:
                 return InvalidAgentResponseError(f"{rpc} answered without an event stream")
-            return _failure(http_status, body)
+            return self._failure(rpc, http_status, body)
 
         return SseStream(open_response, timeout=timeout, decode=decode, refused=refused)
 

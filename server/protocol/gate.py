@@ -45,6 +45,7 @@ from a2a_grpc.core.errors import (
     UnauthenticatedError,
     VersionNotSupportedError,
 )
+from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.ignored_fields import IgnoredFields
 from a2a_grpc.server.ops.metrics import RpcMetrics
@@ -110,6 +111,7 @@ class CallGate:
         max_streams: int,
         declared_extensions: Collection[str] = (),
         strict_version: bool = False,
+        v03_over_grpc: bool = False,
         audit: AuditLog | None = None,
         metrics: RpcMetrics | None = None,
     ) -> None:
@@ -117,6 +119,9 @@ class CallGate:
         self.max_streams = max_streams
         self.declared_extensions = frozenset(declared_extensions)
         self.strict_version = strict_version
+        self.v03_over_grpc = v03_over_grpc
+        """A2A 0.3's service is served on the gRPC port too (what a refusal of a request
+        without a version tells its caller)."""
         self.audit = audit
         self.metrics = metrics
         """Where every finished call is counted; None: nowhere."""
@@ -141,6 +146,30 @@ class CallGate:
         `grpc-0.3`, `jsonrpc`, `http`): its clock and its span. Never raises."""
         return Call(self, rpc, params, transport, stream)
 
+    def _unversioned(self, transport: str) -> str:
+        """Why a call without a version is refused (`--strict-version`), truthfully for its
+        transport: over gRPC 0.3 has a service of its own on the same port."""
+        if transport.startswith("grpc"):
+            said = "no a2a-version metadata: a request without it means A2A 0.3"
+            if self.v03_over_grpc:
+                return (
+                    f"{said}, which this port serves on A2A 0.3's own service, "
+                    f"{V03_SERVICE_NAME}, not on this one ({SERVICE_NAME}, "
+                    "A2A 1.0, which --strict-version keeps to callers that say so): send "
+                    "a2a-version: 1.0, or call the 0.3 service"
+                )
+            return (
+                f"{said}, which this server does not serve (--no-compat-03); send a2a-version: 1.0"
+            )
+        said = "no A2A-Version header: a request without it means A2A 0.3"
+        if self.v03_over_grpc:
+            return (
+                f"{said}, which this server serves over gRPC only "
+                f"({V03_SERVICE_NAME} on its gRPC port), not over HTTP; send "
+                "A2A-Version: 1.0"
+            )
+        return f"{said}, which this server does not serve; send A2A-Version: 1.0"
+
     def at_capacity(self, kind: str) -> ResourceExhaustedError:
         """The refusal for a call or stream past its limit (warned about now and then)."""
         now = time.monotonic()
@@ -161,14 +190,14 @@ class CallGate:
             retry_delay=AT_CAPACITY_RETRY_DELAY,
         )
 
-    def check_version(self, version: str | None) -> None:
+    def check_version(self, version: str | None, transport: str = "grpc") -> None:
         """Refuses an `a2a-version` this server does not speak (none at all means 0.3, refused
-        only with `strict_version`)."""
+        only with `strict_version`, saying where this server serves 0.3: over `transport`'s
+        port or not)."""
         if version is None or not version.strip():
             if self.strict_version:
                 raise VersionNotSupportedError(
-                    "no a2a-version metadata: a request without it means A2A 0.3, which this "
-                    "server does not speak; send a2a-version: 1.0",
+                    self._unversioned(transport),
                     metadata={"supportedVersions": service_params.PROTOCOL_VERSION},
                 )
             return
@@ -260,7 +289,7 @@ class Call:
         if check_version is not None:
             check_version(params.version)
         elif params.version not in _SERVED_VERSIONS:  # a version seen before needs no call
-            gate.check_version(params.version)
+            gate.check_version(params.version, self.transport)
         if not params.extension_values:
             return CallContext(principal, (), V10, params.last_event_id), ()
         requested = service_params.parse_extensions(params.extension_values)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from google.protobuf import empty_pb2
 
 from a2a_grpc.core.errors import (
+    EventIdExpiredError,
     ExtendedAgentCardNotConfiguredError,
     FieldViolation,
     InvalidParamsError,
@@ -284,8 +285,11 @@ class RequestHandler:
         self, task_id: str, scope: Scope, after: str
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         """The task's events after the id `after`, then its live ones until it is terminal
-        (EventIdExpiredError from the store when they are no longer all kept)."""
-        watched = await self.store.watch(task_id, scope, until_terminal=True, after=after)
+        (EventIdExpiredError when they are no longer all kept, saying what works instead)."""
+        try:
+            watched = await self.store.watch(task_id, scope, until_terminal=True, after=after)
+        except EventIdExpiredError as expired:
+            raise await self._next_step(task_id, scope, expired) from None
         if watched is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         subscription = watched[1]
@@ -294,6 +298,25 @@ class RequestHandler:
                 yield event
         finally:
             subscription.cancel()
+
+    async def _next_step(
+        self, task_id: str, scope: Scope, expired: EventIdExpiredError
+    ) -> EventIdExpiredError:
+        """`expired` (the store's why), with the call that works now: a subscription without
+        the id while the task runs, GetTask once it is terminal (a subscription is refused
+        then)."""
+        task = await self.store.get(task_id, scope, history_length=0)
+        if task is not None and task.status.state in TERMINAL_STATES:
+            state = a2a_pb2.TaskState.Name(task.status.state)
+            advice = (
+                f"task {task_id} is {state}, so nothing is left to stream (a subscription "
+                "without the id is refused too): read it with GetTask"
+            )
+        else:
+            advice = "subscribe without it for the task as it stands"
+        return EventIdExpiredError(
+            f"{expired.message}; {advice}", metadata={**expired.metadata, "taskId": task_id}
+        )
 
     # -- push notification configs and the extended card ---------------------------------
 

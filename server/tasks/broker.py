@@ -193,14 +193,12 @@ class Broker:
         cursor = parse_sequence(after)
         if log is None or cursor is None or cursor > log.seq:
             raise EventIdExpiredError(
-                f"{after!r} is not an event id of task {task_id}'s stream on this server; "
-                "subscribe without it for the task as it stands"
+                f"{after!r} is not an event id of task {task_id}'s stream on this server"
             )
         if cursor < log.floor:
             raise EventIdExpiredError(
                 f"the server no longer keeps the events of task {task_id} after {after!r} "
-                f"(it keeps the last {self.replay_length}); subscribe without it for the task "
-                "as it stands"
+                f"(it keeps the last {self.replay_length})"
             )
         subscription = Subscription(self, task_id, self.queue_size, until_terminal)
         subscription.snapshot_id = after

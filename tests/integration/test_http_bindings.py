@@ -234,6 +234,11 @@ async def test_strict_version_needs_the_header(
     harness = await make_server(http_port=0, strict_version=True)
     _, answer, _ = await post_rpc(http, harness, rpc("GetTask", {"id": "x"}))
     assert answer["error"]["code"] == -32009
+    assert answer["error"]["message"] == (
+        "no A2A-Version header: a request without it means A2A 0.3, which this server serves "
+        "over gRPC only (a2a.v1.A2AService on its gRPC port), not over HTTP; send A2A-Version: "
+        "1.0"
+    )
     _, answer, _ = await post_rpc(
         http, harness, rpc("GetTask", {"id": "x"}), headers={"A2A-Version": "1.0.3"}
     )

@@ -255,6 +255,22 @@ async def test_missing_version_served_unless_strict(make_server: Factory) -> Non
     assert ok.task.status.state == 3
 
 
+async def test_strict_version_says_where_0_3_is_served(make_server: Factory) -> None:
+    # The port serves A2A 0.3 on its own service: the refusal says so rather than that the
+    # server does not speak 0.3.
+    strict = await make_server(strict_version=True)
+    error = await _fails(strict, send_request(), metadata=())
+    assert error.details() == (
+        "no a2a-version metadata: a request without it means A2A 0.3, which this port serves on "
+        "A2A 0.3's own service, a2a.v1.A2AService, not on this one (lf.a2a.v1.A2AService, A2A "
+        "1.0, which --strict-version keeps to callers that say so): send a2a-version: 1.0, or "
+        "call the 0.3 service"
+    )
+    without_03 = await make_server(strict_version=True, compat_03=False)
+    error = await _fails(without_03, send_request(), metadata=())
+    assert "which this server does not serve (--no-compat-03)" in (error.details() or "")
+
+
 def images_only_card() -> a2a_pb2.AgentCard:
     card = demo_card("127.0.0.1:0")
     del card.default_input_modes[:]

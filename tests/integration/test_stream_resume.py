@@ -230,6 +230,34 @@ async def test_an_id_the_server_no_longer_keeps_falls_back_to_a_snapshot_and_say
     assert [p.text for p in final.task.artifacts[0].parts] == [f"chunk {n}" for n in range(CHUNKS)]
 
 
+async def test_a_stale_event_id_on_a_running_task_says_to_subscribe_without_it(
+    make_server: Factory,
+) -> None:
+    agent = Fifty()
+    harness = await make_server(agent, http_port=0)
+    assert harness.running.http_server is not None
+    base = harness.running.http_server.base_url
+    agent.allow(3)
+    body = {
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "go"}]},
+        "configuration": {"returnImmediately": True},
+    }
+    headers = {"A2A-Version": "1.0"}
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        sent = await http.post("/message:send", json=body, headers=headers)
+        task_id = sent.json()["task"]["id"]
+        expired = await http.get(
+            f"/tasks/{task_id}:subscribe", headers={**headers, LAST_EVENT_ID_HEADER: "999"}
+        )
+        assert expired.status_code == 410
+        assert "; subscribe without it for the task as it stands" in expired.text
+        async with http.stream("GET", f"/tasks/{task_id}:subscribe", headers=headers) as stream:
+            assert stream.status_code == 200
+            agent.allow(EVENTS)
+            text = (await stream.aread()).decode()
+        assert "TASK_STATE_COMPLETED" in text
+
+
 async def test_sse_events_carry_their_id_and_last_event_id_replays_after_it(
     make_server: Factory,
 ) -> None:
@@ -255,3 +283,13 @@ async def test_sse_events_carry_their_id_and_last_event_id_replays_after_it(
             f"/tasks/{task_id}:subscribe", headers={**headers, LAST_EVENT_ID_HEADER: "99"}
         )
         assert expired.status_code == 410 and "EVENT_ID_EXPIRED" in expired.text
+        # The task is finished: the error names what works then, GetTask, since a
+        # subscription without the id is refused too.
+        assert (
+            f"task {task_id} is TASK_STATE_COMPLETED, so nothing is left to stream (a "
+            "subscription without the id is refused too): read it with GetTask"
+        ) in expired.text
+        without = await http.get(f"/tasks/{task_id}:subscribe", headers=headers)
+        assert without.status_code == 400 and "read it with GetTask" in without.text
+        fetched = await http.get(f"/tasks/{task_id}", headers=headers)
+        assert fetched.status_code == 200 and '"TASK_STATE_COMPLETED"' in fetched.text

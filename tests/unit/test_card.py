@@ -11,8 +11,16 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import json_format
 
-from a2a_grpc.client.card import CardResolver, card_url, max_age, parse_card, pick_grpc_interface
+from a2a_grpc.client.card import (
+    CardResolver,
+    card_url,
+    max_age,
+    parse_card,
+    pick_grpc_interface,
+    select_interface,
+)
 from a2a_grpc.client.errors import AgentCardError, UnavailableError
+from a2a_grpc.core import v03
 from a2a_grpc.core.canonical import canonicalize
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.jose import KeySet, SignatureError, verify_detached
@@ -66,6 +74,96 @@ def test_malformed_card() -> None:
         parse_card("<html>")
     with pytest.raises(InvalidAgentResponseError):
         parse_card('{"name": 5, "skills": "no"}')
+
+
+CARD_V03 = {
+    # An A2A 0.3 card as the official SDK 0.3 serves it (pydantic, by alias, no None fields).
+    "name": "old-echo",
+    "description": "an A2A 0.3 agent",
+    "version": "1",
+    "protocolVersion": "0.3.0",
+    "url": "http://h/rpc",
+    "preferredTransport": "JSONRPC",
+    "additionalInterfaces": [
+        {"transport": "JSONRPC", "url": "http://h/rpc"},
+        {"transport": "HTTP+JSON", "url": "http://h"},
+    ],
+    "capabilities": {"streaming": True, "stateTransitionHistory": False},
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "securitySchemes": {
+        "bearer": {"type": "http", "scheme": "bearer"},
+        "key": {"type": "apiKey", "in": "header", "name": "X-Key"},
+        "oauth": {
+            "type": "oauth2",
+            "flows": {
+                "clientCredentials": {"tokenUrl": "https://t", "scopes": {"a": "b"}},
+                "password": {"tokenUrl": "https://p", "scopes": {}},
+            },
+        },
+    },
+    "security": [{"bearer": [], "key": []}, {"oauth": ["a"]}],
+    "skills": [
+        {"id": "s", "name": "S", "description": "d", "tags": [], "security": [{"bearer": []}]}
+    ],
+    "supportsAuthenticatedExtendedCard": True,
+}
+
+
+def test_a_0_3_card_is_read_as_0_3_interfaces() -> None:
+    card = parse_card(json.dumps(CARD_V03))
+    listed = [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces]
+    assert listed == [("JSONRPC", "http://h/rpc", "0.3.0"), ("HTTP+JSON", "http://h", "0.3.0")]
+    assert card.capabilities.streaming and card.capabilities.extended_agent_card
+    schemes = card.security_schemes
+    assert schemes["bearer"].http_auth_security_scheme.scheme == "bearer"
+    assert schemes["key"].api_key_security_scheme.location == "header"
+    flows = schemes["oauth"].oauth2_security_scheme.flows
+    assert flows.WhichOneof("flow") == "client_credentials"  # the first of the two listed
+    assert [dict(r.schemes) for r in card.security_requirements][1]["oauth"].list == ["a"]
+    assert list(card.skills[0].security_requirements[0].schemes) == ["bearer"]
+    assert select_interface(card).url == "http://h/rpc"  # the preferred one
+
+
+def test_a_0_3_card_without_interfaces_list_uses_url_and_preferred_transport() -> None:
+    card = parse_card(
+        json.dumps({"name": "x", "url": "http://h/api", "preferredTransport": "HTTP+JSON"})
+    )
+    assert [(i.protocol_binding, i.url, i.protocol_version) for i in card.supported_interfaces] == [
+        ("HTTP+JSON", "http://h/api", "0.3")
+    ]
+
+
+def test_a_card_for_both_versions_is_read_as_1_0() -> None:
+    both = dict(CARD, url="http://old/rpc", preferredTransport="JSONRPC", protocolVersion="0.3.0")
+    card = parse_card(json.dumps(both))
+    assert [i.url for i in card.supported_interfaces] == [
+        i["url"] for i in CARD["supportedInterfaces"]
+    ]
+
+
+def test_our_0_3_card_json_reads_back() -> None:
+    address = "127.0.0.1:50051"
+    served = finalize_card(
+        demo_card(address), address, bearer_tokens=True, client_certificates=False, v03=True
+    )
+    document = v03.agent_card_json(served)
+    card = parse_card(json.dumps(document))
+    assert [(i.protocol_binding, i.url) for i in card.supported_interfaces] == [
+        (i.protocol_binding, i.url)
+        for i in served.supported_interfaces
+        if i.protocol_version == v03.PROTOCOL_VERSION
+    ]
+    assert card.name == served.name and card.skills == served.skills
+    assert card.security_schemes == served.security_schemes
+    assert card.security_requirements == served.security_requirements
+
+
+def test_malformed_0_3_card() -> None:
+    with pytest.raises(InvalidAgentResponseError, match="malformed agent card"):
+        parse_card(json.dumps(dict(CARD_V03, additionalInterfaces="none")))
+    with pytest.raises(InvalidAgentResponseError, match="JSON object"):
+        parse_card("[]")
 
 
 def test_max_age() -> None:

@@ -21,7 +21,11 @@ from a2a_grpc.client.follow import Mode, StreamDeadline, StreamItem, follow
 from a2a_grpc.client.reducer import TaskView
 from a2a_grpc.client.retry import Backoff, RetryPolicy
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import EventIdExpiredError, UnsupportedOperationError
+from a2a_grpc.core.errors import (
+    EventIdExpiredError,
+    MethodNotFoundError,
+    UnsupportedOperationError,
+)
 from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.generated import a2a_pb2
 
@@ -323,3 +327,36 @@ async def test_a_stream_without_ids_resumes_from_a_snapshot_and_says_so() -> Non
     agent = Agent(FakeCall(snapshot(COMPLETED)))
     items = await run(FakeCall(snapshot(), error=DROP), agent)
     assert agent.after == [None] and items[-1][1].resumed_from_snapshot
+
+
+@pytest.mark.parametrize(
+    ("refusal", "named"),
+    [
+        (MethodNotFoundError("Method not found"), "MethodNotFoundError: Method not found"),
+        (
+            rpc_error(grpc.StatusCode.UNIMPLEMENTED, "SubscribeToTask is not served"),
+            "RpcFailedError: UNIMPLEMENTED: SubscribeToTask is not served",
+        ),
+    ],
+)
+async def test_a_cut_stream_on_a_server_without_subscribe_says_it_was_cut(
+    refusal: Exception, named: str
+) -> None:
+    agent = Agent(FakeCall(error=refusal))
+    with pytest.raises(StreamResumeError) as raised:
+        await run(FakeCall(snapshot(), update(WORKING)), agent)
+    assert str(raised.value) == (
+        "the stream of task t1 ended while it was working and could not be resumed: this "
+        f"server does not offer SubscribeToTask ({named}), so a stream cut short cannot be "
+        "resumed on it; GetTask reads the task as it stands"
+    )
+    assert raised.value.task_id == "t1" and raised.value.last_state == WORKING
+    assert agent.resubscribed == 1  # tried once: asking again would not help
+
+
+async def test_a_subscription_the_caller_opened_keeps_its_refusal() -> None:
+    # Only a resumption the client opened by itself is reported as a cut stream.
+    with pytest.raises(MethodNotFoundError):
+        await run(
+            FakeCall(error=MethodNotFoundError("Method not found")), Agent(), mode=Mode.SUBSCRIBE
+        )

@@ -673,13 +673,11 @@ class RedisTaskStore:
             subscription.cancel()
             if verdict == "unknown":
                 raise EventIdExpiredError(
-                    f"{after!r} is not an event id of task {task_id}'s stream; subscribe "
-                    "without it for the task as it stands"
+                    f"{after!r} is not an event id of task {task_id}'s stream"
                 )
             raise EventIdExpiredError(
                 f"the task store no longer keeps the events of task {task_id} after {after!r} "
-                f"(it keeps about the last {self.stream_length}); subscribe without it for "
-                "the task as it stands"
+                f"(it keeps about the last {self.stream_length})"
             )
         replayed = []
         for entry_id, entry in fields[5:]:

@@ -4,6 +4,9 @@
   HTTP+JSON, A2A 1.0 (tests/interop/sdk_http/peer_http_server.py).
 - `sdk_http_peer_v03`: the same in the SDK's A2A 0.3 compatibility mode, its card listing only
   0.3 interfaces.
+- `sdk03_peer`: the official a2a-sdk 0.3.26, a stock A2A 0.3 agent (its card in 0.3's shape),
+  serving JSON-RPC and HTTP+JSON (tests/interop/sdk03/agent_server.py), in its own environment,
+  built on first use by tests/interop/sdk03/sdk03_env.py.
 - `adk_peer`: a Google ADK 2.13.0 agent with no model, served by ADK's `to_a2a()`
   (tests/interop/adk/agent_server.py), in ADK's own environment, built on first use by
   tests/interop/adk/adk_env.py.
@@ -27,10 +30,13 @@ from typing import Any
 
 import pytest
 
-from tests.interop.adk.adk_env import AdkVenvError, NoNetworkError, ensure_adk_python
+from tests.interop.adk.adk_env import ADK
+from tests.interop.peer_env import NoNetworkError, PeerEnv, PeerEnvError
+from tests.interop.sdk03.sdk03_env import SDK03
 
 ROOT = Path(__file__).resolve().parents[3]
 ADK_SERVER = ROOT / "tests" / "interop" / "adk" / "agent_server.py"
+SDK03_SERVER = ROOT / "tests" / "interop" / "sdk03" / "agent_server.py"
 
 
 @dataclass(frozen=True)
@@ -99,20 +105,26 @@ def sdk_http_peer_v03() -> Iterator[PeerProcess]:
     )
 
 
-@pytest.fixture(scope="module")
-def adk_python() -> Path:
-    """The python of ADK's own environment, built (about 30 s from an empty pip cache) on first
-    use. A failed pip fails the tests with pip's output; no network at all skips them, saying
-    so (as tests/packaging does), unless A2A_GRPC_REQUIRE_PEERS=1 makes that a failure too."""
+def peer_python(env: PeerEnv, what: str) -> Path:
+    """The python of a peer's own environment (`what` names the peer), built on first use. A
+    failed pip fails the tests with pip's output; no network at all skips them, saying so (as
+    tests/packaging does), unless A2A_GRPC_REQUIRE_PEERS=1 makes that a failure too."""
     try:
-        return ensure_adk_python()
+        return env.ensure()
     except NoNetworkError as error:
-        reason = f"no network for pip: the ADK peer's environment cannot be built: {error}"
+        reason = f"no network for pip: the {what} peer's environment cannot be built: {error}"
         if os.environ.get("A2A_GRPC_REQUIRE_PEERS") == "1":
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
-    except AdkVenvError as error:
-        pytest.fail(f"the ADK peer's environment could not be built: {error}", pytrace=False)
+    except PeerEnvError as error:
+        pytest.fail(f"the {what} peer's environment could not be built: {error}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def adk_python() -> Path:
+    """The python of ADK's own environment, built (about 30 s from an empty pip cache) on first
+    use (`peer_python`)."""
+    return peer_python(ADK, "ADK")
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +132,16 @@ def adk_peer(adk_python: Path) -> Iterator[PeerProcess]:
     """A Google ADK agent with no model behind ADK's own A2A server (JSON-RPC)."""
     # -I: nothing of ours (PYTHONPATH, the script's folder, user site) on the child's path.
     yield from run_peer("Google ADK", [str(adk_python), "-I", str(ADK_SERVER)])
+
+
+@pytest.fixture(scope="module")
+def sdk03_python() -> Path:
+    """The python of the SDK 0.3's own environment, built on first use (`peer_python`)."""
+    return peer_python(SDK03, "a2a-sdk 0.3")
+
+
+@pytest.fixture(scope="module")
+def sdk03_peer(sdk03_python: Path) -> Iterator[PeerProcess]:
+    """The official SDK 0.3.26's JSON-RPC and HTTP+JSON servers, A2A 0.3, its card in 0.3's
+    shape."""
+    yield from run_peer("a2a-sdk 0.3", [str(sdk03_python), "-I", str(SDK03_SERVER)])
