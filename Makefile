@@ -7,6 +7,7 @@ GEN_TMP := $(VENV)/gen-tmp
 LOCK   := requirements/lock.txt
 INSTALL ?= locked
 LATEST_VENV := .venv/latest
+FLOORS_VENV := .venv/floors
 
 HOST ?= 127.0.0.1
 PORT ?= 50051
@@ -18,7 +19,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest tiers dist docs gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest test-floors tiers dist docs gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -38,12 +39,16 @@ venv:
 # Installs exactly requirements/lock.txt (every package in .venv, with hashes), then the project
 # itself, editable and built with the locked setuptools; re-installs when pyproject.toml or the
 # lock changes, and the editable install picks up code edits. INSTALL=latest (make test-latest)
-# installs instead the newest versions pyproject.toml's ranges allow, into a venv of its own.
+# installs instead the newest versions pyproject.toml's ranges allow, into a venv of its own;
+# INSTALL=floors (make test-floors) the oldest.
 $(STAMP): pyproject.toml $(LOCK)
 	@$(MAKE) --no-print-directory venv VENV=$(VENV) PYTHON=$(PYTHON)
 ifeq ($(INSTALL),latest)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]'
+else ifeq ($(INSTALL),floors)
+	@$(MAKE) --no-print-directory install VENV=.venv INSTALL=locked PYTHON=$(PYTHON)
+	.venv/bin/uv pip install --quiet --python $(PY) --resolution lowest-direct -e '.[dev]'
 else
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -70,6 +75,13 @@ test-latest:
 	} > requirements/latest.txt; \
 	echo "make test-latest: $$status (versions in requirements/latest.txt)"; \
 	test $$status = passed
+
+# The unit and integration tiers on the oldest versions pyproject.toml's runtime ranges allow
+# (uv's lowest-direct resolution, in .venv/floors): the floors the ranges promise are tested.
+# CI runs it.
+test-floors:
+	@rm -f $(FLOORS_VENV)/.installed
+	$(MAKE) --no-print-directory tiers VENV=$(FLOORS_VENV) INSTALL=floors
 
 # The unit and integration tiers alone, on whichever Python makes the venv: CI runs them on 3.13
 # with `make tiers PYTHON=python3.13 VENV=.venv/py3.13` (the same lock, a venv of its own).
