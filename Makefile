@@ -52,11 +52,18 @@ endif
 
 # Writes requirements/lock.txt again from pyproject.toml (runtime + dev extras) and
 # requirements/build.in: newest versions the ranges and pins allow, hashes for every file, one
-# lock for every supported Python (--universal). Commit it with the change that asked for it.
+# lock for every supported Python (--universal). Then the image's two locks, held to the same
+# versions (-c $(LOCK)): requirements/runtime.txt, the runtime dependencies alone, and
+# requirements/build.txt, what the image builds the wheel with. Commit them with the change
+# that asked for it.
 lock: $(STAMP)
 	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
 		--custom-compile-command 'make lock' --extra dev pyproject.toml requirements/build.in \
 		-o $(LOCK)
+	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+		--custom-compile-command 'make lock' -c $(LOCK) pyproject.toml -o requirements/runtime.txt
+	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+		--custom-compile-command 'make lock' -c $(LOCK) requirements/build.in -o requirements/build.txt
 
 # `make test` against the newest versions the ranges allow, in .venv/latest; not part of
 # `make test`. Writes what it ran and how it ended to requirements/latest.txt (commit it), so the
