@@ -18,7 +18,7 @@ GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest tiers dist docs gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest tiers dist docs image gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
 
 install: $(STAMP)
 
@@ -204,6 +204,19 @@ docs: $(STAMP)
 	rm -rf build/api
 	$(PY) -W error -m pdoc --docformat markdown --no-show-source -o build/api $(API_MODULES)
 	@echo "make docs: the API reference is in build/api/index.html"
+
+# The server image (Containerfile) with podman, or docker when podman is absent, tagged
+# $(IMAGE):<version> and $(IMAGE):dev. IMAGE_BUILD_FLAGS passes more build options: e.g. a CA
+# bundle for pip behind a TLS-inspecting proxy (docs/deploy.md).
+IMAGE ?= localhost/a2a-grpc
+IMAGE_BUILD_FLAGS ?=
+CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || \
+	{ command -v docker >/dev/null 2>&1 && echo docker; })
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: neither podman nor docker is installed" >&2; exit 2; }
+	$(CONTAINER_ENGINE) build $(IMAGE_BUILD_FLAGS) -f Containerfile \
+		-t $(IMAGE):$(VERSION) -t $(IMAGE):dev .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
