@@ -16,9 +16,11 @@ GHZ_VERSION := v0.121.0
 GHZ_STAMP   := $(VENV)/.ghz-$(GHZ_VERSION)
 GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
+HELM_VERSION := v4.3.2
+HELM_STAMP   := $(VENV)/.helm-$(HELM_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest tiers dist docs image gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest tiers dist docs image gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl helm tools peers clean
 
 install: $(STAMP)
 
@@ -137,12 +139,13 @@ typecheck: $(STAMP)
 # while the pins are unchanged. `make peers` builds them ahead of time.
 # The tools the examples of the README and docs/ call (grpcurl, ghz), so that its test runs those examples too.
 # Without Go, or when they cannot be built, the README test skips those examples and says why.
+# helm is for the chart's tests (tests/deploy), which skip without it.
 tools: $(STAMP)
 	@if command -v go >/dev/null 2>&1; then \
-		$(MAKE) --no-print-directory grpcurl ghz || \
-			echo "make tools: grpcurl/ghz not built; the README test skips their examples" >&2; \
+		$(MAKE) --no-print-directory grpcurl ghz helm || \
+			echo "make tools: grpcurl/ghz/helm not built; the README and chart tests skip what needs them" >&2; \
 	else \
-		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples" >&2; \
+		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples, the chart tests skip" >&2; \
 	fi
 
 test: install check-gen lint typecheck docs tools
@@ -177,6 +180,13 @@ grpcurl: $(GRPCURL_STAMP)
 
 $(GRPCURL_STAMP): $(STAMP)
 	GOBIN="$(abspath $(VENV))/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	touch $@
+
+# Installs a pinned helm into .venv/bin (needs Go); the chart's tests (tests/deploy) use it.
+helm: $(HELM_STAMP)
+
+$(HELM_STAMP): $(STAMP)
+	GOBIN="$(abspath $(VENV))/bin" go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
 	touch $@
 
 # Ours vs the bare grpc.aio limit vs the official SDK, one table. Uses .venv/bin/ghz when present
