@@ -176,7 +176,8 @@ def test_podman_stop_drains_and_exits_0(running: Running) -> None:
     """SIGTERM reaches the server (PID 1): /readyz says 503 while the drain delay lasts, a task
     running at the stop finishes, and the container exits 0 well before podman would kill it."""
     task = subprocess.Popen(
-        [A2A_GRPC, "send", "--stream", running.grpc, f"slow {DRAIN_DELAY - 1}"],
+        # working past the drain delay: it finishes in the grace that follows
+        [A2A_GRPC, "send", "--stream", running.grpc, f"slow {DRAIN_DELAY + 2}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -197,9 +198,9 @@ def test_podman_stop_drains_and_exits_0(running: Running) -> None:
         draining = httpx.get(f"{running.http}/readyz")
         assert draining.status_code == 503, draining.text
         assert httpx.get(f"{running.http}/healthz").status_code == 200
-        rest, _ = task.communicate(timeout=60)
-        assert "state: completed" in rest, rest  # the running task finished during the drain
         running.logs.wait_for(f"draining: GOAWAY .* running work gets {SHUTDOWN_GRACE} s")
+        rest, _ = task.communicate(timeout=60)
+        assert "state: completed" in rest, rest  # the running task finished in the grace
         _, stop_errors = stop.communicate(timeout=90)
         seconds = time.monotonic() - started
         assert stop.returncode == 0, stop_errors
