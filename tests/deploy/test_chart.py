@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from a2a_grpc.core.release import version
-from a2a_grpc.server.cli import config_from_args, parser
+from a2a_grpc.server.cli import config_from_args, parse_args
 from tests.deploy.charts import CHART, ROOT, SERVICE_MONITOR_API, VALUE_FILES, Renderer
 
 pytestmark = pytest.mark.timeout(600)
@@ -160,20 +160,22 @@ def test_the_service_names_its_protocols_and_reaches_the_container(
 
 
 @pytest.mark.parametrize("values", VALUE_FILES, ids=NAMES)
-def test_the_arguments_are_ones_serve_accepts(
-    chart: Renderer, values: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The rendered command line, parsed by `serve`'s own parser and made into its config, with
-    the container's environment (a Secret's value stands in for itself): a misspelt or renamed
-    option fails here, not in the cluster."""
+def test_the_arguments_are_ones_serve_accepts(chart: Renderer, values: Path) -> None:
+    """The rendered command line and environment (a Secret's value stands in for itself), read
+    by `serve`'s own parsing and made into its config: a misspelt or renamed option, or a
+    variable it would refuse, fails here, not in the cluster."""
     container = _container(chart.objects(values))
-    for env in container.get("env", []):
-        monkeypatch.setenv(env["name"], env.get("value", "redis://redis.shop.svc:6379/0"))
+    environ = {
+        env["name"]: env.get("value", "redis://redis.shop.svc:6379/0")
+        for env in container.get("env", [])
+    }
     args = container["args"]
     assert args[0] == "serve"
-    config = config_from_args(parser().parse_args(args[1:]))
+    parsed, _ = parse_args(args[1:], environ)
+    config = config_from_args(parsed)
     assert (config.host, config.port, config.http_port) == ("0.0.0.0", 50051, 50052)
     assert config.advertise == "rel-a2a-grpc.shop.svc:50051"
+    assert config.store == environ.get("A2A_GRPC_STORE", "")  # "": in memory
 
 
 def test_values_reach_serve_as_options(chart: Renderer) -> None:
