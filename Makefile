@@ -17,9 +17,11 @@ GHZ_VERSION := v0.121.0
 GHZ_STAMP   := $(VENV)/.ghz-$(GHZ_VERSION)
 GRPCURL_VERSION := v1.9.3
 GRPCURL_STAMP   := $(VENV)/.grpcurl-$(GRPCURL_VERSION)
+HELM_VERSION := v4.3.2
+HELM_STAMP   := $(VENV)/.helm-$(HELM_VERSION)
 QUICK ?=
 
-.PHONY: install venv lock test-latest test-floors tiers dist docs gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl tools peers clean
+.PHONY: install venv lock test-latest test-floors tiers dist docs image gen check-gen doc-tables lint fmt typecheck test unit serve bench perf ghz grpcurl helm tools peers clean
 
 install: $(STAMP)
 
@@ -57,11 +59,18 @@ endif
 
 # Writes requirements/lock.txt again from pyproject.toml (runtime + dev extras) and
 # requirements/build.in: newest versions the ranges and pins allow, hashes for every file, one
-# lock for every supported Python (--universal). Commit it with the change that asked for it.
+# lock for every supported Python (--universal). Then the image's two locks, held to the same
+# versions (-c $(LOCK)): requirements/runtime.txt, the runtime dependencies alone, and
+# requirements/build.txt, what the image builds the wheel with. Commit them with the change
+# that asked for it.
 lock: $(STAMP)
 	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
 		--custom-compile-command 'make lock' --extra dev pyproject.toml requirements/build.in \
 		-o $(LOCK)
+	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+		--custom-compile-command 'make lock' -c $(LOCK) pyproject.toml -o requirements/runtime.txt
+	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
+		--custom-compile-command 'make lock' -c $(LOCK) requirements/build.in -o requirements/build.txt
 
 # `make test` against the newest versions the ranges allow, in .venv/latest; not part of
 # `make test`. Writes what it ran and how it ended to requirements/latest.txt (commit it), so the
@@ -142,12 +151,13 @@ typecheck: $(STAMP)
 # while the pins are unchanged. `make peers` builds them ahead of time.
 # The tools the examples of the README and docs/ call (grpcurl, ghz), so that its test runs those examples too.
 # Without Go, or when they cannot be built, the README test skips those examples and says why.
+# helm is for the chart's tests (tests/deploy), which skip without it.
 tools: $(STAMP)
 	@if command -v go >/dev/null 2>&1; then \
-		$(MAKE) --no-print-directory grpcurl ghz || \
-			echo "make tools: grpcurl/ghz not built; the README test skips their examples" >&2; \
+		$(MAKE) --no-print-directory grpcurl ghz helm || \
+			echo "make tools: grpcurl/ghz/helm not built; the README and chart tests skip what needs them" >&2; \
 	else \
-		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples" >&2; \
+		echo "make tools: no Go toolchain; the README test skips the grpcurl and ghz examples, the chart tests skip" >&2; \
 	fi
 
 test: install check-gen lint typecheck docs tools
@@ -184,6 +194,13 @@ $(GRPCURL_STAMP): $(STAMP)
 	GOBIN="$(abspath $(VENV))/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	touch $@
 
+# Installs a pinned helm into .venv/bin (needs Go); the chart's tests (tests/deploy) use it.
+helm: $(HELM_STAMP)
+
+$(HELM_STAMP): $(STAMP)
+	GOBIN="$(abspath $(VENV))/bin" go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	touch $@
+
 # Ours vs the bare grpc.aio limit vs the official SDK, one table. Uses .venv/bin/ghz when present
 # (make ghz), the Python closed loop otherwise. QUICK=1: a ~20 s smoke run. Never part of test.
 bench: $(STAMP)
@@ -209,6 +226,19 @@ docs: $(STAMP)
 	rm -rf build/api
 	$(PY) -W error -m pdoc --docformat markdown --no-show-source -o build/api $(API_MODULES)
 	@echo "make docs: the API reference is in build/api/index.html"
+
+# The server image (Containerfile) with podman, or docker when podman is absent, tagged
+# $(IMAGE):<version> and $(IMAGE):dev. IMAGE_BUILD_FLAGS passes more build options: e.g. a CA
+# bundle for pip behind a TLS-inspecting proxy (docs/deploy.md).
+IMAGE ?= localhost/a2a-grpc
+IMAGE_BUILD_FLAGS ?=
+CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || \
+	{ command -v docker >/dev/null 2>&1 && echo docker; })
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: neither podman nor docker is installed" >&2; exit 2; }
+	$(CONTAINER_ENGINE) build $(IMAGE_BUILD_FLAGS) -f Containerfile \
+		-t $(IMAGE):$(VERSION) -t $(IMAGE):dev .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
