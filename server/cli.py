@@ -37,7 +37,7 @@ from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.ops.telemetry import configure_from_environment
 from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
-from a2a_grpc.server.settings import HTTP_PORT_OFF, parser
+from a2a_grpc.server.settings import HTTP_PORT_OFF, NOT_OPTIONS, parser
 from a2a_grpc.server.startup import startup_report, summarize
 from a2a_grpc.server.transports.addresses import bind_problem
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
@@ -119,42 +119,6 @@ class Setup:
     @property
     def config(self) -> ServerConfig:
         return self.plan.config
-
-
-NOT_OPTIONS = {
-    "subscriber_queue_size": "how far a stream may fall behind: a tuning constant for Python "
-    "callers and tests, not a deployment setting",
-    "replay_events": "how many events a resumed stream can be replayed: a tuning constant for "
-    "Python callers and tests (1000, as the Redis stream's trim length always was)",
-    "dedup_window": "how long a message id is remembered: bounded by --max-tasks already; a "
-    "tuning constant for Python callers and tests",
-    "reuse_port": "set in each worker by the supervisor of --workers N (the hidden "
-    "--worker-index), never by hand: a shared port is the supervisor's to arrange",
-}
-"""ServerConfig fields `serve` has no option for, each with the reason (they keep their
-defaults, but reuse_port, which config_from_args derives)."""
-
-NOT_CONFIG = {
-    "agent": "loaded into the agent run (--agent)",
-    "card": "loaded into the card (--card)",
-    "extended_card": "loaded into the extended card",
-    "auth_tokens": "loaded into the bearer tokens (and read again on SIGHUP)",
-    "tls_cert": "loaded into the TLS files (and read again on SIGHUP)",
-    "tls_key": "loaded into the TLS files",
-    "client_ca": "loaded into the TLS files",
-    "signature_keys": "loaded into the key set that verifies signed messages",
-    "signer_card_keys": "loaded into the key set that verifies signer cards",
-    "publish_signing_keys": "loaded into the keys published on the card (read again on SIGHUP)",
-    "card_signing_key": "loaded into the card signer",
-    "card_signing_kid": "the card signer's key id",
-    "log_level": "configures logging, not the server",
-    "log_format": "configures logging and the start-up lines, not the server",
-    "worker_index": "the worker's identity under --workers N (sets reuse_port)",
-    "worker_lifeline": "the worker's pipe to its supervisor",
-    "store_file": "read into the store URL (the store field)",
-}
-"""`serve` options (by dest) that are no ServerConfig field: what they name is read from files
-or the environment into the Setup, or configures this process rather than the server."""
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:

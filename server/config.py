@@ -136,7 +136,7 @@ def default_store_bytes() -> int:
 class ServerConfig:
     """Every setting of a server. Each field is the `a2a-grpc serve` option of the same name
     (`max_tasks` is `--max-tasks`; docs/server.md has the table), except a few tuning
-    constants and `reuse_port` (`a2a_grpc.server.cli.NOT_OPTIONS` says why). Durations are
+    constants and `reuse_port` (`a2a_grpc.server.settings.NOT_OPTIONS` says why). Durations are
     seconds, sizes bytes. The defaults are `serve`'s when no environment variable sets an
     option, except `http_port`: None here (no HTTP port), the gRPC port + 1 for `serve`.
 

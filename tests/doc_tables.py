@@ -4,8 +4,9 @@
     ...
     <!-- end: NAME -->
 
-`make doc-tables` (`python -m tests.doc_tables`) writes them; tests/unit/test_serve_environment.py
-fails when a committed one differs from what the code makes.
+`make doc-tables` (`python -m tests.doc_tables`) writes them; tests/unit/test_serve_help.py (the
+options) and test_serve_environment.py (the variables) fail when a committed one differs from
+what the code makes.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from a2a_grpc.server import environment
-from a2a_grpc.server.cli import parser
+from a2a_grpc.server.options import options_table
+from a2a_grpc.server.settings import SETTINGS, parser
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 TABLES: dict[str, tuple[Path, Callable[[], str]]] = {
+    "serve-options": (DOCS / "server.md", lambda: options_table(SETTINGS)),
     "serve-environment": (DOCS / "server.md", lambda: environment.table(parser())),
 }
 """Each table's name: the page it is on, and what makes it."""

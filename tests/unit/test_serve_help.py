@@ -1,5 +1,6 @@
 """`a2a-grpc serve --help` and the docs agree: every option is documented in both (the options
-table of docs/server.md), with its default; the exit-code table of docs/cli.md is the code's."""
+table of docs/server.md, made from the settings' table), with its default; the exit-code table of
+docs/cli.md is the code's."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 
 from a2a_grpc.core import exit_codes
 from a2a_grpc.server.cli import parser
+from a2a_grpc.server.options import options_table
+from a2a_grpc.server.settings import SETTINGS
+from tests import doc_tables
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-SERVER_DOC = (DOCS / "server.md").read_text()
 CLI_DOC = (DOCS / "cli.md").read_text()
 
 
@@ -26,9 +29,13 @@ def _options() -> list[argparse.Action]:
 
 
 def _readme_options_table() -> list[str]:
-    section = SERVER_DOC
-    start = section.index("| option | meaning |")
-    return section[start : section.index("\n\n", start)].splitlines()[2:]
+    return doc_tables.committed("serve-options").splitlines()[2:]
+
+
+def test_the_docs_options_table_is_the_settings() -> None:
+    assert doc_tables.committed("serve-options") == options_table(SETTINGS), (
+        "docs/server.md's options table is stale: run `make doc-tables`"
+    )
 
 
 @pytest.mark.parametrize("action", _options(), ids=lambda action: action.option_strings[0])
