@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from google.protobuf import json_format
 
-from a2a_grpc.core import v03
+from a2a_grpc.core import v03_agents
 from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.jose import KeySet, SignatureError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
@@ -112,15 +112,15 @@ def card_url(target: str) -> str:
 def parse_card(text: str | bytes) -> a2a_pb2.AgentCard:
     """An AgentCard from its JSON: A2A 1.0's ProtoJSON, or an A2A 0.3 card (`url`,
     `preferredTransport`, `additionalInterfaces`, `protocolVersion` and no
-    `supportedInterfaces`: `v03.is_v03_card_json`), whose interfaces become 0.3
-    `supported_interfaces` (`v03.agent_card_from_v03_json`). Unknown fields are ignored;
+    `supportedInterfaces`: `v03_agents.is_v03_card_json`), whose interfaces become 0.3
+    `supported_interfaces` (`v03_agents.agent_card_from_v03_json`). Unknown fields are ignored;
     anything else malformed is an InvalidAgentResponseError."""
     try:
         document = json.loads(text)
         if not isinstance(document, dict):
             raise ValueError(f"a card is a JSON object, not {type(document).__name__}")
-        if v03.is_v03_card_json(document):
-            return v03.agent_card_from_v03_json(document)
+        if v03_agents.is_v03_card_json(document):
+            return v03_agents.agent_card_from_v03_json(document)
         card = a2a_pb2.AgentCard()
         json_format.ParseDict(document, card, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, RecursionError) as error:

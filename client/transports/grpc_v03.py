@@ -22,7 +22,7 @@ from a2a_grpc.client.errors import from_rpc_error
 from a2a_grpc.client.events import decode_payload
 from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.client.transports.v03_rpcs import V03_RPCS
-from a2a_grpc.core import v03
+from a2a_grpc.core import v03, v03_agents
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.core.service import V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
@@ -61,9 +61,9 @@ class GrpcV03Transport:
         """`Transport.call`, translated to 0.3 and back; `timeout` is the gRPC deadline. ListTasks
         raises UnsupportedOperationError, unsent."""
         if rpc == "SendMessage":
-            send = v03.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
+            send = v03_agents.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
             raw = await self._unary("SendMessage", send, timeout, metadata)
-            return v03.send_response_from_v03(decode_payload(old.SendMessageResponse, raw))
+            return v03_agents.send_response_from_v03(decode_payload(old.SendMessageResponse, raw))
         if rpc not in V03_RPCS:
             raise UnsupportedOperationError(
                 f"{rpc} is not part of A2A 0.3 (this agent's interface)"
@@ -111,7 +111,7 @@ class _V03Stream:
     async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
         try:
             async for raw in self._call:
-                yield v03.stream_response_from_v03(decode_payload(old.StreamResponse, raw))
+                yield v03_agents.stream_response_from_v03(decode_payload(old.StreamResponse, raw))
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
 

@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 
 from a2a_grpc.client.transports.base import RESPONSES, Metadata
 from a2a_grpc.client.transports.jsonrpc import JsonRpcTransport
-from a2a_grpc.core import v03
+from a2a_grpc.core import v03, v03_agents
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
@@ -36,7 +36,7 @@ class JsonRpcV03Transport(JsonRpcTransport):
 
     def _params(self, rpc: str, request: Message) -> tuple[str, Any]:
         if rpc in ("SendMessage", "SendStreamingMessage"):
-            send = v03.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
+            send = v03_agents.send_request_v03(cast(a2a_pb2.SendMessageRequest, request))
             params: dict[str, Any] = {"message": _message_out(_proto_json(send.request))}
             configuration = _proto_json(send.configuration)
             if "pushNotification" in configuration:
@@ -133,7 +133,7 @@ class JsonRpcV03Transport(JsonRpcTransport):
         if isinstance(result.get("metadata"), dict):
             wrapped["metadata"] = result["metadata"]
         event = _parse(old.StreamResponse, {member: wrapped})
-        return v03.stream_response_from_v03(event)
+        return v03_agents.stream_response_from_v03(event)
 
 
 # -- 0.3 protobuf ↔ 0.3 JSON ---------------------------------------------------------------
@@ -260,7 +260,7 @@ def _task_in(value: dict[str, Any]) -> a2a_pb2.Task:
     task["history"] = [_message_json(m) for m in value.get("history") or []]
     if isinstance(value.get("metadata"), dict):
         task["metadata"] = value["metadata"]
-    return v03.task_from_v03(_parse(old.Task, task))
+    return v03_agents.task_from_v03(_parse(old.Task, task))
 
 
 def _message_in(value: dict[str, Any]) -> a2a_pb2.Message:
@@ -275,4 +275,4 @@ def _push_config_in(value: Any) -> a2a_pb2.TaskPushNotificationConfig:
         "name": v03.config_name(value.get("taskId", ""), config.get("id", "")),
         "pushNotificationConfig": config,
     }
-    return v03.push_config_from_v03(_parse(old.TaskPushNotificationConfig, named))
+    return v03_agents.push_config_from_v03(_parse(old.TaskPushNotificationConfig, named))

@@ -29,7 +29,7 @@ from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.client.transports.http import json_body
 from a2a_grpc.client.transports.rest import HTTP_JSON_BINDING, RestTransport
 from a2a_grpc.client.transports.v03_rpcs import V03_RPCS
-from a2a_grpc.core import v03
+from a2a_grpc.core import v03_agents
 from a2a_grpc.core.errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -85,7 +85,7 @@ class RestV03Transport(RestTransport):
         return from_v03(message_from_json(response_class, value))
 
     def _decode_event(self, value: Any) -> a2a_pb2.StreamResponse:
-        return v03.stream_response_from_v03(payload_from_json(old.StreamResponse, value))
+        return v03_agents.stream_response_from_v03(payload_from_json(old.StreamResponse, value))
 
     def _failure(self, rpc: str, http_status: int | None, body: bytes) -> Exception:
         cls = V03_HTTP_ERRORS.get(http_status or 0)

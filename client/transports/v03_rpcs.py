@@ -11,7 +11,7 @@ from typing import Any
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from a2a_grpc.core import v03
+from a2a_grpc.core import v03_agents
 from a2a_grpc.generated import a2a_v03_pb2 as old
 
 V03Rpc = tuple[str, Callable[[Any], Message], type[Message], Callable[[Any], Message]]
@@ -20,51 +20,51 @@ V03Rpc = tuple[str, Callable[[Any], Message], type[Message], Callable[[Any], Mes
 V03_RPCS: dict[str, V03Rpc] = {
     "SendMessage": (
         "SendMessage",
-        v03.send_request_v03,
+        v03_agents.send_request_v03,
         old.SendMessageResponse,
-        v03.send_response_from_v03,
+        v03_agents.send_response_from_v03,
     ),
     "SendStreamingMessage": (
         "SendStreamingMessage",
-        v03.send_request_v03,
+        v03_agents.send_request_v03,
         old.StreamResponse,
-        v03.stream_response_from_v03,
+        v03_agents.stream_response_from_v03,
     ),
-    "GetTask": ("GetTask", v03.get_task_request_v03, old.Task, v03.task_from_v03),
-    "CancelTask": ("CancelTask", v03.cancel_request_v03, old.Task, v03.task_from_v03),
+    "GetTask": ("GetTask", v03_agents.get_task_request_v03, old.Task, v03_agents.task_from_v03),
+    "CancelTask": ("CancelTask", v03_agents.cancel_request_v03, old.Task, v03_agents.task_from_v03),
     "SubscribeToTask": (
         "TaskSubscription",
-        v03.subscribe_request_v03,
+        v03_agents.subscribe_request_v03,
         old.StreamResponse,
-        v03.stream_response_from_v03,
+        v03_agents.stream_response_from_v03,
     ),
     "CreateTaskPushNotificationConfig": (
         "CreateTaskPushNotificationConfig",
-        v03.create_config_request_v03,
+        v03_agents.create_config_request_v03,
         old.TaskPushNotificationConfig,
-        v03.push_config_from_v03,
+        v03_agents.push_config_from_v03,
     ),
     "GetTaskPushNotificationConfig": (
         "GetTaskPushNotificationConfig",
-        v03.get_config_request_v03,
+        v03_agents.get_config_request_v03,
         old.TaskPushNotificationConfig,
-        v03.push_config_from_v03,
+        v03_agents.push_config_from_v03,
     ),
     "ListTaskPushNotificationConfigs": (
         "ListTaskPushNotificationConfig",
-        v03.list_configs_request_v03,
+        v03_agents.list_configs_request_v03,
         old.ListTaskPushNotificationConfigResponse,
-        v03.push_configs_from_v03,
+        v03_agents.push_configs_from_v03,
     ),
     "GetExtendedAgentCard": (
         "GetAgentCard",
         lambda _: old.GetAgentCardRequest(),
         old.AgentCard,
-        v03.agent_card_from_v03,
+        v03_agents.agent_card_from_v03,
     ),
     "DeleteTaskPushNotificationConfig": (
         "DeleteTaskPushNotificationConfig",
-        v03.delete_config_request_v03,
+        v03_agents.delete_config_request_v03,
         empty_pb2.Empty,
         lambda empty: empty,
     ),

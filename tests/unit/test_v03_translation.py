@@ -7,7 +7,7 @@ import pytest
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from a2a_grpc.core import status, v03
+from a2a_grpc.core import status, v03, v03_agents
 from a2a_grpc.core.errors import (
     FieldViolation,
     InvalidParamsError,
@@ -277,7 +277,7 @@ def test_an_artifact_chunk_keeps_append_and_last_chunk_both_ways(
             last_chunk=last_chunk,
         )
     )
-    received = v03.stream_response_from_v03(given)
+    received = v03_agents.stream_response_from_v03(given)
     assert received == chunk
 
 
@@ -433,18 +433,20 @@ def test_client_requests_come_back_as_they_went() -> None:
     send.configuration.accepted_output_modes.append("text/plain")
     send.configuration.history_length = 2
     send.configuration.return_immediately = True
-    assert v03.send_request(v03.send_request_v03(send)) == send
+    assert v03.send_request(v03_agents.send_request_v03(send)) == send
     blocking = a2a_pb2.SendMessageRequest(message=message)
-    assert v03.send_request_v03(blocking).configuration.blocking
+    assert v03_agents.send_request_v03(blocking).configuration.blocking
     get = a2a_pb2.GetTaskRequest(id="t1", history_length=0)
-    assert v03.get_task_request(v03.get_task_request_v03(get)) == a2a_pb2.GetTaskRequest(id="t1")
+    assert v03.get_task_request(v03_agents.get_task_request_v03(get)) == a2a_pb2.GetTaskRequest(
+        id="t1"
+    )
     cancel = a2a_pb2.CancelTaskRequest(id="t1")
-    assert v03.cancel_request(v03.cancel_request_v03(cancel)) == cancel
+    assert v03.cancel_request(v03_agents.cancel_request_v03(cancel)) == cancel
     subscribe = a2a_pb2.SubscribeToTaskRequest(id="t1")
-    assert v03.subscribe_request(v03.subscribe_request_v03(subscribe)) == subscribe
+    assert v03.subscribe_request(v03_agents.subscribe_request_v03(subscribe)) == subscribe
     config = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="p1", url="https://h/", token="k")
     config.authentication.scheme = "Bearer"
-    assert v03.create_config_request(v03.create_config_request_v03(config)) == config
+    assert v03.create_config_request(v03_agents.create_config_request_v03(config)) == config
 
 
 def test_client_results_come_back_as_they_went() -> None:
@@ -454,7 +456,7 @@ def test_client_results_come_back_as_they_went() -> None:
         a2a_pb2.Message(message_id="q", role=a2a_pb2.ROLE_AGENT, parts=[a2a_pb2.Part(text="?")])
     )
     task.artifacts.add(artifact_id="a1", name="echo", parts=[a2a_pb2.Part(text="x")])
-    assert v03.task_from_v03(v03.task(task)) == task
+    assert v03_agents.task_from_v03(v03.task(task)) == task
     for event in (
         a2a_pb2.StreamResponse(task=task),
         a2a_pb2.StreamResponse(
@@ -468,9 +470,9 @@ def test_client_results_come_back_as_they_went() -> None:
             )
         ),
     ):
-        assert v03.stream_response_from_v03(v03.stream_response(event)) == event
+        assert v03_agents.stream_response_from_v03(v03.stream_response(event)) == event
     config = a2a_pb2.TaskPushNotificationConfig(task_id="t1", id="p1", url="https://h/")
-    assert v03.push_config_from_v03(v03.push_config(config)) == config
+    assert v03_agents.push_config_from_v03(v03.push_config(config)) == config
 
 
 def test_a_0_3_card_lists_its_interfaces_as_0_3() -> None:
@@ -479,7 +481,7 @@ def test_a_0_3_card_lists_its_interfaces_as_0_3() -> None:
     )
     card.additional_interfaces.add(url="h:50051", transport="GRPC")
     card.additional_interfaces.add(url="http://h/rpc", transport="JSONRPC")
-    converted = v03.agent_card_from_v03(card)
+    converted = v03_agents.agent_card_from_v03(card)
     listed = [
         (i.protocol_binding, i.url, i.protocol_version) for i in converted.supported_interfaces
     ]
