@@ -8,6 +8,9 @@ dropped; nothing is invented. A resource name that is not exactly `tasks/{id}` o
 Messages whose fields have the same numbers and types in both versions (security schemes and
 requirements, skills, providers, extensions: `tests/unit/test_v03_translation.py` checks each
 pair) are carried over by their bytes, and the fields only the 1.0 side has are discarded.
+
+The other way round, a 1.0 client calling a 0.3 agent, is core/v03_agents.py, which reuses the
+conversions both ways share (`rewire`, `part_into`, `push_config_into`, `SCHEME_TYPES`).
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ def send_request(request: v03.SendMessageRequest) -> a2a_pb2.SendMessageRequest:
             configuration.history_length = given.history_length
         configuration.return_immediately = not given.blocking
         if given.HasField("push_notification"):
-            _push_config_into(given.push_notification, configuration.task_push_notification_config)
+            push_config_into(given.push_notification, configuration.task_push_notification_config)
     return out
 
 
@@ -170,7 +173,7 @@ def create_config_request(
             ],
         )
     out = a2a_pb2.TaskPushNotificationConfig()
-    _push_config_into(given, out)
+    push_config_into(given, out)
     out.task_id = task_id
     out.id = request.config_id or given.id
     return out
@@ -200,7 +203,7 @@ def list_configs_request(
     )
 
 
-def _push_config_into(
+def push_config_into(
     given: v03.PushNotificationConfig, out: a2a_pb2.TaskPushNotificationConfig
 ) -> None:
     """0.3 lists the schemes a webhook accepts; 1.0 sends one, so the first is used."""
@@ -222,7 +225,7 @@ def _message_into(given: v03.Message, out: a2a_pb2.Message) -> None:
         out.metadata.CopyFrom(given.metadata)
     out.extensions.extend(given.extensions)
     for part in given.content:
-        _part_into(part, out.parts.add())
+        part_into(part, out.parts.add())
 
 
 def message_from_v03(given: v03.Message) -> a2a_pb2.Message:
@@ -231,7 +234,7 @@ def message_from_v03(given: v03.Message) -> a2a_pb2.Message:
     return out
 
 
-def _part_into(given: v03.Part, out: a2a_pb2.Part) -> None:
+def part_into(given: v03.Part, out: a2a_pb2.Part) -> None:
     """A FilePart becomes `raw` (bytes) or `url` (URI) with its media type and file name; a
     DataPart `data` (a JSON object, or the value it wraps under DATA_PART_COMPAT)."""
     if given.HasField("metadata"):
@@ -527,23 +530,23 @@ def agent_card(card: a2a_pb2.AgentCard) -> v03.AgentCard:
         default_input_modes=card.default_input_modes,
         default_output_modes=card.default_output_modes,
         supports_authenticated_extended_card=card.capabilities.extended_agent_card,
-        skills=[_rewire(skill, v03.AgentSkill) for skill in card.skills],
-        security=[_rewire(r, v03.Security) for r in card.security_requirements],
+        skills=[rewire(skill, v03.AgentSkill) for skill in card.skills],
+        security=[rewire(r, v03.Security) for r in card.security_requirements],
     )
     if card.HasField("provider"):
-        out.provider.CopyFrom(_rewire(card.provider, v03.AgentProvider))
+        out.provider.CopyFrom(rewire(card.provider, v03.AgentProvider))
     capabilities = card.capabilities
     out.capabilities.streaming = capabilities.streaming
     out.capabilities.push_notifications = capabilities.push_notifications
     out.capabilities.extensions.extend(
-        _rewire(ext, v03.AgentExtension) for ext in capabilities.extensions
+        rewire(ext, v03.AgentExtension) for ext in capabilities.extensions
     )
     for name, scheme in card.security_schemes.items():
-        out.security_schemes[name].CopyFrom(_rewire(scheme, v03.SecurityScheme))
+        out.security_schemes[name].CopyFrom(rewire(scheme, v03.SecurityScheme))
     return out
 
 
-_SCHEME_TYPES = {
+SCHEME_TYPES = {
     "apiKeySecurityScheme": "apiKey",
     "httpAuthSecurityScheme": "http",
     "oauth2SecurityScheme": "oauth2",
@@ -569,7 +572,7 @@ def agent_card_json(card: a2a_pb2.AgentCard) -> dict[str, Any]:
     """
     out = json_format.MessageToDict(agent_card(card))
     for name, scheme in out.get("securitySchemes", {}).items():
-        for field, kind in _SCHEME_TYPES.items():
+        for field, kind in SCHEME_TYPES.items():
             if field in scheme:
                 fields = scheme[field]
                 if "location" in fields:
@@ -607,7 +610,7 @@ def _requirements_json(requirements: list[dict[str, Any]]) -> list[dict[str, lis
     ]
 
 
-def _rewire(given: ProtoMessage, target: type[Wire]) -> Wire:
+def rewire(given: ProtoMessage, target: type[Wire]) -> Wire:
     """`given` read as `target`, a message with the same numbers and types for the fields both
     have; the fields only `given` has are discarded."""
     out = target.FromString(given.SerializeToString())

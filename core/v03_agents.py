@@ -11,16 +11,16 @@ from typing import Any
 from google.protobuf import json_format
 
 from a2a_grpc.core.v03 import (
-    _SCHEME_TYPES,
     PROTOCOL_VERSION,
-    _part_into,
-    _push_config_into,
-    _rewire,
+    SCHEME_TYPES,
     config_ids_of,
     config_name,
     message,
     message_from_v03,
+    part_into,
     push_config,
+    push_config_into,
+    rewire,
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as v03
@@ -102,7 +102,7 @@ def artifact_from_v03(given: v03.Artifact) -> a2a_pb2.Artifact:
     if given.HasField("metadata"):
         out.metadata.CopyFrom(given.metadata)
     for given_part in given.parts:
-        _part_into(given_part, out.parts.add())
+        part_into(given_part, out.parts.add())
     return out
 
 
@@ -174,7 +174,7 @@ def push_config_from_v03(
     """The ids come from the config's `name` (INVALID_PARAMS when it is not a config's name)."""
     task_id, config_id = config_ids_of(given.name)
     out = a2a_pb2.TaskPushNotificationConfig(task_id=task_id)
-    _push_config_into(given.push_notification_config, out)
+    push_config_into(given.push_notification_config, out)
     out.id = config_id or out.id
     return out
 
@@ -197,8 +197,8 @@ def agent_card_from_v03(card: v03.AgentCard) -> a2a_pb2.AgentCard:
         version=card.version,
         default_input_modes=card.default_input_modes,
         default_output_modes=card.default_output_modes,
-        skills=[_rewire(skill, a2a_pb2.AgentSkill) for skill in card.skills],
-        security_requirements=[_rewire(r, a2a_pb2.SecurityRequirement) for r in card.security],
+        skills=[rewire(skill, a2a_pb2.AgentSkill) for skill in card.skills],
+        security_requirements=[rewire(r, a2a_pb2.SecurityRequirement) for r in card.security],
     )
     version = card.protocol_version or PROTOCOL_VERSION
     listed = [(card.url, card.preferred_transport or "JSONRPC")]
@@ -215,15 +215,15 @@ def agent_card_from_v03(card: v03.AgentCard) -> a2a_pb2.AgentCard:
     if card.icon_url:
         out.icon_url = card.icon_url
     if card.HasField("provider"):
-        out.provider.CopyFrom(_rewire(card.provider, a2a_pb2.AgentProvider))
+        out.provider.CopyFrom(rewire(card.provider, a2a_pb2.AgentProvider))
     out.capabilities.streaming = card.capabilities.streaming
     out.capabilities.push_notifications = card.capabilities.push_notifications
     out.capabilities.extended_agent_card = card.supports_authenticated_extended_card
     out.capabilities.extensions.extend(
-        _rewire(ext, a2a_pb2.AgentExtension) for ext in card.capabilities.extensions
+        rewire(ext, a2a_pb2.AgentExtension) for ext in card.capabilities.extensions
     )
     for name, scheme in card.security_schemes.items():
-        out.security_schemes[name].CopyFrom(_rewire(scheme, a2a_pb2.SecurityScheme))
+        out.security_schemes[name].CopyFrom(rewire(scheme, a2a_pb2.SecurityScheme))
     return out
 
 
@@ -240,7 +240,7 @@ V03_CARD_KEYS = frozenset(
 )
 """Top-level names only an A2A 0.3 card has (in JSON or ProtoJSON spelling)."""
 _V10_INTERFACES_KEYS = ("supportedInterfaces", "supported_interfaces")
-_SCHEME_FIELDS = {kind: field for field, kind in _SCHEME_TYPES.items()}
+_SCHEME_FIELDS = {kind: field for field, kind in SCHEME_TYPES.items()}
 """0.3 JSON's scheme `type` -> the 0.3 ProtoJSON field that holds the scheme."""
 
 
