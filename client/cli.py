@@ -37,13 +37,13 @@ from a2a_grpc.client.channel import (
     LB_POLICIES,
 )
 from a2a_grpc.client.cli_connection import (
-    _HOST_PORT,
+    HOST_PORT,
+    Connection,
     UsageError,
-    _Connection,
-    _fetch_card,
-    _is_url,
-    _tls,
-    _transports,
+    allowed_transports,
+    fetch_card,
+    is_url,
+    tls_config,
 )
 from a2a_grpc.client.errors import (
     A2AClientError,
@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _send(args: argparse.Namespace) -> int:
     message = _message(args)
-    async with _Connection(args) as client:
+    async with Connection(args) as client:
         if not args.stream:
             result = await client.send_message(message, timeout=args.timeout)
             if isinstance(result, a2a_pb2.Message):
@@ -214,7 +214,7 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _subscribe(args: argparse.Namespace) -> int:
-    async with _Connection(args) as client:
+    async with Connection(args) as client:
         return await _follow(args, client.subscribe_to_task(args.id, timeout=args.timeout))
 
 
@@ -222,7 +222,7 @@ async def _get(args: argparse.Namespace) -> int:
     request = a2a_pb2.GetTaskRequest(id=args.id)
     if args.history is not None:
         request.history_length = args.history
-    async with _Connection(args) as client:
+    async with Connection(args) as client:
         task = await client.get_task(request, timeout=args.timeout)
     _emit(args, task, render_task(task, history=True))
     return EXIT_OK
@@ -234,31 +234,31 @@ async def _list(args: argparse.Namespace) -> int:
         request.status = _parse_state(args.state)
     if args.page_size is not None:
         request.page_size = args.page_size
-    async with _Connection(args) as client:
+    async with Connection(args) as client:
         response = await client.list_tasks(request, timeout=args.timeout)
     _emit(args, response, render_task_list(response))
     return EXIT_OK
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    async with _Connection(args) as client:
+    async with Connection(args) as client:
         task = await client.cancel_task(args.id, timeout=args.timeout)
     _emit(args, task, render_task(task))
     return EXIT_OK
 
 
 async def _card(args: argparse.Namespace) -> int:
-    if not _is_url(args.target):
+    if not is_url(args.target):
         try:
-            async with _Connection(args) as client:
+            async with Connection(args) as client:
                 card = await client.get_extended_agent_card(timeout=args.timeout)
         except NO_EXTENDED_CARD as refused:
             return await _public_card_instead(args, refused)
         _emit(args, card, render_card(card))
         return EXIT_OK
-    card = await _fetch_card(args.target, args.timeout, _tls(args))
+    card = await fetch_card(args.target, args.timeout, tls_config(args))
     try:
-        chosen = select_interface(card, _transports(args))
+        chosen = select_interface(card, allowed_transports(args))
         used = f"  uses: {chosen.protocol_binding} {chosen.protocol_version} {chosen.url}"
     except AgentCardError as error:
         used = f"  uses: nothing: {error}"
@@ -279,11 +279,11 @@ async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -
             "http(s)://HOST:PORT` with the agent's HTTP port"
         )
         return EXIT_AGENT_ERROR
-    tls = _tls(args)
+    tls = tls_config(args)
     scheme = "https" if tls is not None else "http"
     url = f"{scheme}://{host}:{port + 1}"
     try:
-        card = await _fetch_card(url, args.timeout or PUBLIC_CARD_TIMEOUT_S, tls)
+        card = await fetch_card(url, args.timeout or PUBLIC_CARD_TIMEOUT_S, tls)
     except (A2AClientError, StatusError, UsageError):
         card = None
     if card is None or not _names_grpc_port(card, port):
@@ -300,7 +300,7 @@ async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -
 
 def _host_and_port(target: str) -> tuple[str, int | None]:
     """(host, port) of a single `host:port` target; port None for a list or a `dns:` name."""
-    match = _HOST_PORT.match(target)
+    match = HOST_PORT.match(target)
     if match is None:
         return target, None
     return target[: match.start(1) - 1], int(match.group(1))
@@ -427,15 +427,15 @@ def _target_hint(args: argparse.Namespace, error: A2ATransportError) -> str:
     if not isinstance(error, UnavailableError):
         return ""
     details = error.details.lower()
-    if not _is_url(args.target) and ("http1.x server" in details or "settings frame" in details):
-        scheme = "https" if _tls(args) is not None else "http"
+    if not is_url(args.target) and ("http1.x server" in details or "settings frame" in details):
+        scheme = "https" if tls_config(args) is not None else "http"
         return (
             f" ({args.target} answers HTTP/1.x, not gRPC: an agent served over HTTP is reached "
             f"by its URL, `{_program()} {args.command} {scheme}://{args.target} ...`, whose agent "
             "card picks the binding)"
         )
-    tls = _tls(args)
-    plaintext = tls is None and not (_is_url(args.target) and args.target.startswith("https"))
+    tls = tls_config(args)
+    plaintext = tls is None and not (is_url(args.target) and args.target.startswith("https"))
     hung_up = "socket closed" in details or "server disconnected" in details
     if not plaintext and hung_up and (tls is None or tls.client_certificate is None):
         # A server that asks for a client certificate and gets none ends the handshake.

@@ -1,4 +1,4 @@
-"""How a client command reaches its agent: `_Connection` opens the client the command's options
+"""How a client command reaches its agent: `Connection` opens the client the command's options
 describe (TARGET as a card URL or a gRPC target, TLS, the bearer token, the message signer, the
 audit log) and closes it. A bad option is a UsageError, which the command reports in one line
 (client/cli.py).
@@ -35,17 +35,19 @@ SEND_RETRY = RetryPolicy(max_attempts=4, max_backoff_s=2.0)
 """SendMessage from the command line: fewer and shorter retries than the library's default, so a
 person learns sooner that the agent cannot be reached."""
 
-_HOST_PORT = re.compile(
+HOST_PORT = re.compile(
     r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]*[A-Za-z0-9])?):(\d{1,5})$"
 )
+"""A gRPC target's `host:port` (a host name, an IPv4 or a bracketed IPv6 address); group 1
+is the port."""
 
 
 class UsageError(Exception):
     """Bad command-line input; reported in one line with exit code 2."""
 
 
-class _Connection:
-    """`async with _Connection(args) as client`: resolves TARGET, opens, closes."""
+class Connection:
+    """`async with Connection(args) as client`: resolves TARGET, opens, closes."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
@@ -74,7 +76,7 @@ class _Connection:
     async def _open(self, args: argparse.Namespace) -> A2AClient:
         """A client to TARGET: a card URL picks its interface (`--transport` narrows the pick
         to one binding), anything else is a gRPC target."""
-        tls = _tls(args)
+        tls = tls_config(args)
         extensions = list(args.extension)
         if getattr(args, "budget", None) is not None and BUDGET_EXTENSION not in extensions:
             extensions.append(BUDGET_EXTENSION)  # the agent learns that a budget was asked for
@@ -94,10 +96,14 @@ class _Connection:
                 max_send_message_bytes=args.max_message_size,
                 max_receive_message_bytes=args.max_message_size,
             )
-        if _is_url(args.target):
-            card = await _fetch_card(args.target, args.timeout, tls)
+        if is_url(args.target):
+            card = await fetch_card(args.target, args.timeout, tls)
             return A2AClient.for_card(
-                card, transports=_transports(args), tls=tls, channel_options=options, **common
+                card,
+                transports=allowed_transports(args),
+                tls=tls,
+                channel_options=options,
+                **common,
             )
         _check_grpc_target(args.target)
         if args.transport not in (None, "grpc"):
@@ -184,7 +190,7 @@ def _check_grpc_target(text: str) -> None:
             raise UsageError(f"bad TARGET: {error}") from error
         return
     name = text.removeprefix("dns:///")
-    match = _HOST_PORT.match(name)
+    match = HOST_PORT.match(name)
     if match is None or not 0 < int(match.group(1)) < 65536:
         raise UsageError(
             f"bad TARGET {text!r}: expected host:port, ip:port,ip:port,... , dns:///host:port "
@@ -192,14 +198,12 @@ def _check_grpc_target(text: str) -> None:
         )
 
 
-def _transports(args: argparse.Namespace) -> tuple[str, ...]:
+def allowed_transports(args: argparse.Namespace) -> tuple[str, ...]:
     """The bindings the client may use: `--transport`'s, else all (the card's order picks)."""
     return (args.transport,) if args.transport else DEFAULT_TRANSPORTS
 
 
-async def _fetch_card(
-    url: str, timeout_s: float | None, tls: TlsConfig | None
-) -> a2a_pb2.AgentCard:
+async def fetch_card(url: str, timeout_s: float | None, tls: TlsConfig | None) -> a2a_pb2.AgentCard:
     """The card at `url`, fetched over HTTPS with the command's TLS settings (`--ca`,
     `--cert/--key`, `--server-name`)."""
     try:
@@ -237,11 +241,14 @@ def _signer(args: argparse.Namespace) -> MessageSigner | None:
         raise UsageError(f"--sign-card {card!r}: {error}") from error
 
 
-def _is_url(text: str) -> bool:
+def is_url(text: str) -> bool:
+    """Whether TARGET is an agent card's URL (else it is a gRPC target)."""
     return text.startswith(("http://", "https://"))
 
 
-def _tls(args: argparse.Namespace) -> TlsConfig | None:
+def tls_config(args: argparse.Namespace) -> TlsConfig | None:
+    """The TLS settings `--tls`, `--ca`, `--cert`/`--key` and `--server-name` give (None:
+    plaintext); UsageError for a pair given by half or a file that cannot be read."""
     if not (args.tls or args.ca or args.cert or args.key or args.server_name):
         return None
     if bool(args.cert) != bool(args.key):
