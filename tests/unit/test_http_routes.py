@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from a2a_grpc.server.transports.http.bindings import http_routes
+from a2a_grpc.server.transports.http.routes import http_routes
 
 SPEC_ROUTES = {
     ("POST", "/message:send", "SendMessage"),

@@ -19,7 +19,7 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.http_routes import SERVICE, http_rules, request_path, request_rule
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.generated import a2a_v03_pb2 as old
-from a2a_grpc.server.transports.http.bindings import http_routes
+from a2a_grpc.server.transports.http.routes import http_routes
 
 
 @pytest.mark.parametrize("cls", [*ERROR_CLASSES, *SERVICE_ERROR_CLASSES], ids=lambda c: c.__name__)

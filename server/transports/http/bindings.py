@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import socket
 import struct
 from collections.abc import (
@@ -36,16 +35,14 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from google.api import annotations_pb2  # type: ignore[import-untyped]
-from google.protobuf import descriptor, json_format, message_factory
+from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from a2a_grpc.core import protojson, status
+from a2a_grpc.core import status
 from a2a_grpc.core.errors import (
     InvalidParamsError,
     InvalidRequestError,
@@ -56,12 +53,19 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.event_ids import LAST_EVENT_ID_HEADER, event_id
 from a2a_grpc.core.media_types import accept_ranges, matches
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
-from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC
 from a2a_grpc.server.protocol.gate import NO_PARAMS, CallGate, ServiceParams
-from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import RequestHandler
+from a2a_grpc.server.transports.http.routes import (
+    HttpRoute,
+    Rpc,
+    _from_json,
+    _rest_request,
+    http_routes,
+    rpcs_of,
+)
 from a2a_grpc.server.trust.auth import Authenticator, Presented, caller_of, set_caller
 from a2a_grpc.server.trust.mesh import XFCC_HEADER
 
@@ -79,9 +83,6 @@ HTTP_JSON = "HTTP+JSON"
 JSONRPC_TRANSPORT = "jsonrpc"
 REST_TRANSPORT = "http"
 """The bindings' `transport` label in the metrics (and their spans' `rpc.system`)."""
-_SEGMENT = "[^/:]+"
-"""What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
-`/tasks/{id}:cancel` to its own route."""
 
 
 class SlowReaderError(Exception):
@@ -95,78 +96,6 @@ class HttpProblem(Exception):
         super().__init__(error.message)
         self.error = error
         self.http_status = error.http_status if http_status is None else http_status
-
-
-@dataclass(frozen=True)
-class Rpc:
-    """One RPC of the service as the HTTP bindings call it."""
-
-    name: str
-    request_class: type[Message]
-    streaming: bool
-    method: Callable[[Any, CallContext], Any]
-    """The handler method (snake_case of the RPC name)."""
-
-
-@dataclass(frozen=True)
-class HttpRoute:
-    """One HTTP+JSON route, from a google.api.http rule."""
-
-    verb: str
-    template: str
-    """The proto's path template, e.g. `/{tenant}/tasks/{id=*}:cancel`."""
-    path: str
-    """The aiohttp path: each variable `v<n>` matches one segment."""
-    fields: tuple[str, ...]
-    """The request field each variable `v<n>` fills, in order."""
-    body: str
-    rpc: str
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def rpcs_of(handler: Any) -> dict[str, Rpc]:
-    """Every RPC of A2AService with its request class and handler method, from the descriptor."""
-    return {
-        method.name: Rpc(
-            method.name,
-            message_factory.GetMessageClass(method.input_type),
-            method.server_streaming,
-            getattr(handler, _snake(method.name)),
-        )
-        for method in SERVICE.methods
-    }
-
-
-def http_routes() -> list[HttpRoute]:
-    """The HTTP+JSON routes: every method's google.api.http rule and its additional bindings."""
-    routes: list[HttpRoute] = []
-    for method in SERVICE.methods:
-        rule = method.GetOptions().Extensions[annotations_pb2.http]
-        for binding in (rule, *rule.additional_bindings):
-            verb = binding.WhichOneof("pattern")
-            if verb is None or verb == "custom":
-                continue
-            routes.append(_route(verb.upper(), getattr(binding, verb), binding.body, method.name))
-            if method.server_streaming and verb == "get":
-                routes.append(_route("POST", getattr(binding, verb), binding.body, method.name))
-    return routes
-
-
-def _route(verb: str, template: str, body: str, rpc: str) -> HttpRoute:
-    fields: list[str] = []
-
-    def variable(match: re.Match[str]) -> str:
-        field, _, pattern = match.group(1).partition("=")
-        if pattern not in ("", "*"):
-            raise ValueError(f"unsupported path pattern {match.group(0)} in {template}")
-        fields.append(field)
-        return f"{{v{len(fields) - 1}:{_SEGMENT}}}"
-
-    path = re.sub(r"\{([^}]+)\}", variable, template)
-    return HttpRoute(verb, template, path, tuple(fields), body, rpc)
 
 
 def read_params(request: web.Request) -> ServiceParams:
@@ -571,91 +500,6 @@ def _reset(http_request: web.Request) -> None:
     if sock is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
-
-
-# -- decoding -----------------------------------------------------------------------------
-
-
-def _from_json(
-    value: dict[str, Any], request_class: type[Message], *, strict: bool
-) -> tuple[Message, list[str]]:
-    """The request, and the unknown members left out of it (spec §5.7; `strict`: refused)."""
-    try:
-        return protojson.parse(value, request_class, ignore_unknown=not strict)
-    except (json_format.ParseError, TypeError, ValueError, RecursionError) as exc:
-        raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
-
-
-def _rest_request(
-    route: HttpRoute,
-    request_class: type[Message],
-    http_request: web.Request,
-    body: bytes,
-    *,
-    strict: bool,
-) -> tuple[Message, list[str]]:
-    """The request of an HTTP+JSON route, from its body (a body rule), or its query, and its
-    path; with the unknown members left out of it. An empty body, or `null` (a2a-go sends
-    that for CancelTask and a POST to `:subscribe`), is the empty request: the path fills it,
-    and the handler says what is still missing."""
-    if route.body == "*" and body.strip():
-        try:
-            value = json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            raise InvalidRequestError(f"the body is not JSON: {exc}") from None
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            raise InvalidParamsError(
-                f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
-            )
-        message, ignored = _from_json(value, request_class, strict=strict)
-    else:
-        query = _query_params(http_request, request_class, strict=strict)
-        message, ignored = _from_json(query, request_class, strict=strict)
-    for index, field in enumerate(route.fields):
-        value = http_request.match_info[f"v{index}"]
-        present = getattr(message, field)
-        if present and present != value:
-            raise InvalidParamsError(
-                f"{field} is {value!r} in the path but {present!r} in the body"
-            )
-        setattr(message, field, value)
-    return message, ignored
-
-
-def _query_params(
-    http_request: web.Request, request_class: type[Message], *, strict: bool
-) -> dict[str, Any]:
-    """The query string as the ProtoJSON object it stands for: names in camelCase (or the
-    proto's), repeated fields by repetition or commas, booleans as true/false. A parameter
-    that names no field is kept as it came, for the parse to leave out and count (`strict`:
-    refused here)."""
-    fields = request_class.DESCRIPTOR.fields_by_name
-    by_json = {field.json_name: field for field in request_class.DESCRIPTOR.fields}
-    value: dict[str, Any] = {}
-    for key in http_request.query:
-        field = by_json.get(key) or fields.get(key)
-        values = http_request.query.getall(key)
-        if field is None:
-            if strict:
-                raise InvalidParamsError(
-                    f"unknown query parameter {key!r} for {request_class.DESCRIPTOR.name}"
-                )
-            value[key] = values
-            continue
-        if field.is_repeated:
-            value[field.json_name] = [item for v in values for item in v.split(",") if item]
-            continue
-        if len(values) > 1:
-            raise InvalidParamsError(f"query parameter {key!r} is given more than once")
-        text: Any = values[0]
-        if field.type == descriptor.FieldDescriptor.TYPE_BOOL:
-            if text not in ("true", "false"):
-                raise InvalidParamsError(f"query parameter {key!r} must be true or false")
-            text = text == "true"
-        value[field.json_name] = text
-    return value
 
 
 # -- encoding -----------------------------------------------------------------------------
