@@ -61,9 +61,9 @@ from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.transports.http.routes import (
     HttpRoute,
     Rpc,
-    _from_json,
-    _rest_request,
     http_routes,
+    request_from_json,
+    rest_request,
     rpcs_of,
 )
 from a2a_grpc.server.trust.auth import Authenticator, Presented, caller_of, set_caller
@@ -374,7 +374,7 @@ class HttpBindings:
         def parse() -> tuple[Message, list[str]]:
             if not isinstance(params_value, dict):
                 raise InvalidParamsError("params must be a JSON object (the request message)")
-            return _from_json(params_value, rpc.request_class, strict=strict)
+            return request_from_json(params_value, rpc.request_class, strict=strict)
 
         if rpc.streaming:
             if notification:
@@ -426,7 +426,7 @@ class HttpBindings:
             strict = self.strict_parsing
 
             def parse() -> tuple[Message, list[str]]:
-                return _rest_request(route, rpc.request_class, http_request, body, strict=strict)
+                return rest_request(route, rpc.request_class, http_request, body, strict=strict)
 
             def error_response(error: StatusError) -> web.Response:
                 return _rest_error(error, media_type=media_type)

@@ -106,7 +106,7 @@ def _route(verb: str, template: str, body: str, rpc: str) -> HttpRoute:
 # -- decoding -----------------------------------------------------------------------------
 
 
-def _from_json(
+def request_from_json(
     value: dict[str, Any], request_class: type[Message], *, strict: bool
 ) -> tuple[Message, list[str]]:
     """The request, and the unknown members left out of it (spec §5.7; `strict`: refused)."""
@@ -116,7 +116,7 @@ def _from_json(
         raise InvalidParamsError(f"invalid {request_class.DESCRIPTOR.name}: {exc}") from None
 
 
-def _rest_request(
+def rest_request(
     route: HttpRoute,
     request_class: type[Message],
     http_request: web.Request,
@@ -139,10 +139,10 @@ def _rest_request(
             raise InvalidParamsError(
                 f"the body must be a JSON object (a {request_class.DESCRIPTOR.name})"
             )
-        message, ignored = _from_json(value, request_class, strict=strict)
+        message, ignored = request_from_json(value, request_class, strict=strict)
     else:
         query = _query_params(http_request, request_class, strict=strict)
-        message, ignored = _from_json(query, request_class, strict=strict)
+        message, ignored = request_from_json(query, request_class, strict=strict)
     for index, field in enumerate(route.fields):
         value = http_request.match_info[f"v{index}"]
         present = getattr(message, field)
