@@ -232,14 +232,18 @@ class ChainWriter:
             self._tell_health(True)
 
     def _failed(self, exc: OSError, waiting: int) -> None:
-        if not self.failing:
+        first = not self.failing
+        if first:
             self.failing = True
             self._lost_before = self.lost
-            self._tell_health(False)
         self.write_failures.failed(
             f"cannot be written ({exc.strerror or exc}): {waiting} bytes of records wait in "
             f"memory, {self.lost - self._lost_before} lost{self._failing_note()}"
         )
+        # Health is told after the line is logged, so whoever sees NOT_SERVING finds the reason
+        # already in the log.
+        if first:
+            self._tell_health(False)
 
     def _failing_note(self) -> str:
         """What the first ERROR about failing writes adds (e.g. that requests are refused)."""
