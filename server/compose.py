@@ -17,7 +17,7 @@ from a2a_grpc.core.jose import KeySet
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.protocol.dedup import DedupWindow, Idempotency, SharedDedupWindow
+from a2a_grpc.server.protocol.dedup import window_for
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
@@ -93,7 +93,6 @@ def build_handler(
     runs: dict[str, TaskRun] = {}
     listener = StoreEvents(runs, webhooks=webhooks, on_health=on_store_health)
     store: TaskStore
-    dedup: Idempotency
     push = None
     if config.store:
         shared = RedisTaskStore.connect(
@@ -109,9 +108,6 @@ def build_handler(
             stream_length=config.replay_events,
         )
         store = shared
-        dedup = SharedDedupWindow(
-            shared.claims, window=config.dedup_window, capacity=config.max_tasks
-        )
         if webhooks is not None:
             push = PushConfigService(
                 store,
@@ -140,9 +136,9 @@ def build_handler(
             config.subscriber_queue_size, observer=observer, replay_length=config.replay_events
         )
         store = InMemoryTaskStore(table, broker)
-        dedup = DedupWindow(window=config.dedup_window, capacity=config.max_tasks)
         if webhooks is not None:
             push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs)
+    dedup = window_for(store.claims, window=config.dedup_window, capacity=config.max_tasks)
     verifier = None
     if signature_keys is not None or signer_cards is not None:
         verifier = MessageVerifier(

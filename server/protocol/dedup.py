@@ -7,7 +7,8 @@ direct reply. The same id with other content is INVALID_PARAMS. The window holds
 up and remembers its run without awaiting in between, so concurrent repeats find the first.
 
 `DedupWindow` is one process's window; `SharedDedupWindow` adds, for replicas sharing a store,
-a claim per message id there that decides which delivery runs.
+a claim per message id there (the store's `claims`) that decides which delivery runs.
+`window_for` picks the one a store needs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "SharedDedupWindow",
     "fingerprint",
     "message_digest",
+    "window_for",
 ]
 
 Key = tuple[str, str, str]
@@ -86,14 +88,17 @@ def fingerprint(message: a2a_pb2.Message) -> int:
 class Idempotency(Protocol):
     """Who runs each message id. `repeat_of`, `remember`, `settle` and `expire` keep this
     process's window (synchronous, on the event loop: a repeat that arrives here while the first
-    delivery runs finds its run). `claim` decides, atomically and for every process sharing the
-    window, which delivery runs; a window of one process decides in `repeat_of` alone."""
+    delivery runs finds its run). `claim` decides, for every process sharing the store, which
+    delivery runs; intake asks it for every new message before any check of the task's state,
+    so a repeat gets the first delivery's outcome wherever that ran, even once the task it
+    answered has finished."""
 
     def repeat_of(self, key: Key, message: a2a_pb2.Message) -> Outcome | None: ...
 
     async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
-        """None when this delivery runs (as task `task_id` if it makes one); else the outcome
-        of the first delivery. InvalidParamsError when the id was used for other content."""
+        """None when this delivery runs (as task `task_id`: the task it makes, or the one it
+        continues); else the outcome of the first delivery. InvalidParamsError when the id was
+        used for other content."""
         ...
 
     async def unclaim(self, key: Key) -> None:
@@ -109,7 +114,7 @@ class Idempotency(Protocol):
 
 class DedupWindow:
     """Message ids seen within the last `window` seconds, at most `capacity` of them, in this
-    process only (`claim` always lets the delivery run: `repeat_of` already decided)."""
+    process only: the window of a store no other process sees (`TaskStore.claims` is None)."""
 
     def __init__(
         self, *, window: float, capacity: int, clock: Callable[[], float] = time.monotonic
@@ -148,7 +153,10 @@ class DedupWindow:
         return entry.run if isinstance(entry, _Delivery) else _SettledOutcome(entry)
 
     async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
-        return None
+        """This process's window again: the delivery's checks may have awaited (a signer's
+        card) since `repeat_of`, and a repeat that arrived meanwhile may have started first.
+        No process but this one sees the store, so nothing else can have run the id."""
+        return self.repeat_of(key, message)
 
     async def unclaim(self, key: Key) -> None:
         pass
@@ -236,7 +244,7 @@ class SharedDedupWindow(DedupWindow):
                     FieldViolation("message.message_id", "already used for different content")
                 ],
             )
-        return await self.claims.outcome(first_task, Scope(key[0], key[1]))
+        return await self.claims.outcome(first_task, Scope(key[0], key[1]), key[2])
 
     async def unclaim(self, key: Key) -> None:
         claimed = self._claimed.pop(key, None)
@@ -246,3 +254,12 @@ class SharedDedupWindow(DedupWindow):
     def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
         self._claimed.pop(key, None)
         super().remember(key, message, run)
+
+
+def window_for(claims: Claims | None, *, window: float, capacity: int) -> DedupWindow:
+    """The idempotency window over a store whose message-id claims are `claims`
+    (`TaskStore.claims`): shared through them when other processes see the store, this
+    process's alone when it has none."""
+    if claims is None:
+        return DedupWindow(window=window, capacity=capacity)
+    return SharedDedupWindow(claims, window=window, capacity=capacity)

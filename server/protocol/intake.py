@@ -113,50 +113,53 @@ class Intake:
             validation.check_extensions(self._required_extensions, call.extensions)
         signer = None if self.verifier is None else await self._check_signature(message, tenant)
         budget = _budget(message)
-        # Most messages start a task: no coroutine made to learn that (~1k instructions).
-        existing = await self._existing_task(message, scope) if message.task_id else None
-        configuration = request.configuration
-        inline: a2a_pb2.TaskPushNotificationConfig | None = None
-        if self.push is not None and configuration.HasField("task_push_notification_config"):
-            inline = configuration.task_push_notification_config
-            if existing is not None:
-                await self.push.check_room(
-                    existing.id, inline.id, "configuration.task_push_notification_config"
-                )
-        context_id = existing.context_id if existing is not None else message.context_id or new_id()
-        output_modes, history_length, return_immediately = (
-            _configuration_of(configuration)
-            if request.HasField("configuration")
-            else _NO_CONFIGURATION
-        )
-        # Positional, in field order: 5k instructions fewer per message than keywords.
-        context = RequestContext(
-            message,
-            existing.id if existing is not None else new_id(),  # task_id
-            context_id,
-            existing,  # task
-            tuple(message.reference_task_ids),
-            call.extensions,  # requested_extensions
-            call.principal,  # caller
-            "" if signer is None else signer.kid,  # signed_by
-            signer,
-            budget if budget is not None or existing is None else budget_of(existing),
-            tenant,
-            json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {},
-            output_modes,  # accepted_output_modes
-            history_length,
-            return_immediately,
-        )
-        if self.store.shared:  # one process decided in repeat_of (saves a coroutine, ~1k instr.)
-            first = await self.dedup.claim(key, message, context.task_id)
-            if first is not None:
-                return first, None, None  # another replica runs this message id
+        continued = message.task_id
+        task_id = continued or new_id()
+        # Who runs this message id, before any state check: a repeat gets the first delivery's
+        # outcome wherever it ran, also once the task it answered has moved on (finished, or
+        # working on it), which a state check would refuse.
+        first = await self.dedup.claim(key, message, task_id)
+        if first is not None:
+            return first, None, None  # an earlier delivery runs this message id
         subscription: Subscription | None = None
         try:
+            # Most messages start a task: no coroutine made to learn that (~1k instructions).
+            existing = await self._existing_task(message, scope) if continued else None
+            configuration = request.configuration
+            inline: a2a_pb2.TaskPushNotificationConfig | None = None
+            if self.push is not None and configuration.HasField("task_push_notification_config"):
+                inline = configuration.task_push_notification_config
+                if existing is not None:
+                    await self.push.check_room(
+                        task_id, inline.id, "configuration.task_push_notification_config"
+                    )
+            output_modes, history_length, return_immediately = (
+                _configuration_of(configuration)
+                if request.HasField("configuration")
+                else _NO_CONFIGURATION
+            )
+            # Positional, in field order: 5k instructions fewer per message than keywords.
+            context = RequestContext(
+                message,
+                task_id,
+                existing.context_id if existing is not None else message.context_id or new_id(),
+                existing,  # task
+                tuple(message.reference_task_ids),
+                call.extensions,  # requested_extensions
+                call.principal,  # caller
+                "" if signer is None else signer.kid,  # signed_by
+                signer,
+                budget if budget is not None or existing is None else budget_of(existing),
+                tenant,
+                json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {},
+                output_modes,  # accepted_output_modes
+                history_length,
+                return_immediately,
+            )
             if subscribe and existing is None:  # before the agent can emit anything
-                subscription = await self.store.subscribe(context.task_id)
+                subscription = await self.store.subscribe(task_id)
             if existing is None and inline is None:  # the common case, without a coroutine more
-                await self.store.reserve(scope, size, context.task_id)  # the run uses or frees it
+                await self.store.reserve(scope, size, task_id)  # the run uses or frees it
             else:
                 await self._claim_room_or_task(
                     existing, scope, size, context, inline, call.protocol
@@ -164,8 +167,7 @@ class Intake:
         except BaseException:
             if subscription is not None:
                 subscription.cancel()
-            if self.store.shared:
-                await self.dedup.unclaim(key)  # nothing ran: a retry may run it
+            await self.dedup.unclaim(key)  # nothing ran: a retry may run it
             raise
         run = TaskRun(
             store=self.store,

@@ -192,8 +192,10 @@ class Claims(Protocol):
         """Gives back the claim `value` on `digest` (only if it still holds it)."""
         ...
 
-    async def outcome(self, task_id: str, scope: Scope) -> Outcome:
-        """What the first delivery of a message id, as task `task_id`, led to, on any process."""
+    async def outcome(self, task_id: str, scope: Scope, message_id: str) -> Outcome:
+        """What the first delivery of message `message_id`, as task `task_id` (the task it
+        made, or the one it answered), led to, on any process: only what follows its arrival
+        in the task's history counts (the task an answer continues may not have taken it yet)."""
         ...
 
 
@@ -280,6 +282,14 @@ class TaskStore(Protocol):
 
     shared: bool
     """Whether other processes see the same tasks (so `--workers` and replicas make sense)."""
+
+    @property
+    def claims(self) -> Claims | None:
+        """Claims on message ids that every process using the store sees, which decide the
+        idempotency window across them (`protocol.dedup.window_for`); None for a store no other
+        process sees, whose window decides alone. A shared store must have them: without, a
+        message repeated to another replica would run again."""
+        ...
 
     @property
     def failures(self) -> int:

@@ -33,6 +33,7 @@ class InMemoryTaskStore:
     observer sees every event of the tasks it watches (webhooks)."""
 
     shared = False
+    claims = None  # no other process sees it: the idempotency window decides alone
     failures = 0  # no backend to fail
 
     def __init__(self, table: TaskTable, broker: Broker) -> None:

@@ -135,6 +135,50 @@ async def test_concurrent_repeats_run_the_agent_once(make_server: Factory) -> No
     assert listed.total_size == 1
 
 
+class AskThenHoldTheAnswer:
+    """Asks which one; works on an answer until `go` is set, then completes the task."""
+
+    def __init__(self) -> None:
+        self.answering = asyncio.Event()
+        self.go = asyncio.Event()
+        self.answers = 0
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        if context.task is None:
+            await events.require_input("which one?")
+            return
+        self.answers += 1
+        await events.working()
+        self.answering.set()
+        await self.go.wait()
+        await events.complete("thanks")
+
+
+async def test_a_repeated_answer_gets_the_first_outcome_while_it_runs_and_after(
+    make_server: Factory,
+) -> None:
+    """The same answer again (its message_id) is a repeat, not a message to a task whose state
+    refuses it: while its run works on the task (else "still working on an earlier message")
+    and once that run finished the task (else "takes no more messages")."""
+    agent = AskThenHoldTheAnswer()
+    harness = await make_server(agent=agent)
+    asked = (await harness.stub.SendMessage(send_request("ask"))).task
+    answer = send_request("the blue one", task_id=asked.id)
+    first = asyncio.ensure_future(harness.stub.SendMessage(answer))
+    await asyncio.wait_for(agent.answering.wait(), 10)
+    repeat = harness.stub.SendStreamingMessage(answer)  # follows the run working on it
+    assert (await repeat.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
+    agent.go.set()
+    done = (await asyncio.wait_for(first, 10)).task
+    assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert (await collect(repeat))[-1].status_update.status.state == done.status.state
+    again = (await harness.stub.SendMessage(answer)).task
+    assert again == done
+    streamed = [event async for event in harness.stub.SendStreamingMessage(answer)]
+    assert [(event.task.id, event.task.status) for event in streamed] == [(done.id, done.status)]
+    assert agent.answers == 1
+
+
 async def test_same_message_id_with_other_content_is_invalid(demo: Harness) -> None:
     request = send_request("one")
     await demo.stub.SendMessage(request)

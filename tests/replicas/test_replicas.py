@@ -74,6 +74,33 @@ def describe(events: list[a2a_pb2.StreamResponse]) -> list[str]:
     return out
 
 
+CARD_AT = re.compile(r"agent card at http://[\d.]+:(\d+)/")
+
+
+def http_port_of(replica: Replica) -> int:
+    """The replica's HTTP port, from its start-up lines."""
+    found = next(m for line in replica.output if (m := CARD_AT.search(line)))
+    return int(found.group(1))
+
+
+def port_of(replica: Replica, transport: str) -> int:
+    """The port serving `transport` on the replica."""
+    return replica.port if transport == "grpc" else http_port_of(replica)
+
+
+async def client_via(proxy: TcpProxy, replica: Replica, transport: str) -> A2AClient:
+    """Our client for `transport`, reaching the replicas through `proxy` (for the HTTP
+    bindings, the interface of `replica`'s card with its address replaced by the proxy's)."""
+    if transport == "grpc":
+        return A2AClient.connect(proxy.address)
+    port = http_port_of(replica)
+    async with CardResolver() as resolver:
+        card = await resolver.get(f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+    interface = select_interface(card, (transport,))
+    interface.url = interface.url.replace(f"127.0.0.1:{port}", proxy.address)
+    return A2AClient.for_card(card, transports=(transport,))
+
+
 async def test_a_task_created_on_one_replica_is_read_and_listed_on_another(
     replicas: StartReplica,
 ) -> None:
@@ -171,6 +198,36 @@ async def test_an_answer_can_land_on_any_replica(replicas: StartReplica) -> None
     with pytest.raises(grpc.aio.AioRpcError) as caught:  # terminal now, on every replica
         await a.stub.SendMessage(send("again", task_id=asked.id))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
+@pytest.mark.parametrize("transport", ["grpc", "jsonrpc", "http+json"])
+async def test_an_answer_whose_reply_was_lost_gets_its_result_from_another_replica(
+    replicas: StartReplica, redis: aioredis.Redis, transport: str
+) -> None:
+    """Catches intake checking the task's state before the shared claim on the message id:
+    the answer runs on B, which completes the task, and the proxy drops B's reply; our client
+    sends the answer again (the same message id) and the proxy takes it to A. A's own window
+    never saw the id and the task is COMPLETED now: without the claim first, A refuses the
+    answer (UNSUPPORTED_OPERATION, "takes no more messages") instead of giving B's result."""
+    a, b = await replicas(), await replicas()
+    asked = (await a.stub.SendMessage(send("ask"))).task
+    assert asked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    proxy = await TcpProxy(
+        port_of(b, transport), also=(port_of(a, transport),), drop_first_reply=True
+    ).start()
+    try:
+        async with await client_via(proxy, b, transport) as client:
+            answer = user_message("the blue one", task_id=asked.id)
+            answered = await client.send_message(answer)
+    finally:
+        await proxy.close()
+    assert proxy.dropped.is_set()
+    assert proxy.routed == [port_of(b, transport), port_of(a, transport)]  # B's reply lost
+    assert isinstance(answered, a2a_pb2.Task)
+    assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert answered.status.message.parts[0].text == f"answered, on {b.process.pid}"
+    runs = [run.decode() for run in await redis.lrange("test:runs", 0, -1)]
+    assert [run.split(":")[0] for run in runs][1:] == [answer.message_id]  # once, on B
 
 
 async def test_one_message_id_sent_to_two_replicas_runs_once(
@@ -371,15 +428,6 @@ async def test_tasks_survive_a_restart_of_every_replica_and_redis(
     assert kept.url == hook.url
     answered = (await c.stub.SendMessage(send("that one", task_id=asked.id))).task
     assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
-
-
-CARD_AT = re.compile(r"agent card at http://[\d.]+:(\d+)/")
-
-
-def http_port_of(replica: Replica) -> int:
-    """The replica's HTTP port, from its start-up lines."""
-    found = next(m for line in replica.output if (m := CARD_AT.search(line)))
-    return int(found.group(1))
 
 
 @pytest.mark.parametrize("transport", ["grpc", "jsonrpc", "http+json"])

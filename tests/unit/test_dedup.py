@@ -57,6 +57,17 @@ def test_a_repeat_finds_the_run_then_its_settled_outcome() -> None:
     assert settled.reply_message is None
 
 
+async def test_a_claim_finds_a_repeat_that_started_since_it_was_first_looked_up() -> None:
+    """A delivery's checks may await (a signer's card) between the handler's `repeat_of` and
+    its claim: a repeat that started meanwhile is found at the claim, before any state check."""
+    window = DedupWindow(window=60, capacity=10)
+    assert window.repeat_of(KEY, message("hi")) is None
+    first = run("task-1")
+    window.remember(KEY, message("hi"), first)  # the other delivery, meanwhile
+    assert await window.claim(KEY, message("hi"), "task-2") is first
+    assert await window.claim(("t", "alice", "m2"), message("hi"), "task-3") is None
+
+
 def test_a_settled_direct_reply_is_given_to_repeats() -> None:
     window = DedupWindow(window=60, capacity=10)
     first = FakeRun("task-1")

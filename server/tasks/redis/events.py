@@ -271,8 +271,16 @@ class RemoteOutcome:
 
     @classmethod
     async def follow(
-        cls, backend: RedisBackend, events: EventReader, task_id: str, scope: Scope
+        cls,
+        backend: RedisBackend,
+        events: EventReader,
+        task_id: str,
+        scope: Scope,
+        message_id: str,
     ) -> RemoteOutcome:
+        """Follows the delivery of message `message_id` as task `task_id`. A task whose
+        history does not hold the message yet (an answer the delivery has not handed to the
+        task so far) is not its outcome: only the events after it are."""
         outcome = cls(task_id, scope)
         subscription = await events.open(task_id, until_terminal=False)
         try:
@@ -281,7 +289,9 @@ class RemoteOutcome:
             )
             body = fields[0]
             if body is not None:
-                outcome._saw(a2a_pb2.StreamResponse(task=a2a_pb2.Task.FromString(body)))
+                task = a2a_pb2.Task.FromString(body)
+                if any(message.message_id == message_id for message in task.history):
+                    outcome._saw(a2a_pb2.StreamResponse(task=task))
                 events.start_after(subscription, fields[6].decode())
             else:  # not created yet, or a direct reply: read its events from the start
                 events.start_after(subscription, "0-0")
