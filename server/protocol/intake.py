@@ -179,15 +179,27 @@ class Intake:
         )
         self.active[run.task_id] = run
         self.dedup.remember(key, message, run)
-        run.start(self.agent, self.runners)  # scheduled: it runs at this coroutine's next await
-        snapshot = None
         if subscribe and existing is not None:
-            # A continuation's stream opens with the task as it stands (SUBMITTED, with the
-            # answer); if this fails, the accepted answer is still worked on.
+            return run, *await self._watch_then_start(run, scope)
+        run.start(self.agent, self.runners)  # scheduled: it runs at this coroutine's next await
+        return run, subscription, None
+
+    async def _watch_then_start(
+        self, run: TaskRun, scope: Scope
+    ) -> tuple[Subscription | None, a2a_pb2.Task | None]:
+        """A continuation's stream, opened before its run starts: its snapshot is the task as
+        `resume` left it on every store (SUBMITTED, with the answer; on a store that suspends
+        in `watch`, an agent started first would already have moved it on), then every event
+        of the run. If the watch fails, the accepted answer is still worked on."""
+        try:
             watched = await self.store.watch(run.task_id, scope, until_terminal=False)
-            if watched is not None:
-                snapshot, subscription = watched
-        return run, subscription, snapshot
+        finally:
+            if not run.is_settled:  # a cancel may have ended it while the watch waited
+                run.start(self.agent, self.runners)
+        if watched is None:
+            return None, None
+        snapshot, subscription = watched
+        return subscription, snapshot
 
     async def _claim_room_or_task(
         self,

@@ -18,6 +18,11 @@ import redis.asyncio
 from a2a_grpc.core.errors import EventIdExpiredError
 from a2a_grpc.core.event_ids import EVENT_ID_EXTENSION, event_id
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.protocol.dedup import window_for
+from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import LocalPushConfigs, PushConfigs
 from a2a_grpc.server.push.webhooks import PushConfigStore
 from a2a_grpc.server.tasks.base import (
@@ -403,6 +408,56 @@ async def test_resume_claims_an_interrupted_task_once(make_store: MakeStore) -> 
     await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
     with pytest.raises(TaskFinishedError):
         await store.resume("t1", ALICE, answer)
+
+
+class AskThenWork:
+    """Asks which one; an answer is worked on at once (WORKING), then completes the task."""
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        if context.task is None:
+            await events.require_input("which one?")
+            return
+        await events.working("on it")
+        await events.complete()
+
+
+def handler_over(store: TaskStore) -> RequestHandler:
+    """A request handler over `store`, with the idempotency window the store calls for."""
+    config = ServerConfig()
+    return RequestHandler(
+        AskThenWork(),
+        demo_card("localhost:50051"),
+        config,
+        store=store,
+        dedup=window_for(store.claims, window=config.dedup_window, capacity=config.max_tasks),
+    )
+
+
+def user_text(text: str, message_id: str, task_id: str = "") -> a2a_pb2.SendMessageRequest:
+    message = a2a_pb2.Message(message_id=message_id, role=a2a_pb2.ROLE_USER, task_id=task_id)
+    message.parts.add().text = text
+    return a2a_pb2.SendMessageRequest(message=message)
+
+
+async def test_a_continued_task_s_stream_opens_submitted_on_every_store(
+    make_store: MakeStore,
+) -> None:
+    """After an answer, a continuation's stream opens with the task as `resume` left it:
+    SUBMITTED, with the answer last in its history, on every store (docs/server.md, "Behaviour
+    worth knowing"). Catches the handler starting the agent before it takes that snapshot: on
+    a store whose `watch` waits on its backend (Redis), the agent's first event would already
+    be in it (WORKING), while the memory store showed SUBMITTED."""
+    handler = handler_over(await make_store())
+    caller = CallContext()
+    asked = (await handler.send_message(user_text("hi", "m-ask"), caller)).task
+    assert asked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    stream = handler.send_streaming_message(user_text("the blue one", "m-answer", asked.id), caller)
+    async with asyncio.timeout(10):
+        events = [event async for event in stream]
+    opening = events[0].task
+    assert opening.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+    assert opening.history[-1].message_id == "m-answer"
+    assert kinds(events) == ["task", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
 
 
 def text_of(size: int, message_id: str = "big") -> a2a_pb2.Message:
