@@ -82,6 +82,26 @@ def encode_named(
     return error.code, message, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
 
 
+def to_bytes(error: StatusError) -> bytes:
+    """`error` as a serialized google.rpc.Status, for passing it on elsewhere than in a call's
+    trailers (e.g. between replicas); `from_bytes` reads it back."""
+    status = status_pb2.Status(
+        code=error.code.value[0], message=message_of(error), details=details(error)
+    )
+    serialized: bytes = status.SerializeToString()
+    return serialized
+
+
+def from_bytes(raw: bytes) -> StatusError | None:
+    """The error `to_bytes` wrote; None for bytes that are not a Status with an ErrorInfo we
+    know."""
+    try:
+        status = status_pb2.Status.FromString(raw)
+    except Exception:  # not ours to read
+        return None
+    return _from_details(status.message, status.details)
+
+
 def decode(
     code: grpc.StatusCode, message: str, trailing_metadata: Sequence[tuple[str, str | bytes]] | None
 ) -> StatusError | None:

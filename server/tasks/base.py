@@ -46,6 +46,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
@@ -368,6 +369,24 @@ class TaskStore(Protocol):
 
     async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
         """Publishes a direct reply (no task is stored) to subscribers of `task_id`, last."""
+        ...
+
+    async def withdraw(
+        self,
+        task_id: str,
+        scope: Scope,
+        error: StatusError,
+        waiting: tuple[int, a2a_pb2.Message] | None = None,
+    ) -> None:
+        """The message a run here worked on was not taken (its agent could not work on it now:
+        `error`). Every stream of the task that closes at an interrupted state (send streams,
+        and what other replicas follow of the run) ends with `error`, on every replica.
+
+        With `waiting` (state, status message): the message answered the task, which goes
+        back to that interrupted state, published to the streams that stay open; what the run
+        recorded stays. Without: the task is the message's own and goes, with its events,
+        index entries and room (or, not created yet, the room `reserve` promised it), and
+        every stream of it ends with `error`."""
         ...
 
     async def resume(

@@ -284,6 +284,14 @@ class Broker:
         for subscription in self._subscribers.pop(task_id, ()):
             subscription._close()
 
+    def fail(self, task_id: str, error: Exception, *, every: bool) -> None:
+        """Ends the task's streams that close at an interrupted state (every one with `every`)
+        with `error`, after the events already queued. Nothing is published or kept."""
+        for subscription in list(self._subscribers.get(task_id, ())):
+            if every or not subscription.until_terminal:
+                self._remove(task_id, subscription)
+                subscription._fail(error)
+
     def _remove(self, task_id: str, subscription: Subscription) -> None:
         subscribers = self._subscribers.get(task_id)
         if subscribers is None or subscription not in subscribers:

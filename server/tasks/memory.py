@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import (
@@ -142,6 +143,25 @@ class InMemoryTaskStore:
     async def reply(self, task_id: str, message: a2a_pb2.Message) -> None:
         if self.broker.has_subscribers(task_id):
             self.broker.publish(task_id, a2a_pb2.StreamResponse(message=message), last=True)
+
+    async def withdraw(
+        self,
+        task_id: str,
+        scope: Scope,
+        error: StatusError,
+        waiting: tuple[int, a2a_pb2.Message] | None = None,
+    ) -> None:
+        broker = self.broker
+        broker.fail(task_id, error, every=waiting is None)
+        if waiting is not None:
+            self._set_status(task_id, *waiting, force_room=True)
+            return
+        if task_id in self._promised:  # not created: the room it was promised goes back
+            self.table.release(scope, self._promised.pop(task_id))
+        else:
+            self.table.remove(task_id)
+        self._running.discard(task_id)
+        broker.forget(task_id)
 
     async def resume(
         self, task_id: str, scope: Scope, message: a2a_pb2.Message

@@ -467,6 +467,12 @@ class TaskTable:
         self._parked[task_id] = self._monotonic()
         self._parked.move_to_end(task_id)
 
+    def remove(self, task_id: str) -> None:
+        """Removes a task now, live or finished, as an eviction does (`on_evict` is told);
+        nothing for an unknown id."""
+        if task_id in self._records or task_id in self._finished:
+            self._delete(task_id)
+
     def _evict_oldest_terminal(self) -> bool:
         """Evicts the `_eviction_batch` oldest finished tasks (fewer if there are fewer)."""
         terminal = self._terminal

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 
-from a2a_grpc.core.errors import EventIdExpiredError
+from a2a_grpc.core.errors import EventIdExpiredError, ServiceUnavailableError
 from a2a_grpc.core.event_ids import EVENT_ID_EXTENSION, event_id
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
@@ -458,6 +458,77 @@ async def test_a_continued_task_s_stream_opens_submitted_on_every_store(
     assert opening.status.state == a2a_pb2.TASK_STATE_SUBMITTED
     assert opening.history[-1].message_id == "m-answer"
     assert kinds(events) == ["task", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+
+
+NOT_NOW = ServiceUnavailableError("not now", retry_delay=2.0)
+
+
+async def refused_after(subscription: Subscription) -> list[str]:
+    """The kinds of the events a subscription yields before it ends with NOT_NOW."""
+    events: list[a2a_pb2.StreamResponse] = []
+    with pytest.raises(ServiceUnavailableError) as ended:
+        async with asyncio.timeout(10):
+            async for event in subscription:
+                events.append(event)
+    assert str(ended.value) == "not now" and ended.value.retry_delay == 2.0
+    return kinds(events)
+
+
+async def test_withdraw_removes_the_message_s_task_and_ends_its_streams(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store(max_live_per_owner=1)
+    sent = await store.subscribe("t1")  # the send stream, before the task exists
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    watched = await store.watch("t1", ALICE, until_terminal=True)
+    assert watched is not None
+    await store.update(
+        "t1", lambda task: task.artifacts.add(artifact_id="a1"), chunk_event("t1", 1)
+    )
+    await store.withdraw("t1", ALICE, NOT_NOW)
+    assert await refused_after(sent) == ["task", "TASK_STATE_WORKING", "artifact_update"]
+    assert await refused_after(watched[1]) == ["artifact_update"]
+    assert await store.get("t1", ALICE) is None
+    assert (await store.list(ALICE, TaskQuery(page_size=10))).total_size == 0
+    assert (await store.stats()).tasks == 0
+    await store.reserve(ALICE, 100, "t2")  # its share of live tasks was given back
+    waiting = await store.subscribe("t2")
+    await store.withdraw("t2", ALICE, NOT_NOW)  # made no task: the room it was promised goes
+    assert await refused_after(waiting) == []
+    await created(store, "t3")
+
+
+async def test_withdraw_of_an_answer_puts_the_task_back_to_wait(make_store: MakeStore) -> None:
+    store = await make_store()
+    await created(store, "t1")
+    await store.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+    subscribed = await store.watch("t1", ALICE, until_terminal=True)
+    answer = a2a_pb2.Message(message_id="m2", role=a2a_pb2.ROLE_USER)
+    await store.resume("t1", ALICE, answer)
+    sent = await store.watch("t1", ALICE, until_terminal=False)  # the answer's send stream
+    assert subscribed is not None and sent is not None
+    await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    await store.update(
+        "t1", lambda task: task.artifacts.add(artifact_id="a1"), chunk_event("t1", 1)
+    )
+    again = agent_text("not now: send it again")
+    await store.withdraw("t1", ALICE, NOT_NOW, (a2a_pb2.TASK_STATE_INPUT_REQUIRED, again))
+    assert await refused_after(sent[1]) == ["TASK_STATE_WORKING", "artifact_update"]
+    task = await store.get("t1", ALICE)
+    assert task is not None and task.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert task.status.message.parts[0].text == "not now: send it again"
+    assert [artifact.artifact_id for artifact in task.artifacts] == ["a1"]
+    assert await store.resume("t1", ALICE, answer) is not None  # nobody works on it now
+    await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+    assert kinds(await drain(subscribed[1])) == [
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_WORKING",
+        "artifact_update",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_COMPLETED",
+    ]
 
 
 def text_of(size: int, message_id: str = "big") -> a2a_pb2.Message:

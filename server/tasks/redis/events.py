@@ -3,7 +3,10 @@ local streams, and the outcome of a message id whose first delivery another repl
 
 Events are published by the store's write scripts on the task's channel, as "<stream id>\n
 <flags>\n<StreamResponse bytes>"; flags "t" (terminal, or a direct reply) closes every stream,
-"i" (interrupted) the send streams. See store.py for the contract and keys.py for the names.
+"i" (interrupted) the send streams. A message that was not taken (`withdraw`) is a notice, not
+an event: "0-0\n<x or X>\n<google.rpc.Status bytes>" ends the send streams ("x") or every
+stream ("X", the task is gone) with that error. See store.py for the contract and keys.py for
+the names.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import ServiceUnavailableError, StatusError
 from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -188,9 +193,12 @@ class EventReader:
             return
         head, _, rest = data.partition(b"\n")
         flag_bytes, _, payload = rest.partition(b"\n")
+        flags = flag_bytes.decode()
+        if flags in ("x", "X"):
+            self._withdrawn(subscribers, payload, every=flags == "X")
+            return
         text = head.decode()
         event_id = parse_stream_id(text)
-        flags = flag_bytes.decode()
         for subscription in list(subscribers):
             pending = self._pending.get(subscription)
             if pending is not None:
@@ -215,6 +223,17 @@ class EventReader:
         if flags == "t" or (flags == "i" and not subscription.until_terminal):
             subscription._close()
             subscription.cancel()
+
+    def _withdrawn(self, subscribers: list[Subscription], payload: bytes, *, every: bool) -> None:
+        """Ends the send streams (every stream with `every`) of a task whose message was not
+        taken, with the error the notice carries, after the events they already have."""
+        error = status.from_bytes(payload) or ServiceUnavailableError(
+            "the agent could not work on this message now; send it again later"
+        )
+        for subscription in list(subscribers):
+            if every or not subscription.until_terminal:
+                subscription._fail(error)
+                subscription.cancel()
 
     def _remove(self, task_id: str, subscription: Subscription) -> None:
         self._pending.pop(subscription, None)
@@ -265,6 +284,7 @@ class RemoteOutcome:
         self.task_id = task_id
         self.scope = scope
         self.reply_message: a2a_pb2.Message | None = None
+        self.unavailable: StatusError | None = None
         self.started = asyncio.Event()
         self.settled = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
@@ -316,6 +336,8 @@ class RemoteOutcome:
                 self._saw(event)
                 if self.settled.is_set():
                     return
+        except ServiceUnavailableError as withdrawn:  # the run did not take the message
+            self.unavailable = withdrawn
         except Exception:
             log.debug("lost the events of task %s", self.task_id, exc_info=True)
         finally:

@@ -54,6 +54,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return id
 """
 
+NOTICE = """
+-- KEYS: events (it names the task's slot: the notice is published where the task's events are,
+-- so a Cluster delivers it after them).  ARGV: channel, notice.  A notice on the task's channel
+-- that is not one of its events (see events.py).
+return redis.call('PUBLISH', ARGV[1], ARGV[2])
+"""
+
 SNAPSHOT = """
 -- KEYS: task, events.  ARGV: ("1": a stream follows the task: it keeps its events to the end).
 -- The task's fields and the id of its last event, read together.

@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_grpc.core.errors import EventIdExpiredError
+from a2a_grpc.core import status
+from a2a_grpc.core.errors import EventIdExpiredError, StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -503,6 +504,28 @@ class RedisTaskStore:
                 int(self.terminal_ttl * 1000),
             ],
         )
+
+    async def withdraw(
+        self,
+        task_id: str,
+        scope: Scope,
+        error: StatusError,
+        waiting: tuple[int, a2a_pb2.Message] | None = None,
+    ) -> None:
+        backend = self.backend
+        if waiting is None:  # the task goes first: a stream opened after finds none
+            self._owned.pop(task_id, None)
+            self._settled_copies.pop(task_id, None)
+            self._streamed.discard(task_id)
+            await self.room.settle(task_id, scope, "release")
+            await self.eviction.forget([task_id])
+        # Not an event of the task (nothing is added to its stream): a notice to the
+        # replicas' readers (events.py), published after the run's last event.
+        notice = b"0-0\n" + (b"x" if waiting else b"X") + b"\n" + status.to_bytes(error)
+        keys = backend.keys
+        await backend.run_script("NOTICE", [keys.events(task_id)], [keys.channel(task_id), notice])
+        if waiting is not None:  # send streams ended above: this reaches subscribers alone
+            await self.set_status(task_id, *waiting)
 
     async def resume(
         self, task_id: str, scope: Scope, message: a2a_pb2.Message
