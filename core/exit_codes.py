@@ -103,8 +103,8 @@ TABLE: tuple[ExitCode, ...] = (
         AGENT_BUSY,
         "client",
         "the agent answered, and said to try again later: an error it marked retryable "
-        "(UNAVAILABLE while its task store is down, RESOURCE_EXHAUSTED at a limit), after "
-        "the command's own retries",
+        "(UNAVAILABLE when the agent cannot work on the message now or its task store is "
+        "down, RESOURCE_EXHAUSTED at a limit), after the command's own retries",
     ),
     ExitCode(INTERRUPTED, "client", "interrupted (Ctrl-C)"),
     ExitCode(BROKEN_PIPE, "client", "stdout was closed early (e.g. piped into `head`)"),

@@ -23,6 +23,17 @@ Contract:
   `asyncio.CancelledError` is raised at its current `await`. Clean up and let it propagate.
 - An exception escaping `execute` marks the task FAILED with a generic message; the caller sees
   no exception text. The server logs it and keeps serving.
+- "Not now, try again": raise `ServiceUnavailableError` (from `a2a_grpc.core.errors`, also
+  importable from here), optionally with `retry_delay=` seconds, when the agent cannot work on
+  the message at the moment (a dependency is down), before the task settles. The message was
+  not taken: the caller gets UNAVAILABLE, retryable, with the exception's message and a
+  RetryInfo delay (`retry_delay`, else 1 s), on every binding; the message id is forgotten, so
+  the message sent again (the same `message_id`) runs `execute` again. A task this message
+  created is removed, with what the run recorded (its streams end with the error); a task it
+  answered goes back to the INPUT_REQUIRED / AUTH_REQUIRED state it was in, keeping what the
+  run recorded, with a status message saying the answer was not taken. Raised after the task
+  settled, it is only logged: the message was taken. One raised by `a2a_grpc.client` calling
+  another agent that said "not now" is passed on the same way.
 - What an event adds to the task (an artifact, a status message) is counted against the server's
   task memory when it lands. When unfinished tasks fill it, that write is not applied: the task
   ends FAILED saying so (what it stored before is kept) and `TaskMemoryFullError` is raised.
@@ -46,6 +57,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from a2a_grpc.core.budget import Money
+from a2a_grpc.core.errors import ServiceUnavailableError as ServiceUnavailableError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import matches, media_type_of
 from a2a_grpc.core.signing import Signer

@@ -59,6 +59,7 @@ class _SettledOutcome:
 
     __slots__ = ("reply_message", "scope", "task_id")
     started = settled = _ALREADY
+    unavailable = None  # a message that was not taken is not kept
 
     def __init__(self, entry: _Settled) -> None:
         self.task_id = entry[2]
@@ -108,6 +109,11 @@ class Idempotency(Protocol):
     def remember(self, key: Key, message: a2a_pb2.Message, run: TaskRun) -> None: ...
 
     def settle(self, key: Key, run: TaskRun) -> None: ...
+
+    async def withdraw(self, key: Key, run: TaskRun) -> None:
+        """`run` did not take its message (its agent could not work on it now): the id is
+        forgotten, on every process sharing the window, so that a repeat runs again."""
+        ...
 
     def expire(self, now: float | None = None) -> None: ...
 
@@ -180,6 +186,15 @@ class DedupWindow:
                 run.scope.owner,
                 b"" if reply is None else reply.SerializeToString(),
             )
+
+    async def withdraw(self, key: Key, run: TaskRun) -> None:
+        self.forget(key, run)
+
+    def forget(self, key: Key, run: TaskRun) -> None:
+        """Forgets the id, if `run` is what it led to here."""
+        entry = self._entries.get(key)
+        if isinstance(entry, _Delivery) and entry.run is run:
+            del self._entries[key]
 
     def expire(self, now: float | None = None) -> None:
         """Forgets ids older than the window, and the oldest beyond `capacity`."""
@@ -254,6 +269,11 @@ class SharedDedupWindow(DedupWindow):
     def remember(self, key: Key, message: a2a_pb2.Message, run: Any) -> None:
         self._claimed.pop(key, None)
         super().remember(key, message, run)
+
+    async def withdraw(self, key: Key, run: TaskRun) -> None:
+        self.forget(key, run)
+        value = f"{message_digest(run.context.message)}|{run.task_id}"
+        await self.claims.unclaim(self._key_digest(key), value)
 
 
 def window_for(claims: Claims | None, *, window: float, capacity: int) -> DedupWindow:

@@ -24,6 +24,7 @@ from a2a_grpc.core.errors import (
     FieldViolation,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    StatusError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnauthenticatedError,
@@ -143,6 +144,8 @@ class RequestHandler:
         history = configuration.history_length if configuration.HasField("history_length") else None
         # `settled` implies `started`: a blocking call waits on it alone.
         await (run.started if configuration.return_immediately else run.settled).wait()
+        if run.unavailable is not None:  # the agent could not take it now: send it again
+            raise _again(run.unavailable)
         if run.reply_message is not None:
             return a2a_pb2.SendMessageResponse(message=run.reply_message)
         response = a2a_pb2.SendMessageResponse()
@@ -170,6 +173,8 @@ class RequestHandler:
             outcome, opened, snapshot = await self.intake.accept(request, key, call, subscribe=True)
         if opened is None:  # a repeat: follow what the first delivery led to
             await outcome.started.wait()
+            if outcome.unavailable is not None:
+                raise _again(outcome.unavailable)
             if outcome.reply_message is not None:
                 yield a2a_pb2.StreamResponse(message=outcome.reply_message)
                 return
@@ -388,6 +393,16 @@ def _snapshot_event(snapshot: a2a_pb2.Task, subscription: Subscription) -> a2a_p
     if subscription.snapshot_id:
         stamp(event, subscription.snapshot_id)
     return event
+
+
+def _again(error: StatusError) -> StatusError:
+    """A copy of a run's refusal for one caller (several may wait on the run)."""
+    return type(error)(
+        error.message,
+        metadata=error.metadata,
+        retryable=error.retryable,
+        retry_delay=error.retry_delay,
+    )
 
 
 def _not_cancelable(task_id: str, state: int) -> TaskNotCancelableError:

@@ -173,7 +173,7 @@ class Intake:
             store=self.store,
             scope=scope,
             context=context,
-            on_settled=self._settled,
+            owner=self,
             traced=self._traced,
             reserved_size=size,
         )
@@ -294,9 +294,20 @@ class Intake:
         if resumed is None:
             raise TaskNotFoundError(f"task {task.id} not found", metadata={"taskId": task.id})
 
-    def _settled(self, run: TaskRun) -> None:
+    async def run_withdrawn(self, run: TaskRun) -> None:
+        """The run did not take its message (its agent could not work on it now): the message
+        id is forgotten here and given back on every replica, so that the message sent again
+        runs again instead of getting this refusal."""
+        key = (run.scope.tenant, run.scope.owner, run.context.message.message_id)
+        await self.dedup.withdraw(key, run)
+
+    def run_settled(self, run: TaskRun) -> None:
         if self.active.get(run.task_id) is run:
             del self.active[run.task_id]
+        if run.unavailable is not None:  # not taken: no outcome to count or remember
+            if self.audit is not None:
+                self._audit_outcome(self.audit, run)
+            return
         self.outcomes.observe(
             run.skill,
             direct_reply=run.reply_message is not None,
@@ -312,6 +323,8 @@ class Intake:
     def _audit_outcome(self, audit: AuditLog, run: TaskRun) -> None:
         if run.reply_message is not None:
             state = "DIRECT_REPLY"
+        elif run.unavailable is not None:
+            state = "UNAVAILABLE"  # the message was not taken
         else:
             state = a2a_pb2.TaskState.Name(run.last_state)
         audit.outcome(

@@ -2,7 +2,9 @@
 
 A run turns the agent's calls into task changes and their stream events (both written through
 the task store), creating the task on the first task event. It settles at a terminal or interrupted
-state, or when the agent answers with a direct message; settling wakes blocking callers.
+state, or when the agent answers with a direct message; settling wakes blocking callers. An agent
+that raises ServiceUnavailableError ("not now") did not take the message: the run withdraws it
+(`TaskStore.withdraw`), its owner forgets the message id, and it settles `unavailable`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from opentelemetry import trace
 
 from a2a_grpc.core.budget import Money, cost_of
+from a2a_grpc.core.errors import ServiceUnavailableError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.media_types import media_type_of
 from a2a_grpc.core.states import SETTLED_STATES
@@ -51,7 +54,27 @@ TASK_MEMORY_FULL_TEXT = (
 )
 """The status message of a task FAILED because a write of its agent did not fit."""
 
+AGENT_RETRY_DELAY = 1.0
+"""The RetryInfo delay (seconds) of an agent's ServiceUnavailableError that names none."""
+
+NOT_TAKEN_TEXT = "the agent could not take this answer now, so the task waits for it again: {why}"
+"""The status message of a task put back to wait because its agent could not take the answer."""
+
 MessageLike = a2a_pb2.Message | str | None
+
+
+class RunOwner(Protocol):
+    """Who started a run (the intake), told as it ends."""
+
+    def run_settled(self, run: TaskRun) -> None:
+        """The run settled (a blocking caller can be answered); synchronous."""
+        ...
+
+    async def run_withdrawn(self, run: TaskRun) -> None:
+        """The run did not take its message (`run.unavailable`): awaited before it settles,
+        so that the message id is free again before anyone is told."""
+        ...
+
 
 _REPORTABLE_STATES = frozenset(a2a_pb2.TaskState.values()) - {a2a_pb2.TASK_STATE_UNSPECIFIED}
 
@@ -67,6 +90,9 @@ class TaskRun:
     # Attributes that start at a constant are class attributes until a run sets them: one store
     # fewer each for every message.
     reply_message: a2a_pb2.Message | None = None
+    unavailable: ServiceUnavailableError | None = None
+    """Set as the run settles when its agent could not work on the message now (it raised
+    ServiceUnavailableError): the message was not taken, and this is the caller's answer."""
     last_state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
     """The last state this run recorded (UNSPECIFIED before any)."""
     skill = ""
@@ -86,7 +112,7 @@ class TaskRun:
         store: TaskStore,
         scope: Scope,
         context: RequestContext,
-        on_settled: Callable[[TaskRun], None],
+        owner: RunOwner,
         traced: bool = False,
         reserved_size: int = 0,
     ) -> None:
@@ -103,7 +129,7 @@ class TaskRun:
         # Most tasks have neither budget nor cost: no ledger until the agent quotes or charges.
         if context.budget is not None or cost is not None:
             self._ledger = Ledger(context.budget, cost)
-        self._on_settled = on_settled
+        self._owner = owner
         self._traced = traced
         self._artifact_ids: set[str] = set()
 
@@ -178,6 +204,11 @@ class TaskRun:
             await agent.execute(self.context, self)
         except (BudgetExceededError, TaskMemoryFullError):
             pass  # the task has already ended REJECTED / FAILED with the reason
+        except ServiceUnavailableError as unavailable:
+            if self.is_settled:  # the message was taken: what the task recorded stands
+                log.warning("agent said unavailable after task %s settled", self.task_id)
+            else:
+                await self._withdraw(unavailable)
         except asyncio.CancelledError:
             if not self.is_settled:  # cancelled by shutdown rather than by CancelTask
                 state, text = self.stop_outcome
@@ -193,6 +224,40 @@ class TaskRun:
         finally:
             if self._runner is not None:  # set by `start`
                 self._runners.discard(self._runner)
+
+    async def _withdraw(self, raised: ServiceUnavailableError) -> None:
+        """The agent could not work on the message now: the store withdraws it (a task the
+        message made goes; a task it answered waits for the answer again, keeping what this
+        run recorded), the owner forgets the message id, and the run settles with the error
+        the caller gets (retryable unless the agent said otherwise, with a RetryInfo delay)."""
+        error = ServiceUnavailableError(
+            raised.message,
+            metadata=raised.metadata,
+            retryable=raised.retryable,
+            retry_delay=AGENT_RETRY_DELAY if raised.retry_delay is None else raised.retry_delay,
+        )
+        answered = self.context.task
+        waiting = None
+        if answered is not None:
+            text = NOT_TAKEN_TEXT.format(why=error.message)
+            waiting = (answered.status.state, self._agent_message(text))
+        try:
+            await self.store.withdraw(self.task_id, self.scope, error, waiting)
+        except TaskFinishedError as finished:  # canceled meanwhile: that is its outcome
+            self.last_state = finished.state
+            self._mark_settled()
+            return
+        except Exception:
+            log.exception("could not withdraw the message of task %s", self.task_id)
+        if waiting is not None:
+            self.last_state = waiting[0]
+        self.unavailable = error
+        try:
+            await self._owner.run_withdrawn(self)
+        except Exception:  # the id stays claimed until the window forgets it
+            log.exception("could not give back the message id of task %s", self.task_id)
+        finally:
+            self._mark_settled()
 
     async def _settle_safely(self, state: int, text: str | None) -> None:
         # Whatever goes wrong here, waiting callers must be answered rather than left hanging.
@@ -499,7 +564,7 @@ class TaskRun:
         self._open = False
         self._mark_started()
         self.settled.set()
-        self._on_settled(self)
+        self._owner.run_settled(self)
 
 
 def _find_artifact(task: a2a_pb2.Task, artifact_id: str) -> a2a_pb2.Artifact | None:

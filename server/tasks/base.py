@@ -178,6 +178,12 @@ class Outcome(Protocol):
     @property
     def settled(self) -> asyncio.Event: ...
 
+    @property
+    def unavailable(self) -> StatusError | None:
+        """Once settled: why the message was not taken (its agent could not work on it now),
+        None when it was."""
+        ...
+
 
 class Claims(Protocol):
     """Claims on message ids that every process sharing a store sees (the Redis store's

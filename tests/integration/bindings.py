@@ -34,6 +34,8 @@ class CallError(Exception):
     http_status: int | None = None
     message: str = ""
     details: list[dict[str, Any]] = field(default_factory=list)
+    retry_delay: float | None = None
+    """The RetryInfo delay in seconds, None without one."""
 
 
 class Binding(Protocol):
@@ -102,8 +104,19 @@ class GrpcBinding:
 def _grpc_error(exc: grpc.aio.AioRpcError) -> CallError:
     decoded = status.decode(exc.code(), exc.details() or "", exc.trailing_metadata())
     return CallError(
-        decoded.reason if decoded else None, grpc_code=exc.code().name, message=exc.details() or ""
+        decoded.reason if decoded else None,
+        grpc_code=exc.code().name,
+        message=exc.details() or "",
+        retry_delay=decoded.retry_delay if decoded else None,
     )
+
+
+def _retry_delay(details: list[dict[str, Any]]) -> float | None:
+    """The RetryInfo delay of ProtoJSON details ("2.500s"), None without one."""
+    for detail in details:
+        if detail["@type"].endswith("google.rpc.RetryInfo"):
+            return float(detail["retryDelay"].removesuffix("s"))
+    return None
 
 
 class JsonRpcBinding:
@@ -156,6 +169,7 @@ def _jsonrpc_error(error: dict[str, Any], http_status: int) -> CallError:
         http_status=http_status,
         message=error["message"],
         details=error.get("data", []),
+        retry_delay=_retry_delay(error.get("data", [])),
     )
 
 
@@ -269,4 +283,5 @@ def rest_error(answer: dict[str, Any], http_status: int) -> CallError:
         http_status=http_status,
         message=error["message"],
         details=error["details"],
+        retry_delay=_retry_delay(error["details"]),
     )

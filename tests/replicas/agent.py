@@ -7,6 +7,12 @@
 - `reply`: a direct reply (no task).
 - `drip <name> <count>`: WORKING, then `count` artifact chunks, each once the test pushes to
   `test:drip:<name>`, then COMPLETED.
+- `busy <name>`: "not now": raises ServiceUnavailableError (retry in 0.05 s) while the list
+  `test:busy:<name>` holds a token (each run takes one), before any event; else COMPLETED. An
+  answer starting with `busy <name>` is treated alike.
+- `busy-after <name>`: WORKING, pushes the task id to `test:started:<message id>`, waits for
+  `test:release:<name>`, then as `busy`.
+- `busy-on <pid>`: "not now" in the process `pid`, COMPLETED in any other.
 A held run that is cancelled pushes its message id to `test:cancelled`.
 Every run appends "<message id>:<pid>" to the list `test:runs`, so a test sees where and how
 often the agent ran, and pushes the task id to `test:started:<message id>` once WORKING.
@@ -19,6 +25,7 @@ import os
 
 import redis.asyncio as aioredis
 
+from a2a_grpc.core.errors import ServiceUnavailableError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 
@@ -35,11 +42,22 @@ class ReplicaAgent:
         if keyword == "reply":
             await events.reply(f"direct from {pid}")
             return
+        if keyword == "busy-after":
+            await events.working(f"working on {pid}")
+            await self.redis.rpush(f"test:started:{context.message.message_id}", context.task_id)
+            await self.redis.blpop([f"test:release:{words[1]}"])
+        if keyword in ("busy", "busy-after") and await self.redis.lpop(f"test:busy:{words[1]}"):
+            raise ServiceUnavailableError(f"busy on {pid}", retry_delay=0.05)
+        if keyword == "busy-on" and words[1] == str(pid):
+            raise ServiceUnavailableError(f"busy on {pid}", retry_delay=0.05)
         if context.task is not None:  # the answer to `ask`
             await events.complete(f"answered, on {pid}")
             return
         if keyword == "ask":
             await events.require_input(f"which one? (asked on {pid})")
+            return
+        if keyword in ("busy", "busy-after", "busy-on"):
+            await events.complete(f"done on {pid}")
             return
         await events.working(f"working on {pid}")
         await self.redis.rpush(f"test:started:{context.message.message_id}", context.task_id)

@@ -272,6 +272,115 @@ async def test_a_reused_message_id_with_other_content_is_refused_on_another_repl
     assert [run.split(":")[0] for run in runs] == ["reused-id"]
 
 
+def unavailable(caught: pytest.ExceptionInfo[grpc.aio.AioRpcError]) -> status.StatusError:
+    """The error of a call refused UNAVAILABLE by the agent: retryable, with RetryInfo."""
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    error = status.decode(
+        caught.value.code(), caught.value.details() or "", caught.value.trailing_metadata()
+    )
+    assert error is not None and error.reason == "UNAVAILABLE"
+    assert error.retryable and error.retry_delay == 0.05
+    return error
+
+
+async def ran(redis: aioredis.Redis, message_id: str) -> list[str]:
+    """The pids of the processes whose agent ran `message_id`, in order."""
+    runs = [run.decode().split(":") for run in await redis.lrange("test:runs", 0, -1)]
+    return [pid for ran_id, pid in runs if ran_id == message_id]
+
+
+async def test_an_agent_unavailable_on_one_replica_runs_the_message_again_on_another(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """The message was not taken on A, so the claim on its id is given back: sent again to B
+    (the same message id), it runs there instead of getting A's refusal as its outcome."""
+    a, b = await replicas(), await replicas()
+    await redis.rpush("test:busy:u1", "once")
+    request = send("busy u1")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await a.stub.SendMessage(request, timeout=30)
+    assert str(a.process.pid) in str(unavailable(caught))
+    listed = await b.stub.ListTasks(a2a_pb2.ListTasksRequest())
+    assert listed.total_size == 0  # no task was made
+    done = (await b.stub.SendMessage(request, timeout=30)).task
+    assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert done.status.message.parts[0].text == f"done on {b.process.pid}"
+    pids = [str(a.process.pid), str(b.process.pid)]
+    assert await ran(redis, request.message.message_id) == pids
+
+
+async def test_our_client_retries_an_unavailable_agent_on_the_next_replica(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """The agent is "not now" on A only; our client, balancing A and B call by call, sends
+    each refused message again (the same message id) and it completes on B. Several messages,
+    so that some reach A first, whichever replica round robin starts with."""
+    a, b = await replicas(), await replicas()
+    refused_first = 0
+    async with A2AClient.connect(f"{a.target},{b.target}") as client:  # round_robin
+        for _ in range(6):
+            message = user_message(f"busy-on {a.process.pid}")
+            task = await client.send_message(message)
+            assert isinstance(task, a2a_pb2.Task)
+            assert task.status.message.parts[0].text == f"done on {b.process.pid}"
+            pids = await ran(redis, message.message_id)
+            assert pids[-1] == str(b.process.pid)
+            assert set(pids[:-1]) <= {str(a.process.pid)}  # refused there, sent again
+            refused_first += len(pids) > 1
+    assert refused_first
+
+
+async def test_an_answer_not_taken_on_one_replica_is_taken_on_another(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    a, b = await replicas(), await replicas()
+    asked = (await a.stub.SendMessage(send("ask"))).task
+    await redis.rpush("test:busy:u3", "once")
+    answer = send("busy u3", task_id=asked.id)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await b.stub.SendMessage(answer, timeout=30)
+    unavailable(caught)
+    waiting = await a.stub.GetTask(a2a_pb2.GetTaskRequest(id=asked.id))
+    assert waiting.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+    assert f"busy on {b.process.pid}" in waiting.status.message.parts[0].text
+    answered = (await a.stub.SendMessage(answer, timeout=30)).task
+    assert answered.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert answered.status.message.parts[0].text == f"answered, on {a.process.pid}"
+
+
+async def test_a_task_removed_on_one_replica_ends_streams_and_repeats_on_another(
+    replicas: StartReplica, redis: aioredis.Redis
+) -> None:
+    """The task a message made on A is removed when A's agent says "not now": a subscriber on B
+    and a repeat of the message waiting on B (following A's run through Redis) both end
+    UNAVAILABLE, and the message sent again runs anew."""
+    a, b = await replicas(), await replicas()
+    await redis.rpush("test:busy:u4", "once")
+    request = send("busy-after u4", return_immediately=True)
+    first = (await a.stub.SendMessage(request, timeout=30)).task
+    task_id = await started(redis, request)
+    assert first.id == task_id
+    subscriber = b.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+    assert (await subscriber.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
+    blocking = send("busy-after u4", message_id=request.message.message_id)
+    repeat = asyncio.ensure_future(b.stub.SendMessage(blocking, timeout=30))
+    await redis.rpush("test:release:u4", "go")
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        await collect(subscriber)
+    unavailable(ended)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await repeat
+    unavailable(refused)
+    with pytest.raises(grpc.aio.AioRpcError) as gone:
+        await b.stub.GetTask(a2a_pb2.GetTaskRequest(id=task_id))
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    again = asyncio.ensure_future(b.stub.SendMessage(blocking, timeout=30))
+    await started(redis, blocking)
+    await redis.rpush("test:release:u4", "go")
+    done = (await again).task
+    assert done.status.state == a2a_pb2.TASK_STATE_COMPLETED and done.id != task_id
+
+
 async def test_a_replica_that_dies_has_its_tasks_failed_within_the_lease(
     replicas: StartReplica, redis: aioredis.Redis
 ) -> None:
