@@ -349,11 +349,13 @@ class A2AClient:
         may also open with a status or artifact update, as the official SDK server does. A
         stream that fails before its first event with a could-not-talk error is sent again
         with the same message_id under `retry` (the client's by default), as `send_message`
-        is: a server that already took the message streams the task it started. If the
-        stream ends or breaks after that, before the task is terminal or interrupted, it is
-        resumed with SubscribeToTask (never re-sent) under `resume` (True: the client's
-        policy; None/False: off); StreamResumeError when that fails. `timeout` bounds the
-        whole stream, its retries included.
+        is: a server that already took the message streams the task it started; so is one the
+        server ends later with an error it marks retryable (e.g. its agent could not take the
+        message now), the events then starting over. If the stream ends or breaks after its
+        first event, before the task is terminal or interrupted, it is resumed with
+        SubscribeToTask (never re-sent) under `resume` (True: the client's policy;
+        None/False: off); StreamResumeError when that fails. `timeout` bounds the whole
+        stream, its retries included.
         """
         transport = await self._ready()
         send = self._prepare_send(request)

@@ -1,7 +1,8 @@
 """Following one task's stream to its end: first-event checks, folding, and resumption.
 
 A stream that ends or breaks before its task settles is resumed with SubscribeToTask; the message
-is sent again (the same message_id) only when a send stream fails before its first event.
+is sent again (the same message_id) only when a send stream fails before its first event, or
+the server ends it with an error it marks retryable.
 Resumption sends the id of the last event seen (core/event_ids.py) when the server gave one, and
 the server replays exactly the events after it: every event is yielded once, in order, however
 often the stream breaks. Without an id, or when the server no longer keeps the events after it
@@ -162,7 +163,11 @@ async def follow(
     A send stream that fails before its first event with a retryable error (could not talk, or
     retryable by the server's ErrorInfo) is opened again as `resend` allows, as a blocking
     SendMessage is retried: the same message_id, so a server that already took
-    the message streams the task it started instead of running it twice (spec §3.3.1).
+    the message streams the task it started instead of running it twice (spec §3.3.1). So is
+    one the server ends after some events with an error it marks retryable (its agent could
+    not take the message now, so the task it began is gone or waits again; or its own outage):
+    the view starts over with the new stream, which a server that took the message opens with
+    the task as it stands.
 
     A send stream (SEND or CONTINUATION) stops reading once the view is done (terminal,
     interrupted, or a direct answer), also after it was resumed on SubscribeToTask, which the
@@ -183,6 +188,7 @@ async def follow(
     is off or fails.
     """
     stop_when_done = mode is not Mode.SUBSCRIBE
+    initial = view
     resumption = _Resumption(policy, backoff, deadline)
     last_id: str | None = None
     while True:
@@ -252,13 +258,15 @@ async def follow(
             # Retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED: the send is made again.
             if not isinstance(refused, StatusError):
                 raise
-            if resend is None or events or mode not in _SEND_MODES:
+            if resend is None or mode not in _SEND_MODES:
                 raise
             delay = resend.delay_after(refused)
             if delay is None:
                 raise
             await backoff.sleep(delay)
             call = resend.again()
+            if events:  # the server ended a stream it had begun (e.g. its agent said not now)
+                view, last_id = initial, None
             continue
         if view.done and not (as_it_was and error is not None):
             return

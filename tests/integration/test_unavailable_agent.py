@@ -230,6 +230,20 @@ async def test_our_client_gives_up_within_its_policy(client_for: Any) -> None:
     assert agent.runs == 3 and len(sleeps) == 2
 
 
+async def test_our_client_streams_the_task_of_the_message_sent_again(client_for: Any) -> None:
+    """The stream of a task the agent started and then could not finish ends UNAVAILABLE; our
+    client sends the message again and streams the new run's task."""
+    agent = NotNow(before=2)
+    client, sleeps = await client_for(agent)
+    items = [item async for item in client.send_streaming_message(user_message("weather"))]
+    first_task = items[0][0].task.id
+    final = items[-1][1]
+    assert final.task is not None and final.task.id != first_task
+    assert final.state == a2a_pb2.TASK_STATE_COMPLETED
+    assert [a.name for a in final.task.artifacts] == ["draft", "result"]
+    assert agent.runs == 2 and len(sleeps) == 1 and sleeps[0] >= RETRY_DELAY
+
+
 async def test_the_cli_exits_13_once_its_retries_are_spent(make_server: Factory) -> None:
     agent = NotNow(refusals=100)
     harness = await make_server(agent)
