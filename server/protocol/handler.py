@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import NamedTuple
 
 from google.protobuf import empty_pb2
 
@@ -36,13 +35,13 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol import validation
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.dedup import Idempotency, Outcome
 from a2a_grpc.server.protocol.housekeeping import Housekeeping
 from a2a_grpc.server.protocol.intake import Intake
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.push.webhooks import V10
 from a2a_grpc.server.tasks.base import (
     InvalidPageTokenError,
     Scope,
@@ -55,20 +54,6 @@ from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.signers import MessageVerifier
 
 log = logging.getLogger(__name__)
-
-
-class CallContext(NamedTuple):
-    """Who is calling and with which service parameters (already validated by the servicer).
-    A NamedTuple like `Scope`: made on every call, and cheaper to make than a dataclass."""
-
-    principal: str = ""
-    extensions: tuple[str, ...] = ()
-    protocol: str = V10
-    """The protocol version of the service called ("0.3" through the 0.3 service): the version
-    a webhook this call registers speaks."""
-    last_event_id: str | None = None
-    """The event id a SubscribeToTask resumes after (gRPC `a2a-last-event-id`, SSE
-    `Last-Event-ID`; core/event_ids.py); None: from a snapshot."""
 
 
 class RequestHandler:

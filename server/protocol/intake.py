@@ -8,7 +8,6 @@ a settled run leaves behind (outcome metrics, the dedup entry, the audit record)
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
 
@@ -36,6 +35,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor, RequestContext
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol import validation
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.dedup import Idempotency, Outcome
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
@@ -49,9 +49,6 @@ from a2a_grpc.server.tasks.base import (
 )
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.signers import MessageVerifier, SignerCardUnavailableError
-
-if TYPE_CHECKING:
-    from a2a_grpc.server.protocol.handler import CallContext
 
 
 class Intake:

@@ -21,8 +21,9 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.dedup import window_for
-from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import LocalPushConfigs, PushConfigs
 from a2a_grpc.server.push.webhooks import PushConfigStore
 from a2a_grpc.server.tasks.base import (

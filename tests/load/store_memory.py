@@ -29,7 +29,7 @@ from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
-from a2a_grpc.server.protocol.handler import CallContext
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.tasks.base import Scope
 from a2a_grpc.server.tasks.table import TaskTable
 

@@ -25,8 +25,9 @@ from a2a_grpc.core.metadata import EXTENSIONS_KEY, VERSION_KEY
 from a2a_grpc.core.service import SERVICE
 from a2a_grpc.core.tracing import TRACE_HEADERS
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.gate import CallGate, ServiceParams
-from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import RequestHandler
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,9 @@ from a2a_grpc.core.errors import StatusError, VersionNotSupportedError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY, PROTOCOL_VERSION
 from a2a_grpc.core.service import V03_SERVICE_NAME as SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2, a2a_v03_pb2_grpc
+from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.gate import CallGate
-from a2a_grpc.server.protocol.handler import CallContext, RequestHandler
+from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.transports.grpc.servicer import Context, check_parsed, read_params
 
 TRANSPORT = "grpc-0.3"

@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from a2a_grpc.core import protojson
 from a2a_grpc.core.errors import InvalidParamsError, InvalidRequestError
 from a2a_grpc.core.service import SERVICE
-from a2a_grpc.server.protocol.handler import CallContext
+from a2a_grpc.server.protocol.call_context import CallContext
 
 _SEGMENT = "[^/:]+"
 """What one `*` path segment matches: not `/`, and not `:` so `/tasks/{id}` leaves
