@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from a2a_grpc.server.ops.ignored_fields import MAX_NAMES, OTHER, IgnoredFields
+from a2a_grpc.server.protocol.ignored_fields import MAX_NAMES, OTHER, IgnoredFields
 
 
 def test_each_name_is_counted_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
