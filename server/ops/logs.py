@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any
 
-from a2a_grpc.server.ops.telemetry import ids_of
 from a2a_grpc.server.protocol import log_context
+from a2a_grpc.server.protocol.spans import ids_of
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")

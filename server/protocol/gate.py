@@ -48,10 +48,10 @@ from a2a_grpc.core.errors import (
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.ops.metrics import RpcMetrics
-from a2a_grpc.server.ops.telemetry import RpcTracing, annotate, failed, task_id_of
 from a2a_grpc.server.protocol import log_context
 from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.ignored_fields import IgnoredFields
+from a2a_grpc.server.protocol.spans import RpcTracing, annotate, failed, task_id_of
 from a2a_grpc.server.push.webhooks import V10
 from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.tasks.broker import SubscriberOverflowError
