@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -36,12 +36,10 @@ from prometheus_client.core import (
 )
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.protocol.gate import CallGate
+from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.outcomes import ARTIFACT_BUCKETS, Outcomes
 from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
-
-if TYPE_CHECKING:
-    from a2a_grpc.server.protocol.gate import CallGate
-    from a2a_grpc.server.protocol.handler import RequestHandler
 
 log = logging.getLogger(__name__)
 

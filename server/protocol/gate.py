@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from time import perf_counter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import Span
@@ -47,7 +47,6 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.ops.metrics import RpcMetrics
 from a2a_grpc.server.protocol import log_context
 from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.ignored_fields import IgnoredFields
@@ -95,6 +94,15 @@ NO_PARAMS = ServiceParams(None, (), ())
 """The parameters of a request refused before its parameters were read."""
 
 
+class CallMetrics(Protocol):
+    """Where the gate counts every finished call (the server's metrics: ops/metrics.py's
+    RpcMetrics). Called on the server's event loop only."""
+
+    def observe(self, rpc: str, code: str, transport: str, seconds: float) -> None:
+        """Counts one finished call of `rpc` on `transport` (a stream counts when it ends),
+        which ended with status `code` after `seconds`."""
+
+
 class CallGate:
     """Admission, identity, version, extensions, tracing, audit and metrics of every call.
 
@@ -113,7 +121,7 @@ class CallGate:
         strict_version: bool = False,
         v03_over_grpc: bool = False,
         audit: AuditLog | None = None,
-        metrics: RpcMetrics | None = None,
+        metrics: CallMetrics | None = None,
     ) -> None:
         self.max_calls = max_calls
         self.max_streams = max_streams
