@@ -24,6 +24,14 @@ from a2a_grpc.core.signing import (
     sign_card,
 )
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.addresses import (
+    PublicAddresses,
+    bare_host,
+    bind_problem,
+    host_port,
+    listen_problem,
+    public_addresses,
+)
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
@@ -35,14 +43,6 @@ from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
 from a2a_grpc.server.push.webhooks import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreUnavailableError
-from a2a_grpc.server.transports.addresses import (
-    PublicAddresses,
-    bare_host,
-    bind_problem,
-    host_port,
-    listen_problem,
-    public_addresses,
-)
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.health import EndingHealthServicer
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server

@@ -21,6 +21,7 @@ from a2a_grpc.core import exit_codes
 from a2a_grpc.core.jose import KeyFormatError, KeySet, PrivateKey, load_jwks, load_private_key
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server import environment
+from a2a_grpc.server.addresses import bind_problem
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import load_agent
 from a2a_grpc.server.app import (
@@ -39,7 +40,6 @@ from a2a_grpc.server.ops.telemetry import configure_from_environment
 from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
 from a2a_grpc.server.settings import HTTP_PORT_OFF, NOT_OPTIONS, parser
 from a2a_grpc.server.startup import startup_report, summarize
-from a2a_grpc.server.transports.addresses import bind_problem
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.trust.tls import TlsFiles
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from a2a_grpc.server.addresses import parse_advertise, parse_http_url
 from a2a_grpc.server.push.webhooks import DeliveryPolicy
-from a2a_grpc.server.transports.addresses import parse_advertise, parse_http_url
 from a2a_grpc.server.trust.mesh import (
     DEFAULT_TRUSTED_PROXIES,
     trust_domain_problem,
@@ -279,7 +279,7 @@ class ServerConfig:
     """`HOST[:PORT]` the card lists for gRPC instead of the listen address (the port defaults
     to the bound one); also the host of the HTTP bindings' URL unless `advertise_http` is set.
     Empty: the listen host, or the machine's host name for a wildcard
-    (server/transports/addresses.py)."""
+    (server/addresses.py)."""
     advertise_http: str = ""
     """`http(s)://host[:port][/path]`: the base URL the card lists for the HTTP bindings (JSON-RPC
     at `URL/`, HTTP+JSON under `URL`). Empty: derived as `advertise` says."""

@@ -14,10 +14,10 @@ import argparse
 from a2a_grpc.core import exit_codes
 from a2a_grpc.core.cards import card_url
 from a2a_grpc.server import environment
+from a2a_grpc.server.addresses import bare_host
 from a2a_grpc.server.config import BINDINGS
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.options import SAME_ROW, Kind, Setting, add_options
-from a2a_grpc.server.transports.addresses import bare_host
 from a2a_grpc.server.trust.auth import TOKENS_ENV
 from a2a_grpc.server.trust.mesh import DEFAULT_TRUSTED_PROXIES
 from a2a_grpc.server.trust.oidc import ALGORITHMS

@@ -10,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
+from a2a_grpc.server.addresses import is_wildcard
 from a2a_grpc.server.app import RunningServer, ServerPlan
 from a2a_grpc.server.config import ServerConfig, redacted_url
-from a2a_grpc.server.transports.addresses import is_wildcard
 
 
 @dataclass(frozen=True)

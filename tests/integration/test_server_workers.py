@@ -21,7 +21,7 @@ import pytest
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.messages import user_message
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.transports.addresses import bind_problem
+from a2a_grpc.server.addresses import bind_problem
 from tests.redis_servers import RedisServer
 
 CHILD = str(Path(__file__).with_name("worker_child.py"))

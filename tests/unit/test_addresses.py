@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from a2a_grpc.server.transports.addresses import (
+from a2a_grpc.server.addresses import (
     host_port,
     listen_problem,
     parse_advertise,
