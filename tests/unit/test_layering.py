@@ -1,141 +1,246 @@
-"""The layers import one way: generated <- core <- {server, client} <- cli (no sockets).
+"""The package's parts depend one way, and no module imports another that imports it back.
 
-Server and client never import each other. Inside the server, one rule per package (no lists
-of modules): protocol, tasks, push and trust import no grpc, no aiohttp, no transport and not
-the assembly (app); the transports translate between the wire and the protocol's core errors.
+`RULES` names each part (a dotted name under `a2a_grpc`) and the parts it imports directly; it
+may also use what those import, and nothing else. A module belongs to the longest part its
+name starts with, so a module at the top of `server/` without a rule of its own is part of the
+assembly (`server`: app, compose, cli, settings, ...). The rules hold for every import a module
+makes, directly or through other modules, typing-only (`if TYPE_CHECKING:`) and function-local
+ones included: tests/unit/import_graph.py reads them with `ast` and imports nothing.
+
+`ORDER` is the order the rules make, from the bottom; the parts of one layer never import one
+another. A new package gets a rule here (a test says so) and a row in CONTRIBUTING.md's table.
+
+Besides the order: below the transports the server imports no grpc and no aiohttp itself (the
+transports translate between the wire and the core errors; `core/errors.py` names grpc's
+status codes, so this holds for a module's own imports), and nothing imports the official SDK
+(`a2a`), whose generated code registers the same protobuf symbols as ours.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
+from tests.unit.import_graph import (
+    FOLDERS,
+    Graph,
+    Rules,
+    cycles,
+    import_graph,
+    our_sources,
+    reached,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = {
-    "generated": ("a2a_grpc.generated",),
-    "core": ("a2a_grpc.core", "a2a_grpc.generated"),
-    "client": ("a2a_grpc.client", "a2a_grpc.core", "a2a_grpc.generated"),
-    "server": ("a2a_grpc.server", "a2a_grpc.core", "a2a_grpc.generated"),
-    "cli": ("a2a_grpc.cli", "a2a_grpc.server", "a2a_grpc.client", "a2a_grpc.core"),
-}
-SERVER = ROOT / "server"
-NO_WIRE = ("grpc", "aiohttp", "a2a_grpc.server.transports", "a2a_grpc.server.app")
-"""What the server's inner packages never import: the wire, and who assembles the server."""
-CONCRETE_STORES = (
-    "a2a_grpc.server.tasks.memory",
-    "a2a_grpc.server.tasks.table",
-    "a2a_grpc.server.tasks.redis",
+
+RULES = Rules(
+    {
+        "generated": (),
+        "core": ("generated",),
+        "client": ("core",),
+        # The agent API, and the parts behind the protocol: each needs only core.
+        "server.agent": ("core",),
+        "server.tasks": ("core",),  # the store contract (base), the fan-out, the index
+        "server.push": ("core",),
+        "server.trust": ("core",),
+        "server.addresses": ("core",),
+        "server.demo_agent": ("server.agent",),
+        "server.config": ("server.addresses", "server.push", "server.trust"),
+        # The stores themselves: the assembly builds them, the protocol takes them as
+        # collaborators through tasks/base.py's contract.
+        "server.tasks.table": ("server.tasks",),
+        "server.tasks.memory": ("server.tasks.table",),
+        "server.tasks.redis": ("server.tasks",),
+        "server.card": ("server.demo_agent", "server.trust"),
+        "server.protocol": (
+            "server.agent",
+            "server.config",
+            "server.tasks",
+            "server.push",
+            "server.trust",
+        ),
+        # Metrics, logs and the span exporter read the protocol; what the call gate needs of
+        # them (somewhere to count calls) is a Protocol of the gate's.
+        "server.ops": ("server.protocol",),
+        "server.transports": ("server.ops", "server.card"),
+        "server": ("server.transports", "server.tasks.memory", "server.tasks.redis"),
+        "cli": ("server", "client"),
+    }
 )
-"""The stores themselves: compose.py builds them, the protocol takes them as collaborators."""
-PACKAGE_RULES: dict[str, tuple[str, ...]] = {
-    "protocol": (*NO_WIRE, *CONCRETE_STORES),
-    # Below the protocol and the webhooks: what the stores need of those (an outcome, claims,
-    # a webhook dispatcher) is a Protocol in tasks/base.py.
-    "tasks": (*NO_WIRE, "a2a_grpc.server.protocol", "a2a_grpc.server.push"),
-    "push": NO_WIRE,
-    "trust": NO_WIRE,
-}
-"""Per package of server/: the import prefixes none of its modules may use."""
+ORDER = [
+    ["generated"],
+    ["core"],
+    # The client sits beside the whole server: no rule leads from one to the other.
+    ["client", "server.addresses", "server.agent", "server.push", "server.tasks", "server.trust"],
+    ["server.config", "server.demo_agent", "server.tasks.redis", "server.tasks.table"],
+    ["server.card", "server.protocol", "server.tasks.memory"],
+    ["server.ops"],
+    ["server.transports"],
+    ["server"],
+    ["cli"],
+]
+WIRE = ("grpc", "grpc_health", "grpc_reflection", "aiohttp")
+"""The wire's libraries: only the server's transports and its assembly import them."""
+WIRE_UNITS = ("server.transports", "server")
+SDK = "a2a"
 
 
-def imported_modules(path: Path, *, typing_only_too: bool = True) -> set[str]:
-    """The modules `path` imports (`from a2a_grpc.x import y` also names `a2a_grpc.x.y`); with
-    `typing_only_too` off, not those under `if TYPE_CHECKING:`, which never run."""
-    tree = ast.parse(path.read_text(), str(path))
-    skipped = set()
-    if not typing_only_too:
-        skipped = {
-            id(node)
-            for block in ast.walk(tree)
-            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-            for child in block.body
-            for node in ast.walk(child)
-        }
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            if node.module.startswith("a2a_grpc."):  # from a2a_grpc.server.protocol import run
-                names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+@pytest.fixture(scope="module")
+def graph() -> Graph:
+    return import_graph(our_sources(ROOT))
 
 
-def modules_of(layer: str) -> list[Path]:
-    return sorted(path for path in (ROOT / layer).rglob("*.py") if path.name != "__init__.py")
+def test_every_part_depends_only_on_the_parts_below_it(graph: Graph) -> None:
+    violations = RULES.violations(graph.ours)
+    assert not violations, "imports against RULES:\n" + "\n".join(violations)
 
 
-@pytest.mark.parametrize(
-    ("layer", "path"),
-    [(layer, path) for layer in LAYERS for path in modules_of(layer)],
-    ids=lambda value: value if isinstance(value, str) else value.name,
-)
-def test_each_layer_imports_only_the_layers_below_it(layer: str, path: Path) -> None:
-    ours = {name for name in imported_modules(path) if name.split(".")[0] in ("a2a_grpc", "a2a")}
-    assert {name for name in ours if not name.startswith(LAYERS[layer])} == set()
+def test_no_module_imports_one_that_imports_it_back(graph: Graph) -> None:
+    """No import cycle between any two modules, typing-only and function-local ones too."""
+    found = [" -> ".join(cycle) for cycle in cycles(graph.ours)]
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
-def package_modules() -> list[tuple[str, Path]]:
-    return [
-        (package, path)
-        for package in PACKAGE_RULES
-        for path in sorted((SERVER / package).rglob("*.py"))
-    ]
+def test_the_rules_make_the_order() -> None:
+    assert cycles({unit: set(below) for unit, below in RULES.may_import.items()}) == []
+    assert RULES.layers() == ORDER
+    assert "client" not in RULES.below["server"] and "server" not in RULES.below["client"]
 
 
-@pytest.mark.parametrize(
-    ("package", "path"),
-    package_modules(),
-    ids=lambda value: value if isinstance(value, str) else str(value.relative_to(SERVER)),
-)
-def test_each_server_package_keeps_its_rule(package: str, path: Path) -> None:
-    forbidden = PACKAGE_RULES[package]
-    imports = imported_modules(path)
-    assert {name for name in imports if name.startswith(forbidden)} == set()
+def test_every_package_has_a_rule() -> None:
+    """Each folder of the package and each package of `server/` has a rule (a package below
+    those has its parent's unless it has its own, as `tasks/redis`), and each rule names a
+    package or a module that exists."""
+    packages = {*FOLDERS, *(f"server.{path.parent.name}" for path in ROOT.glob("server/*/*.py"))}
+    assert packages - set(RULES.may_import) == set()
+    stale = {
+        unit
+        for unit in RULES.may_import
+        if not (ROOT / unit.replace(".", "/") / "__init__.py").is_file()
+        and not (ROOT / f"{unit.replace('.', '/')}.py").is_file()
+    }
+    assert stale == set()
 
 
-def test_every_server_package_has_a_rule_or_is_a_transport() -> None:
-    packages = {path.parent.name for path in SERVER.glob("*/__init__.py")}
-    assert packages == {*PACKAGE_RULES, "ops", "transports"}
+def test_only_the_transports_and_the_assembly_touch_the_wire(graph: Graph) -> None:
+    server = {name for name in graph.others if name.startswith("a2a_grpc.server")}
+    assert len(server) > 50, "the server's modules were not found"
+    touching = {
+        name: sorted(graph.others[name] & set(WIRE))
+        for name in server
+        if RULES.unit_of(name) not in WIRE_UNITS and graph.others[name] & set(WIRE)
+    }
+    assert touching == {}
 
 
-def test_the_walk_sees_imports() -> None:
-    assert "a2a_grpc.core.errors" in imported_modules(ROOT / "client" / "errors.py")
-    assert "a2a_grpc.server.protocol.validation" in imported_modules(
-        ROOT / "server" / "protocol" / "handler.py"
+def test_nothing_imports_the_official_sdk(graph: Graph) -> None:
+    assert {name for name, others in graph.others.items() if SDK in others} == set()
+
+
+# The checker itself, on small made-up packages.
+
+
+def made_up(**sources: str) -> Graph:
+    """A graph of `a2a_grpc.<name>` modules (`server__protocol__gate` is
+    `a2a_grpc.server.protocol.gate`)."""
+    return import_graph(
+        {f"a2a_grpc.{name.replace('__', '.')}": text for name, text in sources.items()}
     )
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(("a2a_grpc", *parts[: -1 if parts[-1] == "__init__" else None]))
-
-
-def test_no_server_module_imports_its_importer_back() -> None:
-    """No import cycle among the server's modules (typing-only imports aside): a helper never
-    imports the module that owns it."""
-    paths = {module_name(path): path for path in SERVER.rglob("*.py")}
-    graph = {
-        name: {
-            target
-            for target in imported_modules(path, typing_only_too=False)
-            if target in paths and target != name
-        }
-        for name, path in paths.items()
+def test_the_walk_sees_every_kind_of_import() -> None:
+    graph = made_up(
+        server__protocol__handler="from a2a_grpc.server.protocol import intake\nimport grpc\n",
+        server__protocol__intake=(
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from a2a_grpc.server.protocol.calls import CallContext\n"
+            "def later():\n"
+            "    import a2a_grpc.server.ops.metrics\n"
+            "    from .. import config\n"
+        ),
+        server__protocol__calls="",
+        server__protocol="",
+        server__ops__metrics="",
+        server__ops="",
+        server__config="",
+        server="RunningServer = 1\n",
+        server__app="from a2a_grpc.server import RunningServer\n",
+    )
+    assert graph.ours["a2a_grpc.server.protocol.handler"] == {"a2a_grpc.server.protocol.intake"}
+    assert graph.others["a2a_grpc.server.protocol.handler"] == {"grpc"}
+    assert graph.ours["a2a_grpc.server.protocol.intake"] == {
+        "a2a_grpc.server.protocol.calls",
+        "a2a_grpc.server.ops.metrics",
+        "a2a_grpc.server.config",
     }
-    for name in graph:
-        if paths[name].name == "__init__.py":
-            continue  # a package's __init__ re-exports what it declares
-        stack, seen = [(name, [name])], {name}
-        while stack:
-            current, trail = stack.pop()
-            for target in graph[current]:
-                assert target != name, " -> ".join([*trail, target])
-                if target not in seen and paths[target].name != "__init__.py":
-                    seen.add(target)
-                    stack.append((target, [*trail, target]))
+    assert graph.ours["a2a_grpc.server.app"] == {"a2a_grpc.server"}
+
+
+def test_the_walk_refuses_an_import_of_ours_that_names_no_module() -> None:
+    with pytest.raises(LookupError, match=r"a2a_grpc\.server\.gone"):
+        made_up(server__app="import a2a_grpc.server.gone\n", server="")
+
+
+def test_an_indirect_violation_is_found_with_its_path() -> None:
+    """protocol -> config -> transports: the protocol's own imports name no transport."""
+    graph = made_up(
+        server__protocol__handler="from a2a_grpc.server.config import ServerConfig\n",
+        server__config="def check():\n    from a2a_grpc.server.transports import addresses\n",
+        server__transports__addresses="",
+    )
+    rules = Rules(
+        {"server.protocol": ("server.config",), "server.config": (), "server.transports": ()}
+    )
+    assert (
+        "a2a_grpc.server.protocol.handler -> a2a_grpc.server.config"
+        " -> a2a_grpc.server.transports.addresses"
+        " (server.protocol may not depend on server.transports)"
+    ) in rules.violations(graph.ours)
+    allowed = Rules({**rules.may_import, "server.config": ("server.transports",)})
+    assert allowed.violations(graph.ours) == []
+
+
+def test_a_module_without_a_part_is_refused() -> None:
+    graph = made_up(server__ops__metrics="")
+    with pytest.raises(LookupError, match="give its package a rule"):
+        Rules({"server.protocol": ()}).violations(graph.ours)
+
+
+def test_a_typing_only_cycle_is_found_and_named() -> None:
+    graph = made_up(
+        server__ops__metrics=(
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from a2a_grpc.server.protocol.gate import CallGate\n"
+        ),
+        server__protocol__gate="from a2a_grpc.server.ops.metrics import RpcMetrics\n",
+        server__protocol__handler="from a2a_grpc.server.protocol import gate\n",
+    )
+    assert cycles(graph.ours) == [
+        [
+            "a2a_grpc.server.ops.metrics",
+            "a2a_grpc.server.protocol.gate",
+            "a2a_grpc.server.ops.metrics",
+        ]
+    ]
+
+
+def test_each_group_of_modules_in_a_cycle_is_named_once() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c"},
+        "c": {"a", "d"},
+        "d": {"e"},
+        "e": {"d"},
+        "f": {"f"},
+        "g": {"a"},
+    }
+    assert cycles(graph) == [["a", "b", "c", "a"], ["d", "e", "d"], ["f", "f"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_reached_gives_a_shortest_path_to_each_module() -> None:
+    graph = {"a": {"b", "c"}, "b": {"d"}, "c": {"b"}, "d": set()}
+    assert reached(graph, "a") == {"b": ["a", "b"], "c": ["a", "c"], "d": ["a", "b", "d"]}
