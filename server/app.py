@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,6 +296,9 @@ class ServerPlan:
     """(private key, key id) the cards are served signed with."""
     webhooks: WebhookDispatcher | None = None
     """The push notification sender (None: one made from `config.delivery_policy`)."""
+    authenticators: Sequence[Authenticator] = ()
+    """Other kinds of credentials, each an alternative to `tokens` (with the certificate when `tls`
+    has a `client_ca`); the card states their schemes. CONTRIBUTING.md shows one."""
 
 
 @dataclass(frozen=True)
@@ -424,10 +427,11 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
 
 
 def _auth(plan: ServerPlan, config: ServerConfig) -> _Auth:
-    """Bearer tokens (static, JWTs or both), client certificates, both (both required: see
-    AllOf) or neither; with `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert`
-    stands in for the client certificate (ForwardedClientCert). The card states what the
-    result enforces (`Authenticator.card_security`)."""
+    """Credentials (bearer tokens: static, JWTs or both; `plan.authenticators`' kinds; any one
+    of them), client certificates, both (both required: see AllOf) or neither; with
+    `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert` stands in for the client
+    certificate (ForwardedClientCert). The card states what the result enforces
+    (`Authenticator.card_security`)."""
     tls = plan.tls
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
@@ -437,7 +441,7 @@ def _auth(plan: ServerPlan, config: ServerConfig) -> _Auth:
     jwt = _jwt_bearer(config, bearer_tokens)
     # A bearer value that is no JWT goes from the JWT authenticator to the static table.
     bearer = jwt if jwt is not None else bearer_tokens
-    credentials = [] if bearer is None else [bearer]
+    credentials = [*([] if bearer is None else [bearer]), *plan.authenticators]
     certificate = None
     if client_certificates:
         certificate = ClientCertificates(config.trust_domain)

@@ -174,11 +174,18 @@ class Authenticator(Protocol):
         """What the agent card states of this authenticator (asked once, at start)."""
         ...
 
+    @property
+    def headers(self) -> Sequence[str]:
+        """The metadata keys (lowercase) `authenticate` reads: an HTTP binding passes the
+        request's headers of these names, and no other, as `Presented.metadata`."""
+        ...
+
 
 class BearerTokens:
     """`authorization: Bearer <token>` → principal, from a fixed table of tokens."""
 
     wants = "'authorization: Bearer <token>'"
+    headers = ("authorization",)
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         self.replace(tokens)
@@ -226,6 +233,8 @@ class ClientCertificates:
     that reach the server only as a trusted sidecar's XFCC, beside a credential a caller
     reading the card can send itself (docs/trust.md, "How they combine").
     """
+
+    headers = ()
 
     def __init__(
         self,
@@ -284,6 +293,10 @@ class ForwardedClientCert:
     trusted_proxies: tuple[Network, ...]
     trust_domains: tuple[str, ...] = ()
 
+    @property
+    def headers(self) -> Sequence[str]:
+        return tuple(dict.fromkeys((*self.inner.headers, XFCC_HEADER)))
+
     def card_security(self) -> CardSecurity:
         """`inner`'s: the forwarded SPIFFE ID stands in for the certificate it states."""
         return self.inner.card_security()
@@ -310,6 +323,10 @@ class AnyOf:
 
     authenticators: tuple[Authenticator, ...]
 
+    @property
+    def headers(self) -> Sequence[str]:
+        return _headers(self.authenticators)
+
     def card_security(self) -> CardSecurity:
         """Any one of its members' requirements will do."""
         return CardSecurity.any_of(a.card_security() for a in self.authenticators)
@@ -335,6 +352,10 @@ class AllOf:
     """
 
     authenticators: tuple[Authenticator, ...]
+
+    @property
+    def headers(self) -> Sequence[str]:
+        return _headers(self.authenticators)
 
     def card_security(self) -> CardSecurity:
         """One requirement of each member's, together."""
@@ -408,6 +429,10 @@ def set_caller(caller: str | AuthenticationError) -> None:
     """Makes `caller` the current call's caller (what `current_principal` answers in this
     context): each transport sets it as a call arrives."""
     _caller.set(caller)
+
+
+def _headers(authenticators: Iterable[Authenticator]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(key for a in authenticators for key in a.headers))
 
 
 def _digest(token: str) -> bytes:

@@ -134,6 +134,8 @@ class JwtBearer:
     """The bearer-token authenticator when JWTs are accepted (see the module docstring);
     `static` is the table other bearer values are looked up in (None: JWTs only)."""
 
+    headers = ("authorization",)
+
     def __init__(
         self,
         *,

@@ -120,3 +120,5 @@ def test_the_configured_authenticators_state_their_schemes() -> None:
     forwarded_only = ClientCertificates(on_card=False)
     sidecar = ForwardedClientCert(AnyOf((tokens, forwarded_only)), trusted_networks(()))
     assert sidecar.card_security() == tokens.card_security()
+    assert list(sidecar.headers) == ["authorization", "x-forwarded-client-cert"]
+    assert list(AllOf((tokens, certificates)).headers) == ["authorization"]
