@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from a2a_grpc.server.addresses import (
 )
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
-from a2a_grpc.server.card import complete_extended_card, demo_card, finalize_card
+from a2a_grpc.server.card import Serving, complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig, redacted_url
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
@@ -56,6 +56,7 @@ from a2a_grpc.server.trust.auth import (
     AnyOf,
     Authenticator,
     BearerTokens,
+    CardSecurity,
     ClientCertificates,
     ForwardedClientCert,
 )
@@ -295,6 +296,9 @@ class ServerPlan:
     """(private key, key id) the cards are served signed with."""
     webhooks: WebhookDispatcher | None = None
     """The push notification sender (None: one made from `config.delivery_policy`)."""
+    authenticators: Sequence[Authenticator] = ()
+    """Other kinds of credentials, each an alternative to `tokens` (with the certificate when `tls`
+    has a `client_ca`); the card states their schemes. CONTRIBUTING.md shows one."""
 
 
 @dataclass(frozen=True)
@@ -303,8 +307,6 @@ class _Auth:
 
     certificates: ServerCertificates | None
     bearer_tokens: BearerTokens | None
-    client_certificates: bool
-    """The card states mTLS: a client CA, or a trusted sidecar's XFCC without bearer tokens."""
     authenticator: Authenticator | None
     jwt: JwtBearer | None = None
     """Bearer JWTs (`--oidc-issuer` / `--jwks`): it holds static `bearer_tokens` as its table."""
@@ -338,7 +340,7 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     problem = executor_problem(agent)
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
-    auth = _auth(plan.tokens, plan.tls, config)
+    auth = _auth(plan, config)
     if auth.jwt is not None:
         try:
             await auth.jwt.start()
@@ -359,6 +361,7 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
+    security = _card_security(auth)  # before any port is bound: it may stop the start
     audit = _open_audit(config, board) if config.audit_log else None
     listeners = _listen(config, auth, board)
     public = public_addresses(
@@ -369,7 +372,7 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
         advertise_http=config.advertise_http,
         tls=auth.certificates is not None,
     )
-    final_card, extended_card = _cards(plan, public, auth)
+    final_card, extended_card = _cards(plan, public, security)
     webhooks, signature_keys, signer_card_keys = (
         plan.webhooks,
         plan.signature_keys,
@@ -423,35 +426,43 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
     )
 
 
-def _auth(tokens: Mapping[str, str] | None, tls: TlsFiles | None, config: ServerConfig) -> _Auth:
-    """Bearer tokens (static, JWTs or both), client certificates, both (both required: see
-    AllOf) or neither; with `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert`
-    stands in for the client certificate (ForwardedClientCert)."""
+def _auth(plan: ServerPlan, config: ServerConfig) -> _Auth:
+    """Credentials (bearer tokens: static, JWTs or both; `plan.authenticators`' kinds; any one
+    of them), client certificates, both (both required: see AllOf) or neither; with
+    `config.trust_xfcc`, a trusted sidecar's `x-forwarded-client-cert` stands in for the client
+    certificate (ForwardedClientCert). The card states what the result enforces
+    (`Authenticator.card_security`)."""
+    tls = plan.tls
     certificates = None if tls is None else ServerCertificates(tls)
     client_certificates = tls is not None and tls.client_ca is not None
     if config.trust_domain and not (client_certificates or config.trust_xfcc):
         raise StartupError("--trust-domain needs client certificates (--client-ca) or --trust-xfcc")
-    authenticators: list[Authenticator] = []
-    bearer_tokens = BearerTokens(tokens) if tokens else None
+    bearer_tokens = BearerTokens(plan.tokens) if plan.tokens else None
     jwt = _jwt_bearer(config, bearer_tokens)
     # A bearer value that is no JWT goes from the JWT authenticator to the static table.
     bearer = jwt if jwt is not None else bearer_tokens
-    if bearer is not None:
-        authenticators.append(bearer)
+    credentials = [*([] if bearer is None else [bearer]), *plan.authenticators]
+    certificate = None
     if client_certificates:
-        authenticators.append(ClientCertificates(config.trust_domain))
+        certificate = ClientCertificates(config.trust_domain)
     elif config.trust_xfcc:
+        # Beside a credential, the card states that credential only: a caller reading it
+        # cannot present what only its sidecar can.
         wants = f"{XFCC_HEADER} from a trusted proxy"
-        authenticators.append(ClientCertificates(config.trust_domain, wants=wants))
-    # Both configured: both required (see AllOf); one configured: that one. Bearer tokens and
-    # XFCC without a client CA: either (a direct caller has no certificate to present).
-    combine = AllOf if client_certificates and bearer is not None else AnyOf
-    authenticator: Authenticator | None = combine(tuple(authenticators)) if authenticators else None
+        certificate = ClientCertificates(config.trust_domain, wants=wants, on_card=not credentials)
+    authenticator: Authenticator | None = None
+    if client_certificates and certificate is not None and credentials:
+        # Both configured: both required (see AllOf).
+        credential = credentials[0] if len(credentials) == 1 else AnyOf(tuple(credentials))
+        authenticator = AllOf((credential, certificate))
+    elif credentials or certificate is not None:
+        # One kind: that one. Credentials and XFCC without a client CA: either (a direct
+        # caller has no certificate to present).
+        authenticator = AnyOf((*credentials, *([] if certificate is None else [certificate])))
     if authenticator is not None and config.trust_xfcc:
         networks = trusted_networks(config.trusted_proxy)
         authenticator = ForwardedClientCert(authenticator, networks, config.trust_domain)
-    card_mtls = client_certificates or (config.trust_xfcc and bearer is None)
-    return _Auth(certificates, bearer_tokens, card_mtls, authenticator, jwt)
+    return _Auth(certificates, bearer_tokens, authenticator, jwt)
 
 
 def _jwt_bearer(config: ServerConfig, static: BearerTokens | None) -> JwtBearer | None:
@@ -509,21 +520,26 @@ def _listen(config: ServerConfig, auth: _Auth, board: HealthBoard) -> _Listeners
     return _Listeners(server, port, http_server, board)
 
 
+def _card_security(auth: _Auth) -> CardSecurity:
+    """What the card states of who may call: what the authenticator enforces."""
+    try:
+        return CardSecurity() if auth.authenticator is None else auth.authenticator.card_security()
+    except ValueError as exc:
+        raise StartupError(f"cannot state the security schemes on the card: {exc}") from exc
+
+
 def _cards(
-    plan: ServerPlan, public: PublicAddresses, auth: _Auth
+    plan: ServerPlan, public: PublicAddresses, security: CardSecurity
 ) -> tuple[a2a_pb2.AgentCard, a2a_pb2.AgentCard | None]:
-    """The card and the extended card as served: finalized, completed, signed."""
+    """The card and the extended card as served: finalized (stating `security`), completed,
+    signed."""
     config = plan.config
-    final_card = finalize_card(
-        plan.card or demo_card(public.grpc),
+    serving = Serving(
         public.grpc,
         http_url=public.http,
         http_bindings=config.http_bindings,
         v03=config.compat_03,
-        bearer_tokens=auth.bearer_tokens is not None,
-        client_certificates=auth.client_certificates,
-        jwt=auth.jwt is not None,
-        oidc_discovery_url=None if auth.jwt is None else auth.jwt.discovery_url,
+        security=security,
         signed_messages=(
             config.require_signed_messages
             if plan.signature_keys is not None or config.trusted_signer_cards
@@ -531,6 +547,7 @@ def _cards(
         ),
         signing_keys=plan.signing_keys,
     )
+    final_card = finalize_card(plan.card or demo_card(public.grpc), serving)
     extended_card = plan.extended_card
     if extended_card is not None:
         if not final_card.capabilities.extended_agent_card:

@@ -8,6 +8,7 @@ import inspect
 import json
 import re
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from a2a_grpc.core.v03 import agent_card_json, is_v03
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import Skill
 from a2a_grpc.server.demo_agent import DemoAgent
+from a2a_grpc.server.trust.auth import CardSecurity
 
 DEFAULT_VERSION = "0.1.0"
 DEFAULT_MODES = ("*/*",)
@@ -135,106 +137,105 @@ def load_card(path: str) -> a2a_pb2.AgentCard:
     return card
 
 
-def finalize_card(
-    card: a2a_pb2.AgentCard,
-    address: str,
-    *,
-    bearer_tokens: bool,
-    client_certificates: bool,
-    jwt: bool = False,
-    oidc_discovery_url: str | None = None,
-    signed_messages: bool | None = None,
-    http_url: str | None = None,
-    http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON"),
-    signing_keys: KeySet | None = None,
-    v03: bool = False,
-) -> a2a_pb2.AgentCard:
-    """A copy of `card` that states what this server really does.
+@dataclass(frozen=True)
+class Serving:
+    """What this server serves and enforces, for `finalize_card` to state on the card."""
 
-    A card without interfaces gets the gRPC one this server listens on; with `http_url` (the
-    HTTP port's `http://host:port`), a card that lists no JSONRPC or no HTTP+JSON interface gets
-    it (JSON-RPC at `http_url/`, HTTP+JSON routes under `http_url`), after the others, for each
-    binding of `http_bindings` (the HTTP bindings served); an interface of an HTTP binding not
-    served is dropped, so the card lists exactly the served ones. With `v03` (A2A 0.3 callers
-    served), one A2A 0.3 gRPC interface is listed last, at the first gRPC interface's url (none
-    when the card lists no gRPC interface); any other 0.3 interface is dropped (0.3 is served
-    over gRPC only). Unset capabilities become explicit (streaming on, push and extended card
-    off), and the server enforces what the card says; the security schemes in force are
-    declared and required: `jwt` (bearer JWTs accepted) is the OpenID Connect scheme at
-    `oidc_discovery_url` when given, else an HTTP bearer scheme of format JWT; static tokens and
-    JWTs are alternatives (two requirements), a client certificate goes with either.
-    `signed_messages` (not None: the server verifies signatures; True:
-    it requires them) offers the signed-messages extension; `signing_keys` publishes the public
-    keys this agent's own messages are signed with in that extension's entry (`params.jwks`).
+    grpc_address: str
+    """The gRPC interface's address (host:port) a card without interfaces gets."""
+    http_url: str | None = None
+    """The HTTP port's base URL (`http://host:port`); None: no HTTP port."""
+    http_bindings: Collection[str] = ("JSONRPC", "HTTP+JSON")
+    """The HTTP bindings served on it."""
+    v03: bool = False
+    """A2A 0.3 callers are served (over gRPC)."""
+    security: CardSecurity = field(default_factory=CardSecurity)
+    """What the configured authenticator states (`Authenticator.card_security`)."""
+    signed_messages: bool | None = None
+    """Not None: the server verifies message signatures; True: it requires them."""
+    signing_keys: KeySet | None = None
+    """The public keys this agent's own messages are signed with."""
+
+
+def finalize_card(card: a2a_pb2.AgentCard, serving: Serving) -> a2a_pb2.AgentCard:
+    """A copy of `card` that states what this server really does (`serving`):
+
+    - interfaces: a card without any gets the gRPC one at `grpc_address`; with `http_url`, a
+      card that lists no JSONRPC or no HTTP+JSON interface gets it (JSON-RPC at `http_url/`,
+      HTTP+JSON routes under `http_url`), after the others, for each of `http_bindings`; an
+      interface of an HTTP binding not served is dropped, so the card lists exactly the served
+      ones. With `v03`, one A2A 0.3 gRPC interface is listed last, at the first gRPC
+      interface's url (none when the card lists no gRPC interface); any other 0.3 interface is
+      dropped (0.3 is served over gRPC only);
+    - capabilities: unset ones become explicit (streaming on, push and extended card off), and
+      the server enforces what the card says; `signed_messages` offers the signed-messages
+      extension, `signing_keys` publishes its keys in that extension's entry (`params.jwks`);
+      the budget extension is always offered;
+    - security: the schemes `security` states are declared (merged into the card's entries of
+      the same names), and its requirements are the card's unless the card lists its own.
     """
     final = a2a_pb2.AgentCard()
     final.CopyFrom(card)
-    unserved = {"JSONRPC", "HTTP+JSON"}.difference(http_bindings)
+    _interfaces(final, serving)
+    _v03_interface(final, serving.v03)
+    _capabilities(final, serving)
+    _security(final, serving.security)
+    return final
+
+
+def _interfaces(card: a2a_pb2.AgentCard, serving: Serving) -> None:
+    unserved = {"JSONRPC", "HTTP+JSON"}.difference(serving.http_bindings)
     if unserved:
-        kept = [i for i in final.supported_interfaces if i.protocol_binding not in unserved]
-        del final.supported_interfaces[:]
-        final.supported_interfaces.extend(kept)
-    if not final.supported_interfaces:
-        final.supported_interfaces.append(build_grpc_interface(address))
-    if http_url is not None:
-        bindings = {interface.protocol_binding for interface in final.supported_interfaces}
-        tenant = final.supported_interfaces[0].tenant
-        for binding, url in (("JSONRPC", http_url + "/"), ("HTTP+JSON", http_url)):
-            if binding in http_bindings and binding not in bindings:
-                final.supported_interfaces.add(
-                    url=url,
-                    protocol_binding=binding,
-                    protocol_version=PROTOCOL_VERSION,
-                    tenant=tenant,
-                )
-    _v03_interface(final, v03)
-    if not final.capabilities.HasField("streaming"):
-        final.capabilities.streaming = True
-    if not final.capabilities.HasField("push_notifications"):
-        final.capabilities.push_notifications = False
-    if not final.capabilities.HasField("extended_agent_card"):
-        final.capabilities.extended_agent_card = False
-    if signed_messages is not None and not any(
-        ext.uri == SIGNED_MESSAGE_EXTENSION for ext in final.capabilities.extensions
-    ):
-        final.capabilities.extensions.add(
+        kept = [i for i in card.supported_interfaces if i.protocol_binding not in unserved]
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(kept)
+    if not card.supported_interfaces:
+        card.supported_interfaces.append(build_grpc_interface(serving.grpc_address))
+    if serving.http_url is None:
+        return
+    bindings = {interface.protocol_binding for interface in card.supported_interfaces}
+    tenant = card.supported_interfaces[0].tenant
+    for binding, url in (("JSONRPC", serving.http_url + "/"), ("HTTP+JSON", serving.http_url)):
+        if binding in serving.http_bindings and binding not in bindings:
+            card.supported_interfaces.add(
+                url=url, protocol_binding=binding, protocol_version=PROTOCOL_VERSION, tenant=tenant
+            )
+
+
+def _capabilities(card: a2a_pb2.AgentCard, serving: Serving) -> None:
+    capabilities = card.capabilities
+    if not capabilities.HasField("streaming"):
+        capabilities.streaming = True
+    if not capabilities.HasField("push_notifications"):
+        capabilities.push_notifications = False
+    if not capabilities.HasField("extended_agent_card"):
+        capabilities.extended_agent_card = False
+    declared = {ext.uri for ext in capabilities.extensions}
+    if serving.signed_messages is not None and SIGNED_MESSAGE_EXTENSION not in declared:
+        capabilities.extensions.add(
             uri=SIGNED_MESSAGE_EXTENSION,
             description="Messages carry a JWS (EdDSA or ES256) over their canonical form.",
-            required=signed_messages,
+            required=serving.signed_messages,
         )
-    if signing_keys is not None:
-        publish_signing_keys(
-            final, signing_keys, verifies=signed_messages is not None, required=False
-        )
-    if not any(ext.uri == BUDGET_EXTENSION for ext in final.capabilities.extensions):
-        final.capabilities.extensions.add(
+    if serving.signing_keys is not None:
+        verifies = serving.signed_messages is not None
+        publish_signing_keys(card, serving.signing_keys, verifies=verifies, required=False)
+    if BUDGET_EXTENSION not in declared:
+        capabilities.extensions.add(
             uri=BUDGET_EXTENSION,
             description="Requests may state a budget; tasks report their cost.",
         )
-    bearers: list[str] = []
-    if bearer_tokens:
-        final.security_schemes["bearer"].http_auth_security_scheme.scheme = "Bearer"
-        bearers.append("bearer")
-    if jwt and oidc_discovery_url:
-        oidc = final.security_schemes["oidc"].open_id_connect_security_scheme
-        oidc.open_id_connect_url = oidc_discovery_url
-        oidc.description = "bearer JWT from this OpenID Connect issuer"
-        bearers.append("oidc")
-    elif jwt:
-        scheme = final.security_schemes["jwt"].http_auth_security_scheme
-        scheme.scheme, scheme.bearer_format = "Bearer", "JWT"
-        bearers.append("jwt")
-    if client_certificates:
-        final.security_schemes["mtls"].mtls_security_scheme.description = "client certificate"
-    if (bearers or client_certificates) and not final.security_requirements:
-        # Static tokens and JWTs share the header: either will do (one requirement each). A
-        # certificate configured beside them is required too (see auth.AllOf): in each one.
-        mtls = ["mtls"] if client_certificates else []
-        for names in [[bearer, *mtls] for bearer in bearers] or [mtls]:
-            requirement = final.security_requirements.add()
-            for scheme_name in names:
-                requirement.schemes[scheme_name].SetInParent()
-    return final
+
+
+def _security(card: a2a_pb2.AgentCard, security: CardSecurity) -> None:
+    for name, scheme in security.schemes.items():
+        card.security_schemes[name].MergeFrom(scheme)
+    if card.security_requirements:
+        return  # the card's own requirements stand
+    for names in security.requirements:
+        requirement = card.security_requirements.add()
+        for name in names:
+            requirement.schemes[name].SetInParent()
 
 
 def _v03_interface(card: a2a_pb2.AgentCard, served: bool) -> None:

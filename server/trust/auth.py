@@ -14,19 +14,26 @@ sidecar forwards in `x-forwarded-client-cert` (ForwardedClientCert, trust/mesh.p
 
 Configured with neither tokens nor client certificates (nor a trusted sidecar), the server
 authenticates nothing and serves every caller as the anonymous principal "".
+
+Each authenticator also states what the agent card says of it (`card_security`): its security
+schemes and the requirements a caller meets it by. The combinators (AnyOf, AllOf,
+ForwardedClientCert) combine their members' as they combine their checks, so the card the
+server serves states exactly what its authenticator enforces.
 """
 
 from __future__ import annotations
 
 import contextvars
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.trust.mesh import (
     XFCC_HEADER,
     IdentityProblem,
@@ -95,21 +102,90 @@ class Presented:
         return [v.decode() if isinstance(v, bytes) else v for k, v in self.metadata if k == key]
 
 
-class Authenticator(Protocol):
-    """Turns what a call presents into a principal, or raises AuthenticationError.
+@dataclass(frozen=True)
+class CardSecurity:
+    """What an authenticator states on the agent card: its security schemes by name (the card's
+    `securitySchemes`) and the security requirements a caller meets it by (its
+    `securityRequirements`, A2A 1.0 §4.4: any one requirement will do, and a requirement needs
+    every scheme it names)."""
 
-    Returns None when this authenticator found no credentials of its kind (so another may try).
+    schemes: Mapping[str, a2a_pb2.SecurityScheme] = field(default_factory=dict)
+    """The schemes, by the names the requirements use, in the order the card lists them."""
+    requirements: tuple[tuple[str, ...], ...] = ()
+    """The alternatives, in order, each the names of the schemes a caller presents together.
+    Empty: nothing a card can state (no credentials, or none a card's reader would send)."""
+
+    @classmethod
+    def of(cls, name: str, scheme: a2a_pb2.SecurityScheme) -> CardSecurity:
+        """One scheme, `name`, which is enough on its own."""
+        return cls({name: scheme}, ((name,),))
+
+    @classmethod
+    def any_of(cls, parts: Iterable[CardSecurity]) -> CardSecurity:
+        """A caller meets any one of `parts`: their schemes, and their requirements in turn.
+        ValueError when two parts name different schemes alike."""
+        parts = tuple(parts)
+        return cls(_schemes(parts), tuple(r for part in parts for r in part.requirements))
+
+    @classmethod
+    def all_of(cls, parts: Iterable[CardSecurity]) -> CardSecurity:
+        """A caller meets every one of `parts`: their schemes, and one requirement per way to
+        pick a requirement of each (parts without any are left out). ValueError when two parts
+        name different schemes alike."""
+        parts = tuple(parts)
+        asked = [part.requirements for part in parts if part.requirements]
+        combined = (
+            tuple(
+                tuple(dict.fromkeys(name for names in picked for name in names))
+                for picked in itertools.product(*asked)
+            )
+            if asked
+            else ()
+        )
+        return cls(_schemes(parts), combined)
+
+
+def _schemes(parts: Sequence[CardSecurity]) -> dict[str, a2a_pb2.SecurityScheme]:
+    schemes: dict[str, a2a_pb2.SecurityScheme] = {}
+    for part in parts:
+        for name, scheme in part.schemes.items():
+            if schemes.setdefault(name, scheme) != scheme:
+                raise ValueError(f"two authenticators state different security schemes {name!r}")
+    return schemes
+
+
+class Authenticator(Protocol):
+    """Turns what a call presents into a principal, or raises AuthenticationError, and states
+    on the agent card how a caller is to present it.
+
+    `authenticate` runs on every call of every transport, before the call gate (keep it
+    synchronous and quick; raise AuthenticationPending to await I/O first). It returns None
+    when this authenticator found no credentials of its kind (so another may try).
     An authenticator may have a `wants` attribute: what a caller must send, for the refusal of
     a call that sent nothing any authenticator takes.
     """
 
-    def authenticate(self, presented: Presented) -> str | None: ...
+    def authenticate(self, presented: Presented) -> str | None:
+        """The principal of the credentials `presented` carries; None when it carries none of
+        this authenticator's kind; AuthenticationError when they are not valid."""
+        ...
+
+    def card_security(self) -> CardSecurity:
+        """What the agent card states of this authenticator (asked once, at start)."""
+        ...
+
+    @property
+    def headers(self) -> Sequence[str]:
+        """The metadata keys (lowercase) `authenticate` reads: an HTTP binding passes the
+        request's headers of these names, and no other, as `Presented.metadata`."""
+        ...
 
 
 class BearerTokens:
     """`authorization: Bearer <token>` → principal, from a fixed table of tokens."""
 
     wants = "'authorization: Bearer <token>'"
+    headers = ("authorization",)
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         self.replace(tokens)
@@ -139,6 +215,12 @@ class BearerTokens:
             raise AuthenticationError("the bearer token is not valid")
         return principal
 
+    def card_security(self) -> CardSecurity:
+        """The HTTP bearer scheme `bearer`."""
+        scheme = a2a_pb2.SecurityScheme()
+        scheme.http_auth_security_scheme.scheme = "Bearer"
+        return CardSecurity.of("bearer", scheme)
+
 
 class ClientCertificates:
     """mTLS: the principal is the verified client certificate's SPIFFE ID (its one URI SAN
@@ -146,13 +228,31 @@ class ClientCertificates:
 
     With `trust_domains`, only SPIFFE IDs of those trust domains are accepted: a certificate of
     another trust domain, or one without a SPIFFE ID, is refused.
+
+    The card states the mutual TLS scheme `mtls`, unless `on_card` is off: for certificates
+    that reach the server only as a trusted sidecar's XFCC, beside a credential a caller
+    reading the card can send itself (docs/trust.md, "How they combine").
     """
 
+    headers = ()
+
     def __init__(
-        self, trust_domains: Sequence[str] = (), *, wants: str = "a client certificate"
+        self,
+        trust_domains: Sequence[str] = (),
+        *,
+        wants: str = "a client certificate",
+        on_card: bool = True,
     ) -> None:
         self.trust_domains = tuple(trust_domains)
         self.wants = wants
+        self.on_card = on_card
+
+    def card_security(self) -> CardSecurity:
+        if not self.on_card:
+            return CardSecurity()
+        scheme = a2a_pb2.SecurityScheme()
+        scheme.mtls_security_scheme.description = "client certificate"
+        return CardSecurity.of("mtls", scheme)
 
     def authenticate(self, presented: Presented) -> str | None:
         peer = presented.peer
@@ -193,6 +293,14 @@ class ForwardedClientCert:
     trusted_proxies: tuple[Network, ...]
     trust_domains: tuple[str, ...] = ()
 
+    @property
+    def headers(self) -> Sequence[str]:
+        return tuple(dict.fromkeys((*self.inner.headers, XFCC_HEADER)))
+
+    def card_security(self) -> CardSecurity:
+        """`inner`'s: the forwarded SPIFFE ID stands in for the certificate it states."""
+        return self.inner.card_security()
+
     def authenticate(self, presented: Presented) -> str | None:
         values = presented.values(XFCC_HEADER)
         if not values:
@@ -215,6 +323,14 @@ class AnyOf:
 
     authenticators: tuple[Authenticator, ...]
 
+    @property
+    def headers(self) -> Sequence[str]:
+        return _headers(self.authenticators)
+
+    def card_security(self) -> CardSecurity:
+        """Any one of its members' requirements will do."""
+        return CardSecurity.any_of(a.card_security() for a in self.authenticators)
+
     def authenticate(self, presented: Presented) -> str:
         for authenticator in self.authenticators:
             principal = authenticator.authenticate(presented)
@@ -236,6 +352,14 @@ class AllOf:
     """
 
     authenticators: tuple[Authenticator, ...]
+
+    @property
+    def headers(self) -> Sequence[str]:
+        return _headers(self.authenticators)
+
+    def card_security(self) -> CardSecurity:
+        """One requirement of each member's, together."""
+        return CardSecurity.all_of(a.card_security() for a in self.authenticators)
 
     def authenticate(self, presented: Presented) -> str:
         principals = [a.authenticate(presented) for a in self.authenticators]
@@ -305,6 +429,10 @@ def set_caller(caller: str | AuthenticationError) -> None:
     """Makes `caller` the current call's caller (what `current_principal` answers in this
     context): each transport sets it as a call arrives."""
     _caller.set(caller)
+
+
+def _headers(authenticators: Iterable[Authenticator]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(key for a in authenticators for key in a.headers))
 
 
 def _digest(token: str) -> bytes:

@@ -42,10 +42,12 @@ import httpx
 import jwt
 
 from a2a_grpc.core.cards import CardFetchError, bounded_get, max_age
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.trust.auth import (
     AuthenticationError,
     AuthenticationPending,
     BearerTokens,
+    CardSecurity,
     Presented,
 )
 
@@ -132,6 +134,8 @@ class JwtBearer:
     """The bearer-token authenticator when JWTs are accepted (see the module docstring);
     `static` is the table other bearer values are looked up in (None: JWTs only)."""
 
+    headers = ("authorization",)
+
     def __init__(
         self,
         *,
@@ -180,6 +184,25 @@ class JwtBearer:
     def discovery_url(self) -> str | None:
         """The discovery document's URL (the card's OpenID Connect scheme), None with --jwks."""
         return discovery_url(self.issuer) if self.oidc else None
+
+    def card_security(self) -> CardSecurity:
+        """The OpenID Connect scheme `oidc` at the discovery URL with an issuer, else the HTTP
+        bearer scheme `jwt` of format JWT; after `static`'s, as its alternative (the two share
+        the header)."""
+        scheme = a2a_pb2.SecurityScheme()
+        url = self.discovery_url
+        if url is not None:
+            oidc = scheme.open_id_connect_security_scheme
+            oidc.open_id_connect_url = url
+            oidc.description = "bearer JWT from this OpenID Connect issuer"
+            own = CardSecurity.of("oidc", scheme)
+        else:
+            bearer = scheme.http_auth_security_scheme
+            bearer.scheme, bearer.bearer_format = "Bearer", "JWT"
+            own = CardSecurity.of("jwt", scheme)
+        if self.static is None:
+            return own
+        return CardSecurity.any_of((self.static.card_security(), own))
 
     async def start(self) -> None:
         """Fetches the discovery document and the key set (or reads the key file); ValueError

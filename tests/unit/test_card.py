@@ -26,7 +26,8 @@ from a2a_grpc.core.errors import InvalidAgentResponseError
 from a2a_grpc.core.jose import KeySet, SignatureError, verify_detached
 from a2a_grpc.core.signing import sign_card, verify_card
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.card import demo_card, finalize_card, to_json
+from a2a_grpc.server.card import Serving, demo_card, finalize_card, to_json
+from a2a_grpc.server.trust.auth import BearerTokens
 
 CARD = {
     "name": "echo",
@@ -144,9 +145,8 @@ def test_a_card_for_both_versions_is_read_as_1_0() -> None:
 
 def test_our_0_3_card_json_reads_back() -> None:
     address = "127.0.0.1:50051"
-    served = finalize_card(
-        demo_card(address), address, bearer_tokens=True, client_certificates=False, v03=True
-    )
+    bearer = BearerTokens({"t": "alice"}).card_security()
+    served = finalize_card(demo_card(address), Serving(address, v03=True, security=bearer))
     document = v03.agent_card_json(served)
     card = parse_card(json.dumps(document))
     assert [(i.protocol_binding, i.url) for i in card.supported_interfaces] == [
@@ -271,14 +271,13 @@ CARD_KEYS = KeySet.of_private_keys({"card-1": CARD_KEY})
 
 @pytest.mark.parametrize("v03", [False, True], ids=["1.0", "with 0.3 fields"])
 def test_the_served_card_carries_signatures_over_what_it_serves(v03: bool) -> None:
-    card = finalize_card(
-        demo_card("127.0.0.1:1"),
+    serving = Serving(
         "127.0.0.1:1",
         http_url="http://127.0.0.1:2",
-        bearer_tokens=True,
-        client_certificates=False,
         v03=True,
+        security=BearerTokens({"t": "alice"}).card_security(),
     )
+    card = finalize_card(demo_card("127.0.0.1:1"), serving)
     card.skills.add(id="bare", name="Bare", description="no tags")  # tags: REQUIRED, empty
     signed = sign_card(card, CARD_KEY, "card-1")
     body = to_json(signed, v03=v03, signer=(CARD_KEY, "card-1"))

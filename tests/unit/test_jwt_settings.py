@@ -7,16 +7,18 @@ import json
 
 import pytest
 
-from a2a_grpc.server.card import demo_card, finalize_card
+from a2a_grpc.server.card import Serving, demo_card, finalize_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.trust.auth import (
+    AllOf,
     AuthenticationError,
     AuthenticationPending,
     BearerTokens,
+    ClientCertificates,
     Presented,
     caller_of,
 )
-from a2a_grpc.server.trust.oidc import looks_like_jwt, parse_jwks
+from a2a_grpc.server.trust.oidc import JwtBearer, looks_like_jwt, parse_jwks
 
 RSA_JWK = {
     "kty": "RSA",
@@ -69,13 +71,12 @@ def test_static_tokens_cannot_take_the_principals_of_certificates_or_jwts() -> N
 
 
 def test_the_card_declares_oidc_or_bearer_jwt_each_with_the_certificate() -> None:
+    jwts = JwtBearer(
+        issuer="https://idp", audience="me", oidc=True, static=BearerTokens({"t": "alice"})
+    )
+    both = AllOf((jwts, ClientCertificates()))
     card = finalize_card(
-        demo_card("127.0.0.1:1"),
-        "127.0.0.1:1",
-        bearer_tokens=True,
-        client_certificates=True,
-        jwt=True,
-        oidc_discovery_url="https://idp/.well-known/openid-configuration",
+        demo_card("127.0.0.1:1"), Serving("127.0.0.1:1", security=both.card_security())
     )
     oidc = card.security_schemes["oidc"].open_id_connect_security_scheme
     assert oidc.open_id_connect_url == "https://idp/.well-known/openid-configuration"
@@ -83,12 +84,9 @@ def test_the_card_declares_oidc_or_bearer_jwt_each_with_the_certificate() -> Non
         ["bearer", "mtls"],
         ["mtls", "oidc"],
     ]
+    jwks = JwtBearer(issuer="https://idp", audience="me", oidc=False, jwks="keys.json")
     card = finalize_card(
-        demo_card("127.0.0.1:1"),
-        "127.0.0.1:1",
-        bearer_tokens=False,
-        client_certificates=False,
-        jwt=True,
+        demo_card("127.0.0.1:1"), Serving("127.0.0.1:1", security=jwks.card_security())
     )
     assert card.security_schemes["jwt"].http_auth_security_scheme.bearer_format == "JWT"
     assert [sorted(r.schemes) for r in card.security_requirements] == [["jwt"]]

@@ -1,4 +1,5 @@
-"""Token tables from a file and the environment, and the bearer authenticator."""
+"""Token tables from a file and the environment, the bearer authenticator, and what the
+authenticators and their combinations state on the card and read from a call."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.trust.auth import (
     AllOf,
     AnyOf,
     AuthenticationError,
     BearerTokens,
+    CardSecurity,
     ClientCertificates,
+    ForwardedClientCert,
     Presented,
     load_tokens,
 )
+from a2a_grpc.server.trust.mesh import trusted_networks
 
 
 def test_tokens_from_environment_and_file(tmp_path: Path) -> None:
@@ -87,3 +92,33 @@ def test_all_of_needs_every_credential() -> None:
         auth.authenticate(Presented((), certificate))
     with pytest.raises(AuthenticationError, match="both"):
         auth.authenticate(Presented(token))
+
+
+def _scheme(description: str) -> a2a_pb2.SecurityScheme:
+    scheme = a2a_pb2.SecurityScheme()
+    scheme.api_key_security_scheme.description = description
+    return scheme
+
+
+def test_card_security_combines_as_the_checks_do() -> None:
+    a, b, c = (CardSecurity.of(name, _scheme(name)) for name in "abc")
+    either = CardSecurity.any_of((a, b))
+    assert list(either.schemes) == ["a", "b"] and either.requirements == (("a",), ("b",))
+    both = CardSecurity.all_of((either, c, CardSecurity()))  # one that asks nothing: left out
+    assert list(both.schemes) == ["a", "b", "c"]
+    assert both.requirements == (("a", "c"), ("b", "c"))
+    assert CardSecurity.all_of((CardSecurity(), CardSecurity())) == CardSecurity()
+    assert CardSecurity.any_of((a, a)).schemes == a.schemes  # the same scheme twice is one
+    with pytest.raises(ValueError, match="different security schemes 'a'"):
+        CardSecurity.any_of((a, CardSecurity.of("a", _scheme("another"))))
+
+
+def test_the_configured_authenticators_state_their_schemes() -> None:
+    tokens, certificates = BearerTokens({"s3cret": "alice"}), ClientCertificates()
+    assert AllOf((tokens, certificates)).card_security().requirements == (("bearer", "mtls"),)
+    assert AnyOf((tokens, certificates)).card_security().requirements == (("bearer",), ("mtls",))
+    forwarded_only = ClientCertificates(on_card=False)
+    sidecar = ForwardedClientCert(AnyOf((tokens, forwarded_only)), trusted_networks(()))
+    assert sidecar.card_security() == tokens.card_security()
+    assert list(sidecar.headers) == ["authorization", "x-forwarded-client-cert"]
+    assert list(AllOf((tokens, certificates)).headers) == ["authorization"]

@@ -16,8 +16,9 @@ the same handler method; only the encoding of requests, results, streams and err
   answers POST, because the spec's prose says POST for `:subscribe` where the proto says GET.
 
 Service parameters come from headers: `A2A-Version`, `A2A-Extensions` (comma-separated; the
-activated ones are echoed in the response header), `Authorization` and
-`X-Forwarded-Client-Cert` (the gRPC server's authenticator), `traceparent` / `tracestate`.
+activated ones are echoed in the response header), the headers the authenticator reads
+(`Authorization`, `X-Forwarded-Client-Cert`, a registered scheme's: `Authenticator.headers`),
+`traceparent` / `tracestate`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ from a2a_grpc.server.transports.http.routes import (
     rpcs_of,
 )
 from a2a_grpc.server.trust.auth import Authenticator, Presented, caller_of, set_caller
-from a2a_grpc.server.trust.mesh import XFCC_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,7 @@ class HttpBindings:
         """Seconds one write of a stream's event may wait on the client before the stream is
         ended (`ServerConfig.stream_write_timeout`)."""
         self.authenticator = authenticator
+        self._auth_headers = () if authenticator is None else tuple(authenticator.headers)
         self.rpcs = rpcs_of(handler)
         self.max_body = handler.config.max_receive_bytes
         self.strict_parsing = handler.config.strict_parsing
@@ -176,16 +177,12 @@ class HttpBindings:
 
     async def _authenticate(self, http_request: web.Request) -> None:
         """Names the caller of this request (the gate reads it), as gRPC's interceptor does:
-        its `Authorization` and `X-Forwarded-Client-Cert` headers, the client certificate TLS
-        verified and the address the connection comes from."""
+        the headers the authenticator reads, the client certificate TLS verified and the
+        address the connection comes from."""
         if self.authenticator is None:
             return
         headers = http_request.headers
-        metadata = [
-            (key, value)
-            for key in ("authorization", XFCC_HEADER)
-            for value in headers.getall(key, ())
-        ]
+        metadata = [(key, value) for key in self._auth_headers for value in headers.getall(key, ())]
         presented = Presented(tuple(metadata), _peer_names(http_request), http_request.remote)
         set_caller(await caller_of(self.authenticator, presented))
 

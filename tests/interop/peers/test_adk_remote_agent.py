@@ -59,7 +59,7 @@ from google.protobuf import json_format
 from a2a_grpc.client import A2AClient
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.app import RunningServer, ServerPlan, start_server
-from a2a_grpc.server.card import finalize_card
+from a2a_grpc.server.card import Serving, finalize_card
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from tests.interop.peers.conftest import ROOT, _child_env
@@ -101,12 +101,12 @@ def serve_http_interfaces_only(running: RunningServer) -> a2a_pb2.AgentCard:
     config = running.handler.config
     final = finalize_card(
         card,
-        running.public.grpc,
-        http_url=running.public.http,
-        http_bindings=config.http_bindings,
-        v03=config.compat_03,
-        bearer_tokens=False,
-        client_certificates=False,
+        Serving(
+            running.public.grpc,
+            http_url=running.public.http,
+            http_bindings=config.http_bindings,
+            v03=config.compat_03,
+        ),
     )
     running.http_server.set_card(final, v03=config.compat_03)
     return final
