@@ -1,4 +1,10 @@
-"""The four push-notification-config RPCs, scoped like every task operation."""
+"""The four push-notification-config RPCs, scoped like every task operation.
+
+Credentials are write-only: every config these RPCs return (Create's answer, Get, List) has
+`authentication.credentials` emptied (`redacted`), following the spec's direction (A2A issue
+#1681, whose proposed text says Get and List MUST omit or empty it, and the push-config epic
+#1988). Only the stored copy, which delivery reads, keeps them.
+"""
 
 from __future__ import annotations
 
@@ -99,7 +105,9 @@ class PushConfigService:
     at most `max_per_task` configs, which bounds the work each of its events causes. A config
     is registered in the protocol version of the call that made it (`protocol`: "1.0", or
     "0.3" through the 0.3 service), which its webhook's bodies follow; replacing it takes the
-    replacing call's version. Reads show the config the same in every version.
+    replacing call's version. Reads show the config the same in every version, with its
+    `authentication.credentials` empty (`redacted`): the caller wrote them, nobody reads them
+    back; a replacement must give them again.
     """
 
     def __init__(
@@ -189,7 +197,7 @@ class PushConfigService:
         await self.validate(request, "config")
         await self._task(request.task_id, scope)
         await self.check_room(request.task_id, request.id, "task_id")
-        return await self.register(request, request.task_id, scope.tenant, protocol)
+        return redacted(await self.register(request, request.task_id, scope.tenant, protocol))
 
     async def get(
         self, request: a2a_pb2.GetTaskPushNotificationConfigRequest, scope: Scope
@@ -202,7 +210,7 @@ class PushConfigService:
                 f"task {request.task_id} has no push notification config {request.id!r}",
                 metadata={"taskId": request.task_id, "configId": request.id},
             )
-        return config
+        return redacted(config)
 
     async def list(
         self, request: a2a_pb2.ListTaskPushNotificationConfigsRequest, scope: Scope
@@ -214,7 +222,7 @@ class PushConfigService:
         configs = await self.configs.for_task(request.task_id)
         start = _offset(request.page_token, len(configs))
         size = request.page_size or CONFIGS_PAGE_SIZE
-        page = configs[start : start + size]
+        page = [redacted(config) for config in configs[start : start + size]]
         more = start + size < len(configs)
         return a2a_pb2.ListTaskPushNotificationConfigsResponse(
             configs=page, next_page_token=str(start + size) if more else ""
@@ -239,6 +247,16 @@ class PushConfigService:
     async def _task(self, task_id: str, scope: Scope) -> None:
         if await self.store.get(task_id, scope, history_length=0) is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
+
+
+def redacted(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
+    """`config` (a copy of the stored one: changed in place) as callers read it: the webhook's
+    `authentication.credentials` emptied, its scheme kept, so a reader sees that the webhook
+    authenticates and how, never with what. The `token` stays: it is the caller's own value
+    for checking that a notification comes from this server, not a secret of the webhook."""
+    if config.HasField("authentication"):
+        config.authentication.credentials = ""
+    return config
 
 
 def _require_task_id(task_id: str, path: str) -> None:

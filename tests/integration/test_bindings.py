@@ -25,7 +25,8 @@ from tests.integration.bindings import (
     RestBinding,
 )
 from tests.integration.conftest import Factory, Harness, Held, send_request
-from tests.integration.test_server_push import dispatcher
+from tests.integration.test_server_push import Gated, dispatcher
+from tests.integration.webhook_receiver import Receiver
 
 Start = Callable[..., Awaitable[tuple[Harness, Binding]]]
 BINDINGS = ("grpc", "jsonrpc", "http+json")
@@ -168,6 +169,87 @@ async def test_push_config_create_get_list_delete(over: Start) -> None:
             a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task_id, id=created.id),
         )
     assert gone.value.reason == "TASK_NOT_FOUND"
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """The task store under test: "" (this process's memory) or a fresh redis-server's URL."""
+    if request.param == "memory":
+        return ""
+    url: str = request.getfixturevalue("redis_server").url
+    return url
+
+
+async def _delivered_until_completed(receiver: Receiver) -> list[str]:
+    """The Authorization header of every POST `receiver` got, once it got the task's end."""
+    async with asyncio.timeout(10), receiver.arrived:
+        await receiver.arrived.wait_for(
+            lambda: any(b"TASK_STATE_COMPLETED" in r.body for r in receiver.received)
+        )
+    return [delivery.headers["Authorization"] for delivery in receiver.received]
+
+
+async def test_push_credentials_are_write_only(over: Start, store_url: str) -> None:
+    """Every config read back (Create's answer, Get, List; one made inline in a send, one by
+    Create) has its credentials emptied and its scheme kept; delivery still sends them."""
+    agent = Gated()
+    _, binding = await over(agent, webhooks=dispatcher(), store=store_url)
+    inline_hook, made_hook = await Receiver().start(), await Receiver().start()
+    try:
+        request = _non_blocking()
+        inline = request.configuration.task_push_notification_config
+        inline.id, inline.url, inline.token = "inline", inline_hook.url, "tok-inline"
+        inline.authentication.scheme = "Bearer"
+        inline.authentication.credentials = "inline-secret"
+        sent = await binding.call("SendMessage", request)
+        assert isinstance(sent, a2a_pb2.SendMessageResponse)
+        task_id = sent.task.id
+        created = await binding.call(
+            "CreateTaskPushNotificationConfig",
+            a2a_pb2.TaskPushNotificationConfig(
+                task_id=task_id,
+                id="made",
+                url=made_hook.url,
+                token="tok-made",
+                authentication=a2a_pb2.AuthenticationInfo(scheme="Basic", credentials="bWFkZQ=="),
+            ),
+        )
+        assert isinstance(created, a2a_pb2.TaskPushNotificationConfig)
+        expected = {
+            "inline": a2a_pb2.TaskPushNotificationConfig(
+                task_id=task_id,
+                id="inline",
+                url=inline_hook.url,
+                token="tok-inline",
+                authentication=a2a_pb2.AuthenticationInfo(scheme="Bearer"),
+            ),
+            "made": a2a_pb2.TaskPushNotificationConfig(
+                task_id=task_id,
+                id="made",
+                url=made_hook.url,
+                token="tok-made",
+                authentication=a2a_pb2.AuthenticationInfo(scheme="Basic"),
+            ),
+        }
+        assert created == expected["made"]
+        for config_id in ("inline", "made"):
+            got = await binding.call(
+                "GetTaskPushNotificationConfig",
+                a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id),
+            )
+            assert got == expected[config_id]
+        listed = await binding.call(
+            "ListTaskPushNotificationConfigs",
+            a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task_id),
+        )
+        assert isinstance(listed, a2a_pb2.ListTaskPushNotificationConfigsResponse)
+        assert sorted(listed.configs, key=lambda c: c.id) == [expected["inline"], expected["made"]]
+        agent.go.set()
+        assert set(await _delivered_until_completed(inline_hook)) == {"Bearer inline-secret"}
+        assert set(await _delivered_until_completed(made_hook)) == {"Basic bWFkZQ=="}
+    finally:
+        await inline_hook.stop()
+        await made_hook.stop()
 
 
 EXPECTED_INVALID = {

@@ -371,6 +371,7 @@ async def test_push_configs_over_0_3(make_server: Factory) -> None:
     assert made.name == f"{parent}/pushNotificationConfigs/c1"
     assert made.push_notification_config.id == "c1"
     assert list(made.push_notification_config.authentication.schemes) == ["Bearer"]
+    assert made.push_notification_config.authentication.credentials == ""  # write-only
     got = await stub.GetTaskPushNotificationConfig(
         a2a_v03_pb2.GetTaskPushNotificationConfigRequest(name=made.name)
     )
