@@ -7,10 +7,12 @@ The first word of the message's text picks the behaviour:
 - `chunks [N]`     one artifact streamed in N text chunks (append / last_chunk), default 4.
 - `reply`          a direct message answer, no task.
 - `fail`           the task ends FAILED with a reason.
-- `slow [S]`       WORKING for S seconds (default 30) with progress, then COMPLETED; cancelable.
+- `slow [S]`       WORKING for S seconds (default 30, at most 3600), saying how far it got at
+                   least every S/10 s, then an artifact and COMPLETED; cancelable.
 - `crash`          the agent raises; the task becomes FAILED and the caller sees a generic error.
 - `spend X`        quotes X (budget extension): over the request's budget the task is REJECTED;
-                   otherwise it charges X in two halves and completes.
+                   otherwise it charges X in two halves and completes with a receipt artifact.
+                   X that is not a non-negative decimal number is REJECTED, saying so.
 Every echo is charged 0.01 per part when the request states a budget. A data part is echoed as
 its JSON text when the caller accepts text/plain but not application/json.
 """
@@ -18,7 +20,8 @@ its JSON text when the caller accepts text/plain but not application/json.
 from __future__ import annotations
 
 import asyncio
-from decimal import Decimal
+import math
+from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 from google.protobuf import json_format
@@ -51,12 +54,13 @@ BEHAVIOURS: tuple[Behaviour, ...] = (
     Behaviour("reply", "Answers with a direct message: no task is created.", "reply hi",
               direct=True),
     Behaviour("fail", "The task ends FAILED, saying why.", "fail"),
-    Behaviour("slow", "WORKING for S seconds (default 30) with progress, then COMPLETED; "
-              "cancelable.", "slow 30"),
+    Behaviour("slow", "WORKING for S seconds (default 30) with progress, then an artifact and "
+              "COMPLETED; cancelable.", "slow 30"),
     Behaviour("crash", "The agent raises: the task ends FAILED and the caller sees a generic "
               "reason.", "crash"),
     Behaviour("spend", "Quotes X (budget extension): over the message's budget the task is "
-              "REJECTED, otherwise X is charged and the task completes.", "spend 0.02"),
+              "REJECTED, otherwise X is charged and the task completes with a receipt.",
+              "spend 0.02"),
 )  # fmt: skip
 """Every behaviour (the first, echo, is what any other first word gets): the demo card's
 skills (`DemoAgent.skills`)."""
@@ -91,11 +95,23 @@ def _unaccepted_note(context: RequestContext, parts: list[a2a_pb2.Part]) -> str 
     )
 
 
-def _count(words: list[str], default: float) -> float:
+def _amount(written: str) -> Decimal | None:
+    """`spend`'s amount: a finite, non-negative decimal number (the budget extension's rule for
+    amounts), else None."""
     try:
-        return float(words[1]) if len(words) > 1 else default
+        amount = Decimal(written)
+    except InvalidOperation:
+        return None
+    return +amount if amount.is_finite() and amount >= 0 else None  # +: "-0" is 0
+
+
+def _count(words: list[str], default: float) -> float:
+    """The number after the keyword (`chunks N`, `slow S`); `default` without a finite one."""
+    try:
+        count = float(words[1]) if len(words) > 1 else default
     except ValueError:
         return default
+    return count if math.isfinite(count) else default
 
 
 class DemoAgent:
@@ -153,12 +169,7 @@ class DemoAgent:
         elif keyword == "crash":
             raise RuntimeError("the demo agent crashed on purpose")
         elif keyword == "spend":
-            amount = Decimal(str(_count(words, 1.0)))
-            await events.quote(amount)
-            await events.working(f"spending {amount}")
-            await events.charge(amount / 2)
-            await events.charge(amount / 2)
-            await events.complete()
+            await self._spend(events, words[1] if len(words) > 1 else "")
         else:
             await events.working()
             if context.budget is not None:
@@ -185,12 +196,33 @@ class DemoAgent:
     async def _slow(self, events: TaskEvents, seconds: float) -> None:
         seconds = max(0.0, min(seconds, 3600.0))
         await events.working(f"working for {seconds:g} s")
-        step = min(1.0, seconds) or 0.0
+        # Progress at least every tenth of the time (and at most once a second): an agent that
+        # works long says so, which also keeps it clear of `serve --agent-inactivity-timeout`.
+        step = max(1.0, seconds / 10)
         elapsed = 0.0
-        while elapsed < seconds:
-            await asyncio.sleep(step)
-            elapsed += step
+        for index in range(1, math.ceil(seconds / step) + 1):
+            mark = min(seconds, index * step)
+            await asyncio.sleep(mark - elapsed)
+            elapsed = mark
+            if elapsed < seconds:
+                await events.working(f"{elapsed:g} of {seconds:g} s")
+        await events.add_artifact([a2a_pb2.Part(text=f"worked {seconds:g} s")], name="slow")
         await events.complete(f"done after {seconds:g} s")
+
+    async def _spend(self, events: TaskEvents, written: str) -> None:
+        amount = _amount(written)
+        if amount is None:
+            got = f"; got {written!r}" if written else ""
+            await events.reject(
+                f"spend takes an amount, a non-negative decimal number such as 'spend 0.02'{got}"
+            )
+            return
+        await events.quote(amount)
+        await events.working(f"spending {amount}")
+        await events.charge(amount / 2)
+        await events.charge(amount / 2)
+        await events.add_artifact([a2a_pb2.Part(text=f"charged {amount}")], name="receipt")
+        await events.complete()
 
 
 QUOTE_CHARS = 200

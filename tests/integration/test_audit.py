@@ -49,7 +49,7 @@ async def test_requests_and_outcomes_are_recorded(make_server: Factory, tmp_path
     rows = records(log)
     outcome = next(r for r in rows if r["kind"] == "outcome" and r["task_id"] == task.id)
     assert outcome["outcome"] == "TASK_STATE_COMPLETED"
-    assert outcome["cost"] == {"amount": "2.0", "currency": "EUR"}
+    assert outcome["cost"] == {"amount": "2", "currency": "EUR"}
     assert (outcome["principal"], outcome["tenant"]) == ("alice", "acme")
     sent = next(r for r in rows if r["kind"] == "request" and r["method"] == "SendMessage")
     assert sent["task_id"] == task.id and sent["outcome"] == "OK"

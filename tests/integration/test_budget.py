@@ -56,7 +56,7 @@ async def test_a_quote_over_budget_is_rejected_with_the_reason(demo: Harness) ->
     reason = reason_of(task)
     assert reason["reason"] == "over_budget"
     assert reason["budget"] == {"amount": "10", "currency": "EUR"}
-    assert reason["requested"] == {"amount": "50.0", "currency": "EUR"}
+    assert reason["requested"] == {"amount": "50", "currency": "EUR"}
     assert cost_of(task) is None
 
 
