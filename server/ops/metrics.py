@@ -38,7 +38,7 @@ from prometheus_client.core import (
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import RequestHandler
-from a2a_grpc.server.protocol.outcomes import ARTIFACT_BUCKETS, Outcomes
+from a2a_grpc.server.protocol.outcomes import ARTIFACT_BUCKETS, CHUNK_BUCKETS, Outcomes
 from a2a_grpc.server.tasks.base import StoreStats, StoreUnavailableError
 
 log = logging.getLogger(__name__)
@@ -275,20 +275,35 @@ def _outcome_families(outcomes: Outcomes) -> Iterator[Metric]:
         "Tasks that finished holding no artifact, by final state",
         labels=["skill", "state"],
     )
+    chunks = HistogramMetricFamily(
+        "a2a_artifact_chunks",
+        "Chunks an artifact came in (a whole artifact: 1), observed when the run that sent its "
+        "last chunk settles",
+        labels=["skill"],
+    )
     for skill, counts in sorted(outcomes.by_skill.items()):
         answers.add_metric(["direct_reply", skill], counts.direct_replies)
         answers.add_metric(["task", skill], counts.tasks)
-        cumulative, buckets = 0, []
-        bounds = (*(str(float(bound)) for bound in ARTIFACT_BUCKETS), "+Inf")
-        for bound, count in zip(bounds, counts.artifact_buckets, strict=True):
-            cumulative += count
-            buckets.append((bound, cumulative))
-        artifacts.add_metric([skill], buckets, counts.artifacts)
+        artifacts.add_metric(
+            [skill], _cumulative(ARTIFACT_BUCKETS, counts.artifact_buckets), counts.artifacts
+        )
         for state, count in sorted(counts.without_artifacts.items()):
             without.add_metric([skill, state], count)
+        chunks.add_metric([skill], _cumulative(CHUNK_BUCKETS, counts.chunk_buckets), counts.chunks)
     yield answers
     yield artifacts
     yield without
+    yield chunks
+
+
+def _cumulative(bounds: tuple[int, ...], counts: list[int]) -> list[tuple[str, int]]:
+    """Prometheus buckets (`le` label, cumulative count) from per-bucket counts; +Inf last."""
+    cumulative, buckets = 0, []
+    labels = (*(str(float(bound)) for bound in bounds), "+Inf")
+    for label, count in zip(labels, counts, strict=True):
+        cumulative += count
+        buckets.append((label, cumulative))
+    return buckets
 
 
 def state_label(state: int) -> str:

@@ -310,6 +310,8 @@ class Intake:
             direct_reply=run.reply_message is not None,
             state=run.last_state,
             artifacts=run.artifact_count,
+            whole_artifacts=run.whole_artifacts,
+            chunked_artifacts=run.chunked_artifacts,
         )
         self.dedup.settle((run.scope.tenant, run.scope.owner, run.context.message.message_id), run)
         if run.reply_message is not None and self.push is not None:

@@ -97,6 +97,12 @@ class TaskRun:
     """The last state this run recorded (UNSPECIFIED before any)."""
     skill = ""
     """The card skill the agent said this run serves (`use_skill`), for metrics."""
+    whole_artifacts = 0
+    """Artifacts this run recorded whole (one chunk each), for metrics."""
+    chunked_artifacts: tuple[int, ...] = ()
+    """The chunks of each artifact this run streamed and finished (its last chunk), in order,
+    for metrics. Chunks an earlier run of the task sent are not known here."""
+    _streaming: dict[str, int] | None = None  # chunks so far of the artifacts being streamed
     stop_outcome: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
     """How the task ends when the server stops the agent (state, status text)."""
     _open = True  # until settled (a plain flag: it is read on every event)
@@ -456,10 +462,26 @@ class TaskRun:
             self._ended_elsewhere(finished)
         except StoreFullError:
             await self._no_room("artifact", size)
+        if append or not whole_or_last:
+            self._count_chunk(artifact_id, append, whole_or_last)
+        else:  # a whole artifact, the common case: a count, no tuple
+            self.whole_artifacts += 1
         if backlog:
             await asyncio.sleep(0)  # the readers' turn, see below
         self._artifact_ids.add(artifact_id)
         return artifact_id
+
+    def _count_chunk(self, artifact_id: str, append: bool, last: bool) -> None:
+        """Counts a chunk of a streamed artifact; its count joins `chunked_artifacts` at its
+        last chunk."""
+        streaming = self._streaming
+        if streaming is None:
+            streaming = self._streaming = {}
+        chunks = streaming.pop(artifact_id, 0) + 1 if append else 1
+        if last:
+            self.chunked_artifacts += (chunks,)
+        else:
+            streaming[artifact_id] = chunks
 
     def use_skill(self, skill_id: str) -> None:
         self.skill = skill_id

@@ -14,6 +14,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_grpc.generated import a2a_pb2, a2a_v03_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.card import demo_card
 from a2a_grpc.server.ops.metrics import INVALID_REQUEST_RPC, METRICS_PATH
 from tests.integration.conftest import Factory, Harness, Held, send_request
 from tests.integration.test_compat_v03 import V03, v03_send, v03_stub
@@ -319,3 +321,42 @@ async def test_answers_artifacts_and_tasks_without_artifacts_are_counted_by_skil
     assert value(samples, "a2a_answers_total", kind="task", skill="ask") == 2  # two runs
     assert value(samples, "a2a_task_artifacts_sum", skill="ask") == 1
     assert value(samples, "a2a_task_artifacts_bucket", skill="ask", le="1.0") == 1
+
+
+async def test_chunks_per_artifact_are_observed_by_skill(
+    make_server: Factory, http: aiohttp.ClientSession
+) -> None:
+    """A whole artifact is one chunk; a streamed one counts its chunks once its last lands.
+    Restarting an artifact id (a first chunk again) starts its count over."""
+
+    class Streams:
+        async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+            events.use_skill("echo")
+            await events.add_artifact([a2a_pb2.Part(text="whole")])
+            restarted = await events.add_artifact([a2a_pb2.Part(text="x")], last_chunk=False)
+            for index in range(7):
+                await events.add_artifact(
+                    [a2a_pb2.Part(text=str(index))],
+                    artifact_id=restarted,
+                    append=index > 0,
+                    last_chunk=index == 6,
+                )
+            await events.add_artifact([a2a_pb2.Part(text="open")], last_chunk=False)  # unfinished
+
+    harness = await make_server(http_port=0, card=demo_card("127.0.0.1:0"), agent=Streams())
+    await harness.stub.SendMessage(send_request("go"))
+    samples = await scrape(http, harness)
+    assert value(samples, "a2a_artifact_chunks_count", skill="echo") == 2  # whole, restarted
+    assert value(samples, "a2a_artifact_chunks_sum", skill="echo") == 1 + 7
+    assert value(samples, "a2a_artifact_chunks_bucket", skill="echo", le="1.0") == 1
+    assert value(samples, "a2a_artifact_chunks_bucket", skill="echo", le="5.0") == 1
+    assert value(samples, "a2a_artifact_chunks_bucket", skill="echo", le="10.0") == 2
+    demo = await make_server(http_port=0)
+    await demo.stub.SendMessage(send_request("chunks 12"))
+    await demo.stub.SendMessage(send_request("hello"))
+    samples = await scrape(http, demo)
+    assert value(samples, "a2a_artifact_chunks_sum", skill="chunks") == 12
+    assert value(samples, "a2a_artifact_chunks_bucket", skill="chunks", le="10.0") == 0
+    assert value(samples, "a2a_artifact_chunks_bucket", skill="chunks", le="50.0") == 1
+    assert value(samples, "a2a_artifact_chunks_count", skill="echo") == 1
+    assert value(samples, "a2a_artifact_chunks_count", skill="chunks") == 1
