@@ -21,6 +21,9 @@ Contract:
   An event after the task has settled raises `AgentContractError`.
 - CancelTask marks the task CANCELED at once and cancels the asyncio task running `execute`:
   `asyncio.CancelledError` is raised at its current `await`. Clean up and let it propagate.
+- A run that reports nothing (no status, artifact or charge) for `serve
+  --agent-inactivity-timeout` seconds (an hour by default) is stopped the same way, with the
+  task FAILED saying the agent stayed silent. Work that takes longer reports progress.
 - An exception escaping `execute` marks the task FAILED with a generic message; the caller sees
   no exception text. The server logs it and keeps serving.
 - "Not now, try again": raise `ServiceUnavailableError` (from `a2a_grpc.core.errors`, also

@@ -237,6 +237,10 @@ class ServerConfig:
     """Unfinished tasks one tenant may hold across callers (None: half of max_tasks)."""
     interrupted_ttl: float = 3600.0
     """Seconds a task may wait in INPUT_REQUIRED / AUTH_REQUIRED before it is CANCELED."""
+    agent_inactivity_timeout: float = 3600.0
+    """Seconds a run of the agent may go without reporting anything (a status, an artifact, a
+    charge); then its task ends FAILED saying so and the run is cancelled. 0: never. An hour,
+    as long as a task may wait for its caller (`interrupted_ttl`): see docs/server.md."""
     audit_fail_closed: bool = False
     """With an audit log: refuse requests (UNAVAILABLE, retryable) while records cannot be written
     instead of serving them with the records held in memory."""
@@ -331,6 +335,10 @@ class ServerConfig:
                 "max_live_tasks_per_tenant must be at least 1",
             ),
             (self.interrupted_ttl > 0, "interrupted_ttl must be positive"),
+            (
+                self.agent_inactivity_timeout >= 0,
+                "agent_inactivity_timeout must not be negative (0 turns it off)",
+            ),
             (self.max_push_configs >= 1, "max_push_configs must be at least 1"),
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
             (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),

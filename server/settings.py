@@ -402,6 +402,18 @@ SETTINGS: tuple[Setting, ...] = (
         "with a status message saying so (streams and webhooks see it)",
     ),
     Setting(
+        "agent_inactivity_timeout",
+        doc_default="3600; 0 = never",
+        help="seconds a run of the agent may report nothing (no status, artifact or charge) "
+        "before its task is FAILED and the run cancelled; 0 = never (default: %(default)s)",
+        doc="seconds a run of the agent may report nothing (no status update, artifact or "
+        "charge, counted from its start and from each event; the runs are looked at every "
+        "quarter of it, at most every second, so a silent one is stopped within that much "
+        "after); then its task is FAILED with a status message saying so (streams and webhooks "
+        "see it), the agent's `execute` gets `asyncio.CancelledError`, and the server logs a "
+        'warning naming the task. See "Hung agents" below for why an hour',
+    ),
+    Setting(
         "max_inline_bytes",
         help="largest raw part accepted inline, in bytes (default: %(default)s)",
         doc="largest inline `raw` part; larger content must be sent as a `url` part",

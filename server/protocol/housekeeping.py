@@ -1,6 +1,6 @@
 """Housekeeping: what runs on a timer and at shutdown rather than per call. Expiring tasks that
 waited for input too long, finished tasks past their TTL and message ids past the dedup window,
-and draining the runs when the server stops.
+stopping agents that report nothing for too long, and draining the runs when the server stops.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ class Housekeeping:
         self.active = active
         self.runners = runners
         self._housekeeper: asyncio.Task[None] | None = None
+        self._agent_watch: asyncio.Task[None] | None = None
+        self._quiet: dict[TaskRun, tuple[int, float]] = {}
+        """Each unsettled run's count of reported events when last seen to change, and when."""
         self.failures = FailureLog(log, "housekeeping (expiring tasks)", level=logging.ERROR)
         """Sweeps that failed for another reason than the store being down (those the store
         counts): the first with its traceback, then at most a line a minute."""
@@ -53,8 +56,11 @@ class Housekeeping:
         """Starts the timer that expires tasks and message ids on time, also on an idle server
         (otherwise they would only go when new work arrives). Call on the server's loop, after
         the store's `start`."""
+        loop = asyncio.get_running_loop()
         if self._housekeeper is None:
-            self._housekeeper = asyncio.get_running_loop().create_task(self._keep_house())
+            self._housekeeper = loop.create_task(self._keep_house())
+        if self._agent_watch is None and self.config.agent_inactivity_timeout > 0:
+            self._agent_watch = loop.create_task(self._watch_agents())
 
     @property
     def sweep_interval(self) -> float:
@@ -67,6 +73,38 @@ class Housekeeping:
         while True:
             await asyncio.sleep(self.sweep_interval)
             await self.sweep_once()
+
+    @property
+    def watch_interval(self) -> float:
+        """Seconds between looks at the runs for silent agents: a quarter of the timeout,
+        within 10 ms .. 1 s (a run is stopped at most this long after its timeout)."""
+        return min(1.0, max(0.01, self.config.agent_inactivity_timeout / 4))
+
+    async def _watch_agents(self) -> None:
+        while True:
+            await asyncio.sleep(self.watch_interval)
+            self.watch_agents(time.monotonic())
+
+    def watch_agents(self, now: float) -> None:
+        """Stops (`TaskRun.time_out`) each run whose agent has reported nothing for
+        `agent_inactivity_timeout` seconds as of `now`: its count of reported events has not
+        moved since then. A run is first seen at most `watch_interval` after it starts, and an
+        event at most that long before the look that notices it, so a silent run is stopped
+        between the timeout and the timeout plus `watch_interval` after its last event.
+        One pass over the unsettled runs: no timer per run."""
+        timeout = self.config.agent_inactivity_timeout
+        quiet = self._quiet
+        watched: dict[TaskRun, tuple[int, float]] = {}
+        for run in self.active.values():
+            count = run.events_reported
+            seen = quiet.get(run)
+            if seen is None or seen[0] != count:
+                watched[run] = (count, now)
+            elif now - seen[1] >= timeout:
+                run.time_out(timeout)  # it settles at once: not watched any more
+            else:
+                watched[run] = seen
+        self._quiet = watched
 
     async def sweep_once(self) -> None:
         """One `sweep` as the timer runs it: a failure is logged quietly and never stops the
@@ -107,6 +145,9 @@ class Housekeeping:
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             self._housekeeper = None
+        if self._agent_watch is not None:
+            self._agent_watch.cancel()
+            self._agent_watch = None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         while (pending := self._running()) and (left := deadline - loop.time()) > 0:
