@@ -21,6 +21,15 @@ Contract:
   An event after the task has settled raises `AgentContractError`.
 - CancelTask marks the task CANCELED at once and cancels the asyncio task running `execute`:
   `asyncio.CancelledError` is raised at its current `await`. Clean up and let it propagate.
+- In-task authorization (spec §7.6): `require_auth(message)` parks the task AUTH_REQUIRED,
+  saying what it needs. The next message on the task (only its caller reaches it: tasks are
+  scoped to the principal) calls `execute` again with `context.answers_auth` true. What that
+  message carries (a credential, an approval) authorizes that run only (spec §7.6.4): the
+  server keeps no authorization between messages. A later message on the task runs with
+  `answers_auth` false, although the credential stays in `context.task.history` as every
+  message does: authorize from `context.message` of a run that `answers_auth`, never from the
+  history; to do the guarded thing again, ask again. Every call is authenticated on its own
+  (`context.caller`).
 - A run that reports nothing (no status, artifact or charge) for `serve
   --agent-inactivity-timeout` seconds (an hour by default) is stopped the same way, with the
   task FAILED saying the agent stayed silent. Work that takes longer reports progress.
@@ -122,7 +131,8 @@ class RequestContext(NamedTuple):
     """The context the task belongs to: the continued task's, else the message's, else a fresh
     id."""
     task: a2a_pb2.Task | None = None
-    """The task as it stood when this message arrived to continue it; None for a new task."""
+    """The task as it stood when this message took it to continue it (read atomically with
+    that claim, so its state is the one this message answers); None for a new task."""
     reference_task_ids: tuple[str, ...] = ()
     """The message's `reference_task_ids`: other tasks the caller points at, unchecked."""
     requested_extensions: tuple[str, ...] = ()
@@ -148,6 +158,15 @@ class RequestContext(NamedTuple):
     """How much history the caller asked to get back (None: all)."""
     return_immediately: bool = False
     """The caller does not wait for the task to settle."""
+
+    @property
+    def answers_auth(self) -> bool:
+        """Whether this message answers the agent's request for authorization: it continues a
+        task that was AUTH_REQUIRED when the message took it. Only then may what the message
+        carries authorize anything, and only for this run (spec §7.6.4; the module docstring
+        says why the history is no place to look for it)."""
+        task = self.task
+        return task is not None and task.status.state == a2a_pb2.TASK_STATE_AUTH_REQUIRED
 
     def text(self) -> str:
         """The message's text parts joined by newlines."""
@@ -244,7 +263,8 @@ class TaskEvents(Protocol):
     async def require_auth(self, message: a2a_pb2.Message | str) -> None:
         """`update_status(TASK_STATE_AUTH_REQUIRED, message)`: the caller must authorize
         something (`message` says what) before the task goes on; otherwise as
-        `require_input`."""
+        `require_input`. The run of the next message has `context.answers_auth` true, and what
+        that message carries authorizes that run only (see the module docstring)."""
         ...
 
     async def quote(self, amount: Decimal | str) -> None:

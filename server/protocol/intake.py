@@ -158,9 +158,15 @@ class Intake:
             if existing is None and inline is None:  # the common case, without a coroutine more
                 await self.store.reserve(scope, size, task_id)  # the run uses or frees it
             else:
-                await self._claim_room_or_task(
+                answered = await self._claim_room_or_task(
                     existing, scope, size, context, inline, call.protocol
                 )
+                if answered is not None:
+                    # The agent is told the task as this message took it (atomically), not as
+                    # read above: the state it answers may have moved on since (another replica
+                    # ran an earlier answer), and what that state asked for is what this message
+                    # answers (AUTH_REQUIRED: spec §7.6.4, `RequestContext.answers_auth`).
+                    context = context._replace(task=answered)
         except BaseException:
             if subscription is not None:
                 subscription.cancel()
@@ -206,12 +212,12 @@ class Intake:
         context: RequestContext,
         inline: a2a_pb2.TaskPushNotificationConfig | None,
         protocol: str,
-    ) -> None:
+    ) -> a2a_pb2.Task | None:
         """Room for a new task (StoreFullError now, rather than when the agent first speaks),
         or the claim on an interrupted one, whose answer is counted against the byte budget as
         it lands (StoreFullError when unfinished tasks fill it: the task waits as it was), with
         the inline webhook registered (in the caller's `protocol`); on failure nothing is left
-        claimed."""
+        claimed. Returns the interrupted task as it stood when claimed (None for a new one)."""
         task_id = context.task_id
         push = self.push
         if existing is None:
@@ -222,10 +228,10 @@ class Intake:
                 except BaseException:
                     await self.store.release(scope, task_id)
                     raise
-            return
+            return None
         if inline is not None and push is not None:  # the task exists: a config may wait
             await push.register(inline, task_id, scope.tenant, protocol)
-        await self._resume(existing, scope, context.message)
+        return await self._resume(existing, scope, context.message)
 
     async def _check_signature(self, message: a2a_pb2.Message, tenant: str) -> Signer | None:
         """The verified signer; None for an unsigned message this agent accepts."""
@@ -279,9 +285,12 @@ class Intake:
             raise _busy(task.id)
         return task
 
-    async def _resume(self, task: a2a_pb2.Task, scope: Scope, message: a2a_pb2.Message) -> None:
+    async def _resume(
+        self, task: a2a_pb2.Task, scope: Scope, message: a2a_pb2.Message
+    ) -> a2a_pb2.Task:
         """Records the caller's answer on an interrupted task and marks it SUBMITTED again,
-        unless a run took it (here or on another replica) since it was read."""
+        unless a run took it (here or on another replica) since it was read; returns the task
+        as it stood just before (the store's `resume`)."""
         try:
             resumed = await self.store.resume(task.id, scope, message)
         except TaskBusyError:
@@ -290,6 +299,7 @@ class Intake:
             raise _takes_no_more(task.id, finished.state) from None
         if resumed is None:
             raise TaskNotFoundError(f"task {task.id} not found", metadata={"taskId": task.id})
+        return resumed
 
     async def run_withdrawn(self, run: TaskRun) -> None:
         """The run did not take its message (its agent could not work on it now): the message
