@@ -293,3 +293,42 @@ async def test_sse_events_carry_their_id_and_last_event_id_replays_after_it(
         assert without.status_code == 400 and "read it with GetTask" in without.text
         fetched = await http.get(f"/tasks/{task_id}", headers=headers)
         assert fetched.status_code == 200 and '"TASK_STATE_COMPLETED"' in fetched.text
+
+
+async def test_a_task_no_stream_followed_keeps_no_events_to_resume_after(
+    make_server: Factory, store_url: str | None
+) -> None:
+    """The decision docs/server.md states ("Event ids"): a task nobody streamed has no event
+    log, so any Last-Event-ID on it is EVENT_ID_EXPIRED (HTTP 410), on both stores; the same
+    task streamed keeps its events to replay after any of its ids."""
+    harness = await make_server(http_port=0, store=store_url or "")
+    assert harness.running.http_server is not None
+    headers = {"A2A-Version": "1.0"}
+
+    def body(text: str) -> dict[str, Any]:
+        message = {
+            "messageId": str(random.random()),
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+        return {"message": message}
+
+    async with httpx.AsyncClient(base_url=harness.running.http_server.base_url) as http:
+        sent = await http.post("/message:send", json=body("chunks 3"), headers=headers)
+        unstreamed = sent.json()["task"]
+        assert unstreamed["status"]["state"] == "TASK_STATE_COMPLETED"
+        streamed = await http.post("/message:stream", json=body("chunks 3"), headers=headers)
+        ids = [line[4:] for line in streamed.text.splitlines() if line.startswith("id: ")]
+        task_id = streamed.text.split('"id":"', 1)[1].split('"', 1)[0]
+        replayed = await http.get(
+            f"/tasks/{task_id}:subscribe", headers={**headers, LAST_EVENT_ID_HEADER: ids[0]}
+        )
+        assert [line[4:] for line in replayed.text.splitlines() if line.startswith("id: ")] == (
+            ids[1:]
+        )
+        for last_id in ("0", ids[0]):
+            refused = await http.get(
+                f"/tasks/{unstreamed['id']}:subscribe",
+                headers={**headers, LAST_EVENT_ID_HEADER: last_id},
+            )
+            assert refused.status_code == 410 and "EVENT_ID_EXPIRED" in refused.text, last_id
