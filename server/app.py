@@ -41,7 +41,7 @@ from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
-from a2a_grpc.server.push.webhooks import WebhookDispatcher
+from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.health import EndingHealthServicer

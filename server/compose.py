@@ -21,7 +21,8 @@ from a2a_grpc.server.protocol.dedup import window_for
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.push.webhooks import PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.push.configs import PushConfigStore
+from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.tasks.base import TaskStore
 from a2a_grpc.server.tasks.broker import Broker
 from a2a_grpc.server.tasks.memory import InMemoryTaskStore

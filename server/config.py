@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from a2a_grpc.server.addresses import parse_advertise, parse_http_url
-from a2a_grpc.server.push.webhooks import DeliveryPolicy
+from a2a_grpc.server.push.delivery import DeliveryPolicy
 from a2a_grpc.server.trust.mesh import (
     DEFAULT_TRUSTED_PROXIES,
     trust_domain_problem,

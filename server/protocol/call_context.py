@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from a2a_grpc.server.push.webhooks import V10
+from a2a_grpc.server.push.configs import V10
 
 
 class CallContext(NamedTuple):

@@ -51,7 +51,7 @@ from a2a_grpc.server.protocol import log_context
 from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.ignored_fields import IgnoredFields
 from a2a_grpc.server.protocol.spans import RpcTracing, annotate, failed, task_id_of
-from a2a_grpc.server.push.webhooks import V10
+from a2a_grpc.server.push.configs import V10
 from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.tasks.broker import SubscriberOverflowError
 from a2a_grpc.server.trust.audit import AuditLog

@@ -21,12 +21,9 @@ from a2a_grpc.core.errors import (
 )
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.validation import raise_violations
-from a2a_grpc.server.push.webhooks import (
-    V10,
-    PushConfigStore,
-    WebhookDispatcher,
-    WebhookRefusedError,
-)
+from a2a_grpc.server.push.configs import V10, PushConfigStore
+from a2a_grpc.server.push.delivery import WebhookDispatcher
+from a2a_grpc.server.push.guard import WebhookRefusedError
 from a2a_grpc.server.tasks.base import Scope, TaskStore
 
 CONFIGS_PAGE_SIZE = 100

@@ -211,7 +211,7 @@ DeliveryRecorder = Callable[[str, str, str], Awaitable[None]]
 
 
 class WebhookConfigs(Protocol):
-    """The push configs a webhook dispatcher delivers to (`push.webhooks.PushConfigStore`)."""
+    """The push configs a webhook dispatcher delivers to (`push.configs.PushConfigStore`)."""
 
     def mirror(
         self,
@@ -227,7 +227,7 @@ class WebhookConfigs(Protocol):
 
 
 class Webhooks(Protocol):
-    """What a shared store needs of the webhook dispatcher (`push.webhooks.WebhookDispatcher`):
+    """What a shared store needs of the webhook dispatcher (`push.delivery.WebhookDispatcher`):
     the writer of an event delivers it, and a replica taking over a stopped one re-queues what
     it had not delivered."""
 

@@ -16,13 +16,9 @@ from google.protobuf import json_format
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.config import ServerConfig
-from a2a_grpc.server.push.webhooks import (
-    DeliveryPolicy,
-    IPAddress,
-    PushConfigStore,
-    WebhookDispatcher,
-    WebhookGuard,
-)
+from a2a_grpc.server.push.configs import PushConfigStore
+from a2a_grpc.server.push.delivery import DeliveryPolicy, WebhookDispatcher
+from a2a_grpc.server.push.guard import IPAddress, WebhookGuard
 from tests.integration.certs import Authority
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
 from tests.integration.webhook_receiver import Receiver

@@ -10,7 +10,8 @@ from google.protobuf import struct_pb2
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents, TaskMemoryFullError
-from a2a_grpc.server.push.webhooks import DeliveryPolicy, PushConfigStore, WebhookDispatcher
+from a2a_grpc.server.push.configs import PushConfigStore
+from a2a_grpc.server.push.delivery import DeliveryPolicy, WebhookDispatcher
 from tests.integration.conftest import Factory, error_reason, send_request
 from tests.integration.test_server_retry_classes import details
 

@@ -25,7 +25,7 @@ from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.dedup import window_for
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import LocalPushConfigs, PushConfigs
-from a2a_grpc.server.push.webhooks import PushConfigStore
+from a2a_grpc.server.push.configs import PushConfigStore
 from a2a_grpc.server.tasks.base import (
     FirstStatus,
     InvalidPageTokenError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from a2a_grpc.server.push.webhooks import WebhookGuard, WebhookRefusedError
+from a2a_grpc.server.push.guard import WebhookGuard, WebhookRefusedError
 
 REFUSED = [
     # IPv4

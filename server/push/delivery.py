@@ -1,4 +1,4 @@
-"""Push notifications: webhook registrations per task, and their at-least-once delivery.
+"""Push notifications: the at-least-once delivery of each task's webhooks.
 
 Delivery contract:
 - Every status and artifact update of a task is POSTed to each of its webhooks, in the version
@@ -16,54 +16,43 @@ Delivery contract:
   background tasks, so a slow webhook never slows the task or its streams. Queuing an event costs
   one serialization plus one queue entry per webhook of the task (their number is capped, see
   `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
-- SSRF guard: URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
-  multicast address, or an IPv6 form of one (see `forbidden_address`), are refused unless
-  `allow_private_targets` is set. It runs before every attempt, and the POST connects to the
-  addresses it checked, never to a fresh DNS answer (DNS rebinding); TLS still verifies the name.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
-import re
-import socket
 import ssl
-from collections.abc import Awaitable, Callable, Container, Iterable
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import httpcore
 import httpx
 from google.protobuf import json_format
 
 from a2a_grpc.core.failure_log import FailureLog
-from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import TERMINAL_STATES
 from a2a_grpc.core.tracing import outgoing_headers
 from a2a_grpc.core.v03 import PROTOCOL_VERSION as V03
 from a2a_grpc.core.v03 import task_json
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.push.configs import V10, PushConfigStore
+from a2a_grpc.server.push.guard import (
+    WebhookGuard,
+    WebhookRefusedError,
+    _PinnedTransport,
+    pinned_addresses,
+)
 
 log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/a2a+json"
 CONTENT_TYPE_V03 = "application/json"
 """What the 0.3 SDKs' senders (a2a-sdk 0.3 over httpx, a2a-go v0.3.3) send their task JSON as."""
-V10 = "1.0"
-"""The protocol version of a webhook registered through the 1.0 service (the default)."""
 TOKEN_HEADER = "X-A2A-Notification-Token"
-MAX_URL_CHARS = 2048
 MAX_RECEIVER_LOGS = 2048
 """Quiet logs of receivers (two per origin: attempts and give-ups) kept at once."""
-"""Longest webhook URL accepted (the common limit of browsers, proxies and CDNs)."""
-
-
-class WebhookRefusedError(ValueError):
-    """The webhook URL is not acceptable (scheme, host, or an address the guard refuses)."""
 
 
 @dataclass(frozen=True)
@@ -83,310 +72,6 @@ class DeliveryPolicy:
     """POSTs in flight at once over all webhooks (also the connection pool's size)."""
 
 
-Resolver = Callable[[str], Awaitable[list[str]]]
-SocketOption = (
-    tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
-)
-
-
-async def _resolve(host: str) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-class WebhookGuard:
-    """Decides whether a webhook URL may be called (the SSRF guard)."""
-
-    def __init__(self, *, allow_private_targets: bool, resolver: Resolver = _resolve) -> None:
-        self.allow_private_targets = allow_private_targets
-        self._resolver = resolver
-
-    async def check(self, url: str) -> tuple[str, ...]:
-        """The addresses the URL's host resolved to, all allowed; () when targets are not checked.
-
-        Raises WebhookRefusedError with a reason the caller can act on. A POST must connect to
-        these addresses only (see `pinned_addresses`): resolving the name again could answer
-        with another one (DNS rebinding).
-        """
-        parsed = parse_webhook_url(url)
-        if self.allow_private_targets:
-            return ()
-        host = parsed.raw_host.decode("ascii")
-        try:
-            addresses = [host] if _is_ip(host) else (await self._resolver(host))
-        except OSError as exc:
-            raise WebhookRefusedError(f"webhook host {host!r} does not resolve") from exc
-        if not addresses:
-            raise WebhookRefusedError(f"webhook host {host!r} does not resolve")
-        for address in addresses:
-            why = self.forbidden(ipaddress.ip_address(address))
-            if why is not None:
-                raise WebhookRefusedError(
-                    f"webhook url {url!r} points at {why}; this server only calls public hosts"
-                )
-        return tuple(dict.fromkeys(addresses))
-
-    def forbidden(self, ip: IPAddress) -> str | None:
-        """Why `ip` must not be called (see `forbidden_address`), or None when it may be."""
-        return forbidden_address(ip)
-
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# IPv6 forms whose last 32 bits are an IPv4 address that the packets end up at.
-_EMBEDDING_IPV4 = tuple(
-    ipaddress.IPv6Network(network)
-    for network in (
-        "::ffff:0:0/96",  # IPv4-mapped
-        "::ffff:0:0:0/96",  # SIIT (RFC 7915)
-        "::/96",  # IPv4-compatible (deprecated); :: and ::1 embed 0.0.0.0 and 0.0.0.1
-        "64:ff9b::/96",  # NAT64, well-known prefix (RFC 6052)
-    )
-)
-# Tunnels and local translation, refused whatever they embed.
-_TRANSITION = tuple(
-    (ipaddress.IPv6Network(network), name)
-    for network, name in (
-        ("2002::/16", "6to4"),
-        ("2001::/32", "Teredo"),
-        ("64:ff9b:1::/48", "local-use NAT64"),
-    )
-)
-
-
-def forbidden_address(ip: IPAddress) -> str | None:
-    """Why the SSRF guard refuses `ip`, or None when a webhook may be called there.
-
-    An IPv4 address must be globally reachable and not multicast: loopback, private, shared
-    (CGNAT), link-local, reserved, documentation and broadcast ranges are refused. An IPv6
-    address must be too, and a form that carries an IPv4 address is judged by that address:
-    IPv4-mapped (::ffff:a.b.c.d), SIIT (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64
-    (64:ff9b::a.b.c.d), so a NAT64 gateway may take a POST to a public IPv4 host but never to
-    127.0.0.1 or 10.0.0.0/8. 6to4 (2002::/16) and Teredo (2001::/32) are refused outright: both
-    are deprecated tunnels that deliver to an IPv4 relay or host, and no webhook needs them. So
-    is local-use NAT64 (64:ff9b:1::/48, RFC 8215): it reaches into one operator's own network,
-    and where its IPv4 address sits depends on that operator's prefix length.
-    """
-    if isinstance(ip, ipaddress.IPv6Address):
-        for network, name in _TRANSITION:
-            if ip in network:
-                return f"a {name} address ({ip})"
-        if any(ip in network for network in _EMBEDDING_IPV4):
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
-            why = forbidden_address(embedded)
-            return None if why is None else f"{ip}, which carries {why}"
-    if not ip.is_global or ip.is_multicast:
-        return f"a non-public address ({ip})"
-    return None
-
-
-def parse_webhook_url(url: str) -> httpx.URL:
-    """The URL as httpx will call it; WebhookRefusedError if it cannot be called as given.
-
-    Everything a POST would trip over later is checked here, so that a bad URL is refused when it
-    is registered: length, spaces and control characters, syntax and IDNA (httpx's own parser, so
-    the host checked is the host called), scheme, host and port.
-    """
-    if len(url) > MAX_URL_CHARS:
-        raise WebhookRefusedError(f"webhook url is longer than {MAX_URL_CHARS} characters")
-    if not url.isprintable() or any(char.isspace() for char in url):
-        raise WebhookRefusedError("webhook url must not contain spaces or control characters")
-    try:
-        parsed = httpx.URL(url)
-        parsed.host  # noqa: B018 (decodes the IDNA labels, which can fail)
-    except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
-        raise WebhookRefusedError(f"webhook url {url!r} is malformed: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.raw_host:
-        raise WebhookRefusedError(f"webhook url {url!r} must be an absolute http(s) URL")
-    host = parsed.raw_host.decode("ascii")
-    if not _is_ip(host) and not _HOSTNAME.fullmatch(host):
-        raise WebhookRefusedError(f"webhook url {url!r} has an invalid host {host!r}")
-    if parsed.port is not None and not 1 <= parsed.port <= 65535:
-        raise WebhookRefusedError(f"webhook url {url!r} has port {parsed.port}: use 1 to 65535")
-    return parsed
-
-
-_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
-"""What a DNS name may hold once httpx has IDNA-encoded it (underscores occur in practice)."""
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)  # an IPv6 zone ("%25eth0" in a URL) is part of the address
-    except ValueError:
-        return False
-    return True
-
-
-pinned_addresses: ContextVar[tuple[str, ...]] = ContextVar("pinned_addresses", default=())
-"""Where the current task's next new connection must go, whatever its host name resolves to."""
-
-
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Opens connections to the `pinned_addresses` in order (by name when none are pinned).
-
-    The connection pool still keys connections by host name, and TLS still sends and verifies
-    the name: only the address the socket connects to is fixed.
-    """
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Iterable[SocketOption] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = pinned_addresses.get() or (host,)
-        for address in addresses[:-1]:
-            try:
-                return await self._inner.connect_tcp(
-                    address, port, timeout, local_address, socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout):
-                continue  # the next checked address
-        return await self._inner.connect_tcp(
-            addresses[-1], port, timeout, local_address, socket_options
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        socket_options: Iterable[SocketOption] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("webhooks are never called over a unix socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _PinnedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a pool that connects through `_PinnedBackend`."""
-
-    def __init__(self, limits: httpx.Limits, ssl_context: ssl.SSLContext | None) -> None:
-        ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
-        super().__init__(verify=ssl_context, limits=limits, trust_env=False)
-        if not isinstance(getattr(self, "_pool", None), httpcore.AsyncConnectionPool):
-            raise RuntimeError("this httpx version keeps its pool elsewhere: pinning would fail")
-        # httpx takes no network backend, so its pool is replaced by one with the same settings.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_PinnedBackend(),
-        )
-
-
-class PushConfigStore:
-    """Webhook registrations by task id. Synchronous; runs on the event loop."""
-
-    def __init__(self) -> None:
-        self._configs: dict[str, dict[str, a2a_pb2.TaskPushNotificationConfig]] = {}
-        # The protocol version of every config not registered in 1.0, by task id then config
-        # id: kept beside the config, which stays the 1.0 message every reader sees.
-        self._protocols: dict[str, dict[str, str]] = {}
-        self.watched: Container[str] = self._configs.keys()
-        """The ids of the tasks that have configs (a live view)."""
-
-    def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
-    ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Stores a copy (minting an id when it has none), registered in `protocol` (the
-        version its webhook is sent in), and returns a copy as stored."""
-        stored = a2a_pb2.TaskPushNotificationConfig()
-        stored.CopyFrom(config)
-        if not stored.id:
-            stored.id = new_id()
-        self._configs.setdefault(stored.task_id, {})[stored.id] = stored
-        self._set_protocol(stored.task_id, stored.id, protocol)
-        return _copy(stored)
-
-    def protocol(self, task_id: str, config_id: str) -> str:
-        """The protocol version the config was registered in (V10 for an unknown one)."""
-        protocols = self._protocols.get(task_id)
-        return V10 if protocols is None else protocols.get(config_id, V10)
-
-    def protocols(self, task_id: str) -> dict[str, str]:
-        """The protocol version of each of the task's configs not registered in 1.0."""
-        return dict(self._protocols.get(task_id, {}))
-
-    def _set_protocol(self, task_id: str, config_id: str, protocol: str) -> None:
-        if protocol != V10:
-            self._protocols.setdefault(task_id, {})[config_id] = protocol
-            return
-        protocols = self._protocols.get(task_id)
-        if protocols is not None:
-            protocols.pop(config_id, None)
-            if not protocols:
-                del self._protocols[task_id]
-
-    def count(self, task_id: str) -> int:
-        return len(self._configs.get(task_id, ()))
-
-    def has(self, task_id: str, config_id: str) -> bool:
-        return config_id in self._configs.get(task_id, ())
-
-    def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
-        config = self._configs.get(task_id, {}).get(config_id)
-        return None if config is None else _copy(config)
-
-    def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        """Copies of the task's configs, in creation order."""
-        return [_copy(c) for c in self._configs.get(task_id, {}).values()]
-
-    def delete(self, task_id: str, config_id: str) -> None:
-        configs = self._configs.get(task_id)
-        if configs is not None:
-            configs.pop(config_id, None)
-            if not configs:
-                del self._configs[task_id]
-        self._set_protocol(task_id, config_id, V10)
-
-    def drop_task(self, task_id: str) -> None:
-        self._configs.pop(task_id, None)
-        self._protocols.pop(task_id, None)
-
-    def mirror(
-        self,
-        task_id: str,
-        configs: list[a2a_pb2.TaskPushNotificationConfig],
-        protocols: dict[str, str] | None = None,
-    ) -> None:
-        """Makes the task's configs `configs` (read from a shared store, with the `protocols`
-        of those not registered in 1.0), keeping the stored object of every config that did
-        not change, so its delivery goes on undisturbed."""
-        protocols = protocols or {}
-        current = self._configs.get(task_id, {})
-        mirrored: dict[str, a2a_pb2.TaskPushNotificationConfig] = {}
-        for config in configs:
-            kept = current.get(config.id)
-            same = kept is not None and kept == config
-            same = same and self.protocol(task_id, config.id) == protocols.get(config.id, V10)
-            mirrored[config.id] = kept if same and kept is not None else config
-        if mirrored:
-            self._configs[task_id] = mirrored
-        else:
-            self._configs.pop(task_id, None)
-        kept_protocols = {
-            config_id: protocol
-            for config_id, protocol in protocols.items()
-            if config_id in mirrored and protocol != V10
-        }
-        if kept_protocols:
-            self._protocols[task_id] = kept_protocols
-        else:
-            self._protocols.pop(task_id, None)
-
-    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        """The stored objects themselves (read-only use by the dispatcher)."""
-        return list(self._configs.get(task_id, {}).values())
-
-
 def _delivered_kind(event: a2a_pb2.StreamResponse) -> bool:
     """Webhooks get status and artifact updates (not the task snapshot or a direct reply)."""
     return event.WhichOneof("payload") in ("status_update", "artifact_update")
@@ -397,12 +82,6 @@ def _is_terminal(event: a2a_pb2.StreamResponse) -> bool:
         event.WhichOneof("payload") == "status_update"
         and event.status_update.status.state in TERMINAL_STATES
     )
-
-
-def _copy(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNotificationConfig:
-    copy = a2a_pb2.TaskPushNotificationConfig()
-    copy.CopyFrom(config)
-    return copy
 
 
 @dataclass
