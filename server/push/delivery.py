@@ -39,9 +39,9 @@ from a2a_grpc.core.v03 import task_json
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.push.configs import V10, PushConfigStore
 from a2a_grpc.server.push.guard import (
+    PinnedTransport,
     WebhookGuard,
     WebhookRefusedError,
-    _PinnedTransport,
     pinned_addresses,
 )
 
@@ -411,7 +411,7 @@ class WebhookDispatcher:
         if self._client is None:
             # As many connections as POSTs may be in flight, so none waits for the pool.
             limits = httpx.Limits(max_connections=self.policy.max_connections)
-            transport = _PinnedTransport(limits, self._ssl_context)
+            transport = PinnedTransport(limits, self._ssl_context)
             self._client = httpx.AsyncClient(transport=transport, follow_redirects=False)
         return self._client
 

@@ -208,8 +208,10 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class _PinnedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a pool that connects through `_PinnedBackend`."""
+class PinnedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a pool that connects through `_PinnedBackend`: a request sent
+    with `pinned_addresses` set to what `WebhookGuard.check` allowed opens its connection there,
+    never at a second DNS answer."""
 
     def __init__(self, limits: httpx.Limits, ssl_context: ssl.SSLContext | None) -> None:
         ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
