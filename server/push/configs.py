@@ -1,4 +1,13 @@
-"""Push notifications: webhook registrations per task."""
+"""The webhook registrations of this process: each task's push-notification configs.
+
+`PushConfigStore` keeps a copy of each config by task id and config id, in creation order, and
+gives out copies; `stored_for` alone gives the stored objects, so delivery can tell a config
+replaced by Create (a new object) from the one it is sending to. A config registered through
+the 0.3 service has its protocol version kept beside it, and stays the 1.0 message every
+reader sees. A shared store's configs are mirrored in (`mirror`), keeping the object of every
+config that did not change. Synchronous; runs on the event loop. Checking a config (its URL,
+headers, the cap per task) is the caller's, before `put`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Push notifications: the at-least-once delivery of each task's webhooks.
+"""Webhook delivery: each task's status and artifact updates POSTed to its webhooks.
 
 Delivery contract:
 - Every status and artifact update of a task is POSTed to each of its webhooks, in the version
@@ -15,7 +15,11 @@ Delivery contract:
 - Never blocking: events are queued (bounded; overflow gives the webhook up) and sent by
   background tasks, so a slow webhook never slows the task or its streams. Queuing an event costs
   one serialization plus one queue entry per webhook of the task (their number is capped, see
-  `PushConfigService`), and at most `max_connections` POSTs are in flight at once.
+  `protocol.push_config_rpcs.PushConfigService`), and at most `max_connections` POSTs are in
+  flight at once.
+- Guarded: every attempt first passes the SSRF guard (`guard.WebhookGuard.check`), and the POST
+  connects only to the addresses it allowed (`guard.PinnedTransport`). A refused target fails
+  the delivery without a retry, and the webhook is given up.
 """
 
 from __future__ import annotations

@@ -1,9 +1,14 @@
 """The SSRF guard: which webhook URLs may be called, and connecting only where it checked.
 
-- URLs whose host is, or resolves to, a loopback, private, link-local, reserved or
-  multicast address, or an IPv6 form of one (see `forbidden_address`), are refused unless
-  `allow_private_targets` is set. It runs before every attempt, and the POST connects to the
-  addresses it checked, never to a fresh DNS answer (DNS rebinding); TLS still verifies the name.
+- `parse_webhook_url` checks a URL's form (length, characters, syntax and IDNA, http(s), host,
+  port) as httpx will call it, so a config that passes never fails on its form at delivery.
+- `WebhookGuard.check` checks the form, then refuses URLs whose host is, or resolves to, a
+  loopback, private, link-local, reserved or multicast address, or an IPv6 form of one (see
+  `forbidden_address`), unless `allow_private_targets` is set. It runs when a config is
+  registered and before every attempt, and raises `WebhookRefusedError` saying why.
+- `PinnedTransport` makes the POST connect to the addresses the check returned
+  (`pinned_addresses`), never to a fresh DNS answer (DNS rebinding); Host, TLS SNI and the
+  certificate check still use the URL's host name.
 """
 
 from __future__ import annotations
