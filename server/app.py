@@ -36,13 +36,14 @@ from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import Serving, complete_extended_card, demo_card, finalize_card
 from a2a_grpc.server.compose import build_handler
-from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
 from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreUnavailableError
+from a2a_grpc.server.tasks.registry import redacted_url
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.health import EndingHealthServicer
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server

@@ -33,13 +33,14 @@ from a2a_grpc.server.app import (
     start_server,
 )
 from a2a_grpc.server.card import agent_card, load_card
-from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.ops import logs
 from a2a_grpc.server.ops.telemetry import configure_from_environment
 from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_lifeline
 from a2a_grpc.server.settings import HTTP_PORT_OFF, NOT_OPTIONS, parser
 from a2a_grpc.server.startup import startup_report, summarize
+from a2a_grpc.server.tasks.registry import redacted_url
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.trust.tls import TlsFiles
 

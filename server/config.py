@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from a2a_grpc.server.addresses import parse_advertise, parse_http_url
 from a2a_grpc.server.push.delivery import DeliveryPolicy
+from a2a_grpc.server.tasks.registry import redacted_url
 from a2a_grpc.server.trust.mesh import (
     DEFAULT_TRUSTED_PROXIES,
     trust_domain_problem,
@@ -41,27 +41,6 @@ health-check interval of common balancers and sidecars at their usual settings (
 readiness probe: 10 s by default, often set to 2-5 s; Envoy's active health checks: 1-5 s)."""
 MAX_DRAIN_DELAY = 3600.0
 """Longest drain delay accepted, in seconds."""
-
-_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
-
-
-def redacted_url(url: str) -> str:
-    """`url` fit to print or log: every password in it replaced by `***`, the rest as given.
-
-    Hidden: the password of the userinfo (`redis://user:***@host:6379/0`), a userinfo without a
-    colon as a whole (`redis://***@host`: it may be a password written where the user goes),
-    and the value of a `password` query parameter (`unix:///run/redis.sock?password=***`). The
-    userinfo ends at the URL's last `@`, so an unescaped `@`, `/` or `?` in a password cannot
-    leak its tail; when in doubt more is hidden, never less. Never raises.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    userinfo, at, location = rest.rpartition("@")
-    if at:
-        user, colon, _ = userinfo.partition(":")
-        rest = f"{user}:***@{location}" if colon else f"***@{location}"
-    return scheme + sep + _PASSWORD_PARAMETER.sub(r"\1***", rest)
 
 
 def _store_problem(store: str) -> str | None:

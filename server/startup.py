@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.server.addresses import is_wildcard
 from a2a_grpc.server.app import RunningServer, ServerPlan
-from a2a_grpc.server.config import ServerConfig, redacted_url
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.tasks.registry import redacted_url
 
 
 @dataclass(frozen=True)

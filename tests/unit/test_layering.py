@@ -46,7 +46,8 @@ RULES = Rules(
         "server.trust": ("core",),
         "server.addresses": ("core",),
         "server.demo_agent": ("server.agent",),
-        "server.config": ("server.addresses", "server.push", "server.trust"),
+        # The store URL's check asks the store registry (tasks/registry.py).
+        "server.config": ("server.addresses", "server.push", "server.tasks", "server.trust"),
         # The stores themselves: the assembly builds them, the protocol takes them as
         # collaborators through tasks/base.py's contract.
         "server.tasks.table": ("server.tasks",),

@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from a2a_grpc.core.jose import KeySet
 from a2a_grpc.server.cli import parse_args, parser, setup
-from a2a_grpc.server.config import STORE_ENV, ServerConfig, redacted_url
+from a2a_grpc.server.config import STORE_ENV, ServerConfig
+from a2a_grpc.server.tasks.registry import redacted_url
 
 
 def test_max_push_configs_reaches_the_config() -> None:
