@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import string
-from typing import Protocol
 
 from google.protobuf import empty_pb2
 
@@ -24,41 +23,11 @@ from a2a_grpc.server.protocol.validation import raise_violations
 from a2a_grpc.server.push.configs import V10, PushConfigStore
 from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.push.guard import WebhookRefusedError
-from a2a_grpc.server.tasks.base import Scope, TaskStore
+from a2a_grpc.server.tasks.base import PushConfigs, Scope, TaskStore
 
 CONFIGS_PAGE_SIZE = 100
 """Push configs per ListTaskPushNotificationConfigs page when the request sets none."""
 DEFAULT_MAX_PER_TASK = 16
-
-
-class PushConfigs(Protocol):
-    """Where configs are kept: this process (`LocalPushConfigs`) or Redis (shared)."""
-
-    async def put(
-        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
-    ) -> a2a_pb2.TaskPushNotificationConfig:
-        """Stores a copy (minting an id when it has none), registered in `protocol`, the
-        version its webhook speaks (kept beside the config, which stays as a 1.0 reader sees
-        it); returns a copy as stored."""
-        ...
-
-    async def protocols(self, task_id: str) -> dict[str, str]:
-        """The protocol version of each of the task's configs not registered in 1.0."""
-        ...
-
-    async def count(self, task_id: str) -> int: ...
-
-    async def has(self, task_id: str, config_id: str) -> bool: ...
-
-    async def get(
-        self, task_id: str, config_id: str
-    ) -> a2a_pb2.TaskPushNotificationConfig | None: ...
-
-    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
-
-    async def delete(self, task_id: str, config_id: str) -> None: ...
-
-    async def drop_task(self, task_id: str) -> None: ...
 
 
 class LocalPushConfigs:

@@ -47,6 +47,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from a2a_grpc.core.errors import StatusError
+from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidPageTokenError",
     "LiveTaskLimitError",
     "Outcome",
+    "PushConfigs",
     "Scope",
     "StoreFullError",
     "StoreListener",
@@ -224,6 +226,37 @@ class WebhookConfigs(Protocol):
         ...
 
     def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+
+
+class PushConfigs(Protocol):
+    """Where configs are kept: this process (`protocol.push_config_rpcs.LocalPushConfigs`) or
+    Redis (shared)."""
+
+    async def put(
+        self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = PROTOCOL_VERSION
+    ) -> a2a_pb2.TaskPushNotificationConfig:
+        """Stores a copy (minting an id when it has none), registered in `protocol`, the
+        version its webhook speaks (kept beside the config, which stays as a 1.0 reader sees
+        it); returns a copy as stored."""
+        ...
+
+    async def protocols(self, task_id: str) -> dict[str, str]:
+        """The protocol version of each of the task's configs not registered in 1.0."""
+        ...
+
+    async def count(self, task_id: str) -> int: ...
+
+    async def has(self, task_id: str, config_id: str) -> bool: ...
+
+    async def get(
+        self, task_id: str, config_id: str
+    ) -> a2a_pb2.TaskPushNotificationConfig | None: ...
+
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+
+    async def delete(self, task_id: str, config_id: str) -> None: ...
+
+    async def drop_task(self, task_id: str) -> None: ...
 
 
 class Webhooks(Protocol):
