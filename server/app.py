@@ -35,6 +35,7 @@ from a2a_grpc.server.addresses import (
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import Serving, complete_extended_card, demo_card, finalize_card
+from a2a_grpc.server.compose import StartupError as StartupError
 from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
@@ -77,10 +78,6 @@ STORE_HEALTH_SERVICE = "a2a_grpc.store"
 """Health service of the task store: NOT_SERVING while a shared store (Redis) does not answer;
 the server and the A2A service are NOT_SERVING with it."""
 """Health service name that is NOT_SERVING while audit records cannot be written."""
-
-
-class StartupError(RuntimeError):
-    """The server cannot start as configured; the message says why in one line."""
 
 
 class PortInUseError(StartupError):

@@ -31,7 +31,11 @@ from a2a_grpc.server.tasks.table import TaskTable
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards
 
-__all__ = ["StoreEvents", "build_handler"]
+__all__ = ["StartupError", "StoreEvents", "build_handler"]
+
+
+class StartupError(RuntimeError):
+    """The server cannot start as configured; the message says why in one line."""
 
 
 class StoreEvents:
