@@ -3,10 +3,10 @@ the push-config service, the webhook dispatcher and the signature verifier for o
 the `RequestHandler` over them. Every collaborator is given to its constructor; nothing is
 wired by assigning attributes afterwards.
 
-Two sets, chosen by `config.store`: this process's memory (tasks, events, message ids and
-push configs are not shared), or the Redis at `config.store`, shared with every replica using
-it. What a store tells the server (a task evicted, a run's task canceled on another replica,
-its backend's health) goes to the `StoreEvents` made for it first (`tasks.base.StoreListener`).
+The store is the kind `config.store`'s scheme names in the registry (tasks/registry.py: this
+process's memory, a Redis shared by replicas, or one a package adds), or the one given. What a
+store tells the server (a task evicted, a run's task canceled on another replica, its backend's
+health) goes to the `StoreEvents` made for it first (`tasks.base.StoreListener`).
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
 from a2a_grpc.server.push.configs import PushConfigStore
 from a2a_grpc.server.push.delivery import WebhookDispatcher
-from a2a_grpc.server.tasks.base import TaskStore
-from a2a_grpc.server.tasks.broker import Broker
-from a2a_grpc.server.tasks.memory import InMemoryTaskStore
-from a2a_grpc.server.tasks.redis.store import RedisTaskStore
-from a2a_grpc.server.tasks.table import TaskTable
+from a2a_grpc.server.tasks.base import StoreFactory, StoreSettings, TaskStore
+from a2a_grpc.server.tasks.registry import open_store
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards
 
-__all__ = ["StartupError", "StoreEvents", "build_handler"]
+__all__ = ["StartupError", "StoreEvents", "build_handler", "store_settings"]
 
 
 class StartupError(RuntimeError):
@@ -72,11 +69,26 @@ def _ignore(task_id: str) -> None:
     pass
 
 
+def store_settings(config: ServerConfig) -> StoreSettings:
+    """The settings of `config` that concern its task store."""
+    return StoreSettings(
+        max_tasks=config.max_tasks,
+        max_bytes=config.max_store_bytes,
+        max_live_per_owner=config.live_tasks_per_principal,
+        max_live_per_tenant=config.live_tasks_per_tenant,
+        terminal_ttl=config.task_ttl,
+        lease=config.task_lease,
+        queue_size=config.subscriber_queue_size,
+        replay_length=config.replay_events,
+    )
+
+
 def build_handler(
     agent: AgentExecutor,
     card: a2a_pb2.AgentCard,
     config: ServerConfig,
     *,
+    store: TaskStore | StoreFactory | None = None,
     audit: AuditLog | None = None,
     on_store_health: Callable[[bool], None] | None = None,
     extended_card: a2a_pb2.AgentCard | None = None,
@@ -84,8 +96,10 @@ def build_handler(
     signature_keys: KeySet | None = None,
     signer_cards: SignerCards | None = None,
 ) -> RequestHandler:
-    """A handler over this process's memory, or over the Redis at `config.store` (shared with
-    every replica using it; start its store with `handler.store.start()`).
+    """A handler over the store `config.store` names (tasks/registry.py: this process's memory
+    by default), or over `store`: a store as it was built, or a `StoreFactory` given this
+    server's settings, listener and webhooks. Nothing is opened: start the store with
+    `handler.store.start()`.
 
     `webhooks` delivers push notifications when the card offers them (one is made from
     `config` when not given). With `signature_keys` or `signer_cards`, signed messages are
@@ -97,52 +111,16 @@ def build_handler(
         webhooks = None
     runs: dict[str, TaskRun] = {}
     listener = StoreEvents(runs, webhooks=webhooks, on_health=on_store_health)
-    store: TaskStore
+    settings = store_settings(config)
+    if store is None:
+        store = open_store(config.store, settings, listener, webhooks)
+    elif callable(store):
+        store = store(settings, listener, webhooks)
     push = None
-    if config.store:
-        shared = RedisTaskStore.connect(
-            config.store,
-            listener=listener,
-            webhooks=webhooks,
-            max_tasks=config.max_tasks,
-            max_live_per_owner=config.live_tasks_per_principal,
-            max_live_per_tenant=config.live_tasks_per_tenant,
-            terminal_ttl=config.task_ttl,
-            lease=config.task_lease,
-            queue_size=config.subscriber_queue_size,
-            stream_length=config.replay_events,
+    if webhooks is not None:
+        push = PushConfigService(
+            store, webhooks, max_per_task=config.max_push_configs, configs=store.push_configs
         )
-        store = shared
-        if webhooks is not None:
-            push = PushConfigService(
-                store,
-                webhooks,
-                max_per_task=config.max_push_configs,
-                configs=shared.push_configs,
-            )
-    else:
-
-        def evicted(task_id: str) -> None:
-            broker.forget(task_id)  # its kept events go with it
-            if webhooks is not None:
-                listener.task_evicted(task_id)
-
-        table = TaskTable(
-            max_tasks=config.max_tasks,
-            max_bytes=config.max_store_bytes,
-            max_live_per_owner=config.live_tasks_per_principal,
-            max_live_per_tenant=config.live_tasks_per_tenant,
-            terminal_ttl=config.task_ttl,
-            on_evict=evicted,
-        )
-        # A 0.3 webhook is sent the task as it stands: the table's.
-        observer = None if webhooks is None else webhooks.with_snapshot(table.peek)
-        broker = Broker(
-            config.subscriber_queue_size, observer=observer, replay_length=config.replay_events
-        )
-        store = InMemoryTaskStore(table, broker)
-        if webhooks is not None:
-            push = PushConfigService(store, webhooks, max_per_task=config.max_push_configs)
     dedup = window_for(store.claims, window=config.dedup_window, capacity=config.max_tasks)
     verifier = None
     if signature_keys is not None or signer_cards is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from a2a_grpc.server.addresses import parse_advertise, parse_http_url
 from a2a_grpc.server.push.delivery import DeliveryPolicy
-from a2a_grpc.server.tasks.registry import redacted_url
+from a2a_grpc.server.tasks.registry import redacted_url, store_kind, store_problem
 from a2a_grpc.server.trust.mesh import (
     DEFAULT_TRUSTED_PROXIES,
     trust_domain_problem,
@@ -26,8 +26,6 @@ MiB = 1024 * 1024
 
 STORE_ENV = "A2A_GRPC_STORE"
 """Environment variable `serve --store` defaults to (keeps the URL's password out of `ps`)."""
-STORE_SCHEMES = ("redis", "rediss", "unix")
-"""URL schemes of a shared task store: Redis over TCP, over TLS, over a Unix socket."""
 BINDINGS = ("grpc", "jsonrpc", "http+json")
 """The protocol bindings a server can serve (`serve --bindings`). gRPC is always served: the
 server's Health and reflection are gRPC services, and it is the binding the others adapt."""
@@ -41,27 +39,6 @@ health-check interval of common balancers and sidecars at their usual settings (
 readiness probe: 10 s by default, often set to 2-5 s; Envoy's active health checks: 1-5 s)."""
 MAX_DRAIN_DELAY = 3600.0
 """Longest drain delay accepted, in seconds."""
-
-
-def _store_problem(store: str) -> str | None:
-    """Why `store` is no usable store URL (in words that hide its password), or None."""
-    if not store:
-        return None
-    scheme, sep, rest = store.partition("://")
-    if not sep or scheme.lower() not in STORE_SCHEMES:
-        # Only the scheme is named: what is not a URL has no password redacted_url could find.
-        given = f"a {scheme}:// URL" if sep else "a value without scheme://"
-        return (
-            "store must be a redis://, rediss:// or unix:// URL, or empty to keep tasks in "
-            f"memory; got {given}"
-        )
-    location = rest.rpartition("@")[2]
-    if scheme.lower() == "unix" and not location.startswith("/"):
-        return (
-            f"a unix:// store URL needs the socket's absolute path, as in "
-            f"unix:///run/redis.sock; got {redacted_url(store)!r}"
-        )
-    return None
 
 
 def _jwt_problems(config: ServerConfig) -> list[str]:
@@ -236,9 +213,12 @@ class ServerConfig:
     """A2A streams (SendStreamingMessage, SubscribeToTask) open at once; past it a new one is
     refused like a call. Counted apart so that idle subscriptions never lock out calls."""
     store: str = ""
-    """Where tasks are kept: "" in this process's memory, or the URL of a shared store
-    (`redis://[[user]:password@]host[:port][/db]`, `rediss://` for TLS, `unix:///path.sock`).
-    It may hold a password: show it only through `redacted_url` (`repr` does)."""
+    """Where tasks are kept: the URL of a store, whose scheme names its kind among the
+    registered ones (tasks/registry.py, docs/stores.md): "" or `memory://` for this process's
+    memory, `redis://[[user]:password@]host[:port][/db]` for a Redis shared by replicas
+    (`rediss://` for TLS, `unix:///path.sock`, `redis+cluster://` for a Cluster node), or a
+    scheme an installed package adds. It may hold a password: show it only through
+    `redacted_url` (`repr` does)."""
     task_lease: float = 10.0
     """With a shared store: seconds a replica's lease on the tasks it runs lasts (renewed while
     it runs them); a task whose replica stopped without finishing it (crashed, killed) is FAILED
@@ -364,9 +344,9 @@ class ServerConfig:
                 problems.append("trusted_proxy must name at least one network")
         except ValueError as exc:
             problems.append(str(exc))
-        store_problem = _store_problem(self.store)
-        if store_problem is not None:
-            problems.append(store_problem)
+        problem = store_problem(self.store)
+        if problem is not None:
+            problems.append(problem)
         if self.workers > 1:
             problems += self._workers_problems()
         if problems:
@@ -375,11 +355,12 @@ class ServerConfig:
     def _workers_problems(self) -> list[str]:
         """What keeps `workers` processes from sharing one port and one store's tasks."""
         problems = []
-        if not self.store:
+        if store_problem(self.store) is None and not store_kind(self.store).shared:
             problems.append(
-                f"workers={self.workers} needs a shared store (--store / ${STORE_ENV}, a "
-                "redis://, rediss:// or unix:// URL): workers keeping tasks in memory would "
-                "each see only their own; or run one worker"
+                f"workers={self.workers} needs a shared store (--store / ${STORE_ENV}, e.g. a "
+                "redis:// URL): workers keeping tasks in "
+                f"{'memory' if not self.store else self.store.partition('://')[0] + '://'} "
+                "would each see only their own; or run one worker"
             )
         if self.port == 0:
             problems.append(

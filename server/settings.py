@@ -584,13 +584,18 @@ SETTINGS: tuple[Setting, ...] = (
         "store",
         metavar="URL",
         doc_default="memory",
-        help="keep tasks in this shared store, for several workers or servers: "
-        "redis://[[user]:password@]host[:port][/db], rediss://... (TLS) or "
-        "unix:///path/redis.sock; the password is never printed (default: this process's "
+        help="keep tasks in the store this URL names by its scheme: memory:// (this "
+        "process), a Redis shared by several workers or servers, "
+        "redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
+        "unix:///path/redis.sock or redis+cluster://... (a Cluster node), or a scheme an "
+        "installed package adds; the password is never printed (default: this process's "
         "memory)",
-        doc="keep tasks in a shared store, for several workers or servers: "
-        "`redis://[[user]:password@]host[:port][/db]`, `rediss://...` (TLS) or "
-        "`unix:///path/redis.sock`; another scheme stops the start. The password is never "
+        doc="keep tasks in the store this URL names by its scheme: `memory://` (this process), "
+        "a Redis shared by several workers or servers, "
+        "`redis://[[user]:password@]host[:port][/db]`, `rediss://...` (TLS), "
+        "`unix:///path/redis.sock` or `redis+cluster://...` (a Cluster node), or a scheme an "
+        "installed package adds; a scheme nobody registered stops the "
+        "start, naming those that are. The password is never "
         "printed (start-up lines, errors and logs show `redis://:***@host`). `--store-file` "
         "reads the URL from a file (a mounted Secret; surrounding whitespace stripped), and "
         "`$A2A_GRPC_STORE` / `$A2A_GRPC_STORE_FILE` give either in the environment: all keep "

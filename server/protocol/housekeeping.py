@@ -11,12 +11,11 @@ import time
 from collections.abc import Mapping
 
 from a2a_grpc.core.failure_log import FailureLog
-from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import agent_message
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol.dedup import Idempotency
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.tasks.base import REPLICA_STOPPED_TEXT, StoreUnavailableError, TaskStore
+from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskStore
 from a2a_grpc.server.trust.audit import AuditLog
 
 log = logging.getLogger(__name__)
@@ -140,8 +139,9 @@ class Housekeeping:
 
     async def drain(self, grace: float) -> None:
         """Shutdown: lets running agents finish within `grace` seconds, those started meanwhile
-        too, then cancels them (their tasks end CANCELED, or FAILED saying the replica stopped
-        when the store is shared) and waits up to CANCEL_SETTLE_S for them to end."""
+        too, then cancels them (their tasks end as the store's `stopped_run_status` says:
+        CANCELED, or FAILED saying the replica stopped on a store other replicas share) and
+        waits up to CANCEL_SETTLE_S for them to end."""
         if self._housekeeper is not None:
             self._housekeeper.cancel()
             self._housekeeper = None
@@ -155,11 +155,11 @@ class Housekeeping:
         pending = self._running()
         if not pending:
             return
-        if self.store.shared:
-            # Another replica takes the next request for these tasks: say why they ended
-            # rather than that someone canceled them (spec decision §9.11).
-            for run in self.active.values():
-                run.stop_outcome = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
+        # How the store ends a task whose run a stop cuts short: FAILED saying the replica
+        # stopped when other replicas serve it next (spec decision §9.11), else CANCELED.
+        outcome = self.store.stopped_run_status
+        for run in self.active.values():
+            run.stop_outcome = outcome
         for runner in pending:
             runner.add_done_callback(self.runners.discard)  # if it is cancelled before it began
             runner.cancel()

@@ -31,7 +31,8 @@ DEFAULT_MAX_PER_TASK = 16
 
 
 class LocalPushConfigs:
-    """`PushConfigs` over the dispatcher's own PushConfigStore (one process)."""
+    """`PushConfigs` (tasks/base.py) over the dispatcher's own PushConfigStore (one process):
+    where configs are kept when the store keeps none (`TaskStore.push_configs` is None)."""
 
     def __init__(self, configs: PushConfigStore) -> None:
         self.configs = configs
@@ -84,7 +85,8 @@ class PushConfigService:
         max_per_task: int = DEFAULT_MAX_PER_TASK,
         configs: PushConfigs | None = None,
     ) -> None:
-        """`configs`: where configs are kept (default: the dispatcher's, in this process)."""
+        """`configs`: where configs are kept, the store's `push_configs` (default, None: the
+        dispatcher's, in this process)."""
         self.store = store
         self.dispatcher = dispatcher
         self.configs: PushConfigs = configs or LocalPushConfigs(dispatcher.configs)

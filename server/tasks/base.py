@@ -1,5 +1,13 @@
 """The task-store contract: what the handler and the task runs need of a store, kept by every
-store (in process memory, or Redis shared by replicas), plus the errors a store raises.
+store (in process memory, Redis shared by replicas, or one a package adds), plus the errors a
+store raises and how a store is opened.
+
+This module is the supported way to add a store: a class that keeps `TaskStore`, and a
+`StoreKind` that opens it from a URL, registered under its URL scheme in the `a2a_grpc.stores`
+entry point group (tasks/registry.py). What differs between stores (a
+dedup window other processes share, remote cancels, leases, replay, where push configs live,
+how a run cut short by a stop ends) is asked of the store through this contract, never by
+testing which class it is.
 
 Contract of every `TaskStore`:
 - Concurrency: all calls happen on the server's event loop. The in-memory store never suspends
@@ -23,8 +31,11 @@ Contract of every `TaskStore`:
   `replay_length` events of a task a stream followed; Redis: the task's stream, trimmed to
   `stream_length`); EventIdExpiredError when they are no longer all kept.
 - Listener: what a store tells the server (a task it let go of, a remote cancel of a task a
-  run here works on, its backend's health) goes to the `StoreListener` given to its
-  constructor; nothing is wired onto a store after it is built.
+  run here works on, its backend's health) goes to the `StoreListener` it is opened with
+  (`StoreFactory`); nothing is wired onto a store after it is built.
+- Life: the server opens a store (`StoreKind.open` or a `StoreFactory`), calls `start` once on
+  its event loop before the first call, and `close` once after the last one; it never calls
+  anything else before `start` or after `close`.
 - Failures: a shared store that cannot reach its backend within its timeout raises
   `StoreUnavailableError` (retryable); nothing half-written is visible afterwards.
 - Byte budget (a store that has one: the in-memory store's `--max-store-bytes`): every write is
@@ -44,11 +55,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.broker import EventObserver
 from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
 
 __all__ = [
@@ -61,8 +74,11 @@ __all__ = [
     "Outcome",
     "PushConfigs",
     "Scope",
+    "StoreFactory",
     "StoreFullError",
+    "StoreKind",
     "StoreListener",
+    "StoreSettings",
     "StoreStats",
     "StoreUnavailableError",
     "Subscription",
@@ -138,7 +154,9 @@ class TaskFinishedError(Exception):
     def __init__(self, task_id: str, state: int) -> None:
         super().__init__(f"task {task_id} is {a2a_pb2.TaskState.Name(state)}")
         self.task_id = task_id
+        """The task written to."""
         self.state = state
+        """The terminal state it is in."""
 
 
 class TaskBusyError(Exception):
@@ -166,19 +184,29 @@ class Outcome(Protocol):
     """What a message led to: a run in progress, or the settled result of one."""
 
     @property
-    def task_id(self) -> str: ...
+    def task_id(self) -> str:
+        """The task the message made or answered (a direct reply's id, when it made none)."""
+        ...
 
     @property
-    def scope(self) -> Scope: ...
+    def scope(self) -> Scope:
+        """The scope of that task."""
+        ...
 
     @property
-    def reply_message(self) -> a2a_pb2.Message | None: ...
+    def reply_message(self) -> a2a_pb2.Message | None:
+        """The agent's direct reply (no task stored), once settled; None otherwise."""
+        ...
 
     @property
-    def started(self) -> asyncio.Event: ...
+    def started(self) -> asyncio.Event:
+        """Set once the task exists (or the reply is known)."""
+        ...
 
     @property
-    def settled(self) -> asyncio.Event: ...
+    def settled(self) -> asyncio.Event:
+        """Set once the run ended or was interrupted (implies `started`)."""
+        ...
 
     @property
     def unavailable(self) -> StatusError | None:
@@ -225,12 +253,15 @@ class WebhookConfigs(Protocol):
         versions of those not registered in 1.0)."""
         ...
 
-    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+    def stored_for(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        """The task's configs as this process last read them."""
+        ...
 
 
 class PushConfigs(Protocol):
-    """Where configs are kept: this process (`protocol.push_config_rpcs.LocalPushConfigs`) or
-    Redis (shared)."""
+    """Where push-notification configs are kept (`TaskStore.push_configs`): beside the tasks
+    in a store other processes share, or this process's (`protocol.push_config_rpcs.
+    LocalPushConfigs`). The version a webhook speaks is kept beside its config, never in it."""
 
     async def put(
         self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = PROTOCOL_VERSION
@@ -244,28 +275,41 @@ class PushConfigs(Protocol):
         """The protocol version of each of the task's configs not registered in 1.0."""
         ...
 
-    async def count(self, task_id: str) -> int: ...
+    async def count(self, task_id: str) -> int:
+        """How many configs the task has."""
+        ...
 
-    async def has(self, task_id: str, config_id: str) -> bool: ...
+    async def has(self, task_id: str, config_id: str) -> bool:
+        """Whether the task has a config of that id."""
+        ...
 
-    async def get(
-        self, task_id: str, config_id: str
-    ) -> a2a_pb2.TaskPushNotificationConfig | None: ...
+    async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
+        """A copy of the config, or None."""
+        ...
 
-    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]: ...
+    async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        """Copies of the task's configs, by id."""
+        ...
 
-    async def delete(self, task_id: str, config_id: str) -> None: ...
+    async def delete(self, task_id: str, config_id: str) -> None:
+        """Forgets the config (and its protocol version); nothing when there is none."""
+        ...
 
-    async def drop_task(self, task_id: str) -> None: ...
+    async def drop_task(self, task_id: str) -> None:
+        """Forgets every config of the task."""
+        ...
 
 
 class Webhooks(Protocol):
-    """What a shared store needs of the webhook dispatcher (`push.delivery.WebhookDispatcher`):
-    the writer of an event delivers it, and a replica taking over a stopped one re-queues what
-    it had not delivered."""
+    """What a store needs of the webhook dispatcher (`push.delivery.WebhookDispatcher`): in a
+    store other processes share, the writer of an event delivers it, and a replica taking over
+    a stopped one re-queues what it had not delivered; a store of this process alone hands its
+    events to `with_snapshot`'s observer."""
 
     @property
-    def configs(self) -> WebhookConfigs: ...
+    def configs(self) -> WebhookConfigs:
+        """The configs the dispatcher delivers to."""
+        ...
 
     def observe(
         self,
@@ -291,6 +335,11 @@ class Webhooks(Protocol):
     ) -> None:
         """Queues `events` ((position, serialized StreamResponse), oldest first) for one
         webhook."""
+        ...
+
+    def with_snapshot(self, snapshot: Callable[[str], a2a_pb2.Task | None]) -> EventObserver:
+        """The dispatcher as an event observer (`tasks.broker.Broker`) that asks `snapshot`
+        for the task as it stands, by id (the body of a 0.3 webhook)."""
         ...
 
 
@@ -320,9 +369,6 @@ class StoreListener(Protocol):
 class TaskStore(Protocol):
     """Tasks, their events and the room they take. See the module docstring for the contract."""
 
-    shared: bool
-    """Whether other processes see the same tasks (so `--workers` and replicas make sense)."""
-
     @property
     def claims(self) -> Claims | None:
         """Claims on message ids that every process using the store sees, which decide the
@@ -335,6 +381,23 @@ class TaskStore(Protocol):
     def failures(self) -> int:
         """Failed round trips to the backend since start (always 0 without one), for metrics:
         the log summarizes their repeats (core/failure_log.py)."""
+        ...
+
+    @property
+    def push_configs(self) -> PushConfigs | None:
+        """Where the push configs of its tasks are kept when the store keeps them, beside the
+        tasks (a store other processes share must: a config registered on one replica is
+        delivered by the one that writes the event); None: the webhook dispatcher keeps them
+        in this process, and the store's evictions drop them (`StoreListener.task_evicted`)."""
+        ...
+
+    @property
+    def stopped_run_status(self) -> tuple[int, str | None]:
+        """The state, and the status text, a task ends in when its run here is cut short as
+        this process stops (past the shutdown grace). A store other processes share says
+        (FAILED, `REPLICA_STOPPED_TEXT`), as its lease reaper does for a process that died:
+        another replica takes the next request (spec decision §9.11); a store of this process
+        alone, (CANCELED, None)."""
         ...
 
     # -- room -----------------------------------------------------------------------------
@@ -521,3 +584,79 @@ class TaskStore(Protocol):
     async def close(self) -> None:
         """Stops the background work; for a shared store, gives up this replica's leases."""
         ...
+
+
+# -- opening a store ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """The bounds a store is opened with: the server's settings (`serve`'s options) that
+    concern its store. A store keeps each one it can; what it cannot is said in its docs."""
+
+    max_tasks: int = 100_000
+    """Tasks stored at most, live and finished (`--max-tasks`). A full store evicts finished
+    tasks, oldest first (`eviction_batch` at a time); when live tasks fill it, `reserve`
+    raises StoreFullError."""
+    max_bytes: int | None = None
+    """Bytes of tasks the store may hold (`--max-store-bytes`), for a store that counts them
+    (the module docstring's byte budget); None: no budget. A store bounded otherwise (Redis:
+    its own maxmemory) ignores it."""
+    max_live_per_owner: int | None = None
+    """Live tasks one caller may hold at once (`--live-tasks-per-principal`); None: no bound."""
+    max_live_per_tenant: int | None = None
+    """Live tasks one tenant may hold at once (`--live-tasks-per-tenant`); None: no bound."""
+    terminal_ttl: float = 3600.0
+    """Seconds a finished task stays stored (`--task-ttl`); 0: it goes at the next sweep."""
+    lease: float = 10.0
+    """Seconds a process's lease on the tasks it runs lasts, for a store other processes share
+    (`--task-lease`): a task whose process stopped renewing it is FAILED within this time."""
+    queue_size: int = 1024
+    """Events a subscriber may fall behind by before its stream ends
+    (`--subscriber-queue-size`)."""
+    replay_length: int = 1000
+    """Events of a task kept for `watch(after=...)` (`--replay-events`)."""
+
+
+class StoreFactory(Protocol):
+    """Makes a store, not started yet, for one server (`StoreKind.factory`).
+
+    `listener` hears what the store tells the server; `webhooks` is the server's webhook
+    dispatcher, None when the agent offers no push notifications."""
+
+    def __call__(
+        self, settings: StoreSettings, listener: StoreListener, webhooks: Webhooks | None
+    ) -> TaskStore:
+        """A new store, not started, with `settings`, telling `listener`."""
+        ...
+
+
+def _any_url(url: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    """A kind of store, as the scheme of a store URL names it (`serve --store SCHEME://...`):
+    what the registry (tasks/registry.py) finds under a built-in scheme or under the name of an
+    `a2a_grpc.stores` entry point."""
+
+    open: Callable[[str, StoreSettings, StoreListener, Webhooks | None], TaskStore]
+    """Makes a store, not started, on the URL (`StoreFactory`'s arguments after it)."""
+    shared: bool
+    """Whether processes that open the same URL see the same tasks, so that `--workers` and
+    replicas may use it. Such a store keeps the contract across them: message-id `claims`,
+    remote cancels (`StoreListener.canceled_elsewhere`), leases, events on every replica."""
+    check: Callable[[str], str | None] = _any_url
+    """Why a URL of this kind cannot serve, in one line that shows no password, or None. Run
+    when the settings are read, before anything is opened (default: every URL serves)."""
+
+    def factory(self, url: str) -> StoreFactory:
+        """The `StoreFactory` of stores on `url`."""
+
+        def make(
+            settings: StoreSettings, listener: StoreListener, webhooks: Webhooks | None
+        ) -> TaskStore:
+            return self.open(url, settings, listener, webhooks)
+
+        return make

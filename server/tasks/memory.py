@@ -18,10 +18,14 @@ from a2a_grpc.server.tasks.base import (
     EventBuilder,
     FirstStatus,
     Scope,
+    StoreKind,
+    StoreListener,
+    StoreSettings,
     StoreStats,
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
+    Webhooks,
 )
 from a2a_grpc.server.tasks.broker import Broker, Subscription
 from a2a_grpc.server.tasks.changes import apply_status, status_event
@@ -33,9 +37,11 @@ class InMemoryTaskStore:
     tasks it lets go of are the table's to tell (`TaskTable(on_evict=...)`); the broker's
     observer sees every event of the tasks it watches (webhooks)."""
 
-    shared = False
     claims = None  # no other process sees it: the idempotency window decides alone
     failures = 0  # no backend to fail
+    push_configs = None  # the webhook dispatcher keeps them; evictions drop them
+    stopped_run_status: tuple[int, str | None] = (a2a_pb2.TASK_STATE_CANCELED, None)
+    """Its tasks go with the process: a run cut short by a stop ends CANCELED."""
 
     def __init__(self, table: TaskTable, broker: Broker) -> None:
         self.table = table
@@ -44,6 +50,34 @@ class InMemoryTaskStore:
         # Room reserved and not yet used, by task id: its bytes count from `reserve` on, so
         # `release` must know how many to give back.
         self._promised: dict[str, int] = {}
+
+    @classmethod
+    def open(
+        cls, settings: StoreSettings, listener: StoreListener, webhooks: Webhooks | None
+    ) -> InMemoryTaskStore:
+        """A store with `settings`' bounds (`StoreFactory`): the tasks it lets go of go to
+        `listener.task_evicted`, with their kept events; `webhooks` sees every event of the
+        tasks that have webhooks."""
+        task_evicted = listener.task_evicted
+
+        def evicted(task_id: str) -> None:
+            broker.forget(task_id)  # its kept events go with it
+            task_evicted(task_id)
+
+        table = TaskTable(
+            max_tasks=settings.max_tasks,
+            max_bytes=settings.max_bytes,
+            max_live_per_owner=settings.max_live_per_owner,
+            max_live_per_tenant=settings.max_live_per_tenant,
+            terminal_ttl=settings.terminal_ttl,
+            on_evict=evicted,
+        )
+        # A 0.3 webhook is sent the task as it stands: the table's.
+        observer = None if webhooks is None else webhooks.with_snapshot(table.peek)
+        broker = Broker(
+            settings.queue_size, observer=observer, replay_length=settings.replay_length
+        )
+        return cls(table, broker)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -265,3 +299,19 @@ def _status_size(message: a2a_pb2.Message) -> int:
     """What a status message adds to its task: it is kept twice, as the status message and in
     the history."""
     return 2 * message.ByteSize()
+
+
+def _memory_url_problem(url: str) -> str | None:
+    if url.partition("://")[2]:
+        return "memory:// takes nothing after the scheme: its tasks stay in this process"
+    return None
+
+
+MEMORY = StoreKind(
+    open=lambda url, settings, listener, webhooks: InMemoryTaskStore.open(
+        settings, listener, webhooks
+    ),
+    shared=False,
+    check=_memory_url_problem,
+)
+"""`memory://` (and an empty store URL): this process's memory."""

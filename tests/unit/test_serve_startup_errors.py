@@ -111,7 +111,7 @@ SECRET = "s3cr3t-pw"
             ["--workers", "2", "--port", "0", "--store", f"redis://:{SECRET}@127.0.0.1:1/0"],
             "workers=2 needs a fixed port, not 0",
         ),
-        (["--store", f"ftp://u:{SECRET}@host"], "got a ftp:// URL"),
+        (["--store", f"ftp://u:{SECRET}@host"], "no store is registered for a ftp:// URL"),
         (["--task-lease", "0"], "task_lease must be more than 0"),
     ],
 )

@@ -61,23 +61,37 @@ def test_store_defaults_to_the_environment() -> None:
         f"rediss://agent:{SECRET}@cache.internal:6380/1",
         "unix:///run/redis/redis.sock?db=3",
         "REDIS://cache.internal",
+        f"redis+cluster://:{SECRET}@node-1.cache.internal:7000",
+        "rediss+cluster://node-1.cache.internal:7000",
+        "memory://",
     ],
 )
 def test_store_urls_that_are_accepted(store: str) -> None:
     assert ServerConfig(store=store).store == store
 
 
+REGISTERED = (
+    "the registered schemes are memory://, redis://, rediss://, unix://, redis+cluster://, "
+    "rediss+cluster://"
+)
+"""How a store URL of an unknown scheme is refused: naming every registered scheme (the
+built-in ones here; an installed package's follow them)."""
+
+
 @pytest.mark.parametrize(
     ("settings", "says"),
     [
-        ({"store": f"http://:{SECRET}@cache.internal"}, "store must be a redis://, rediss://"),
-        ({"store": f"cache.internal:{SECRET}"}, "store must be a redis://, rediss://"),
+        ({"store": f"http://:{SECRET}@cache.internal"}, "no store is registered for a http://"),
+        ({"store": f"cache.internal:{SECRET}"}, "no store is registered for a value without"),
+        ({"store": "nosuch://x"}, REGISTERED),
         ({"store": f"unix://:{SECRET}@run/redis.sock"}, "needs the socket's absolute path"),
+        ({"store": "memory://tasks"}, "memory:// takes nothing after the scheme"),
         ({"task_lease": 0}, "task_lease must be more than 0 and at most 3600 seconds"),
         ({"task_lease": 3600.5}, "task_lease must be more than 0 and at most 3600 seconds"),
         ({"task_lease": float("nan")}, "task_lease must be more than 0"),
         ({"workers": 0}, "workers must be at least 1"),
         ({"workers": 2}, "workers=2 needs a shared store (--store"),
+        ({"workers": 2, "store": "memory://"}, "workers keeping tasks in memory:// would each"),
         ({"workers": 2, "store": "redis://r", "port": 0}, "workers=2 needs a fixed port, not 0"),
         ({"workers": 2, "store": "redis://r", "http_port": 0}, "needs a fixed http_port"),
         ({"workers": 2, "store": "redis://r", "audit_log": "a.log"}, "cannot share one audit_log"),

@@ -10,7 +10,11 @@
 - leases: replica leases and reaping; claims: message-id claims (for the idempotency window
   shared by replicas, `protocol.dedup.SharedDedupWindow`).
 
+- urls: its URL schemes (redis://, rediss://, unix://, redis+cluster://) as `StoreKind`s, for
+  the store registry (tasks/registry.py).
+
 Imports point one way: the parts import the backend (and one another's results: reads, push,
-events), the store imports the parts, and no part imports the store. `compose.py` builds the
-store with its listener and webhook dispatcher (`RedisTaskStore.connect`).
+events), the store imports the parts, and no part imports the store. The registry opens the
+store by its URL (`urls.REDIS`, `RedisTaskStore.connect`) with the server's listener and
+webhook dispatcher.
 """

@@ -58,6 +58,7 @@ class RedisBackend:
         replica_id: str | None = None,
         url: str | None = None,
         on_health: Callable[[bool], None] | None = None,
+        cluster: bool = False,
     ) -> None:
         # Typed Any: redis-py's command stubs return unions of every RESP shape; the shapes
         # used here are fixed by the commands and scripts.
@@ -73,6 +74,8 @@ class RedisBackend:
         there is a Cluster node."""
         self.on_health = on_health
         """Called with False when Redis stops answering and True when it answers again."""
+        self.cluster_required = cluster
+        """`start` refuses a Redis at `url` that is not a Cluster node (redis+cluster://)."""
         self.healthy = True
         self._scripts = self._register(client)
         self._coalescing = isinstance(client, redis_client.CoalescingRedis)
@@ -110,7 +113,8 @@ class RedisBackend:
 
     async def start(self) -> None:
         """Checks that Redis answers (StoreUnavailableError otherwise) and switches to a
-        Cluster client when there is one; from now on a failure is an outage."""
+        Cluster client when there is one (ValueError when a Cluster is required and the Redis
+        at `url` is none); from now on a failure is an outage."""
         await self.call(self.client.ping())
         await self._use_cluster_if_there_is_one()
         self.started = True
@@ -123,6 +127,11 @@ class RedisBackend:
             return
         info = await self.call(self.client.info("cluster"))
         if not info.get("cluster_enabled"):
+            if self.cluster_required:
+                raise ValueError(
+                    "the Redis there is not a Cluster node (cluster_enabled:0): name a single "
+                    "Redis with redis:// (or rediss://), a node of a Cluster with redis+cluster://"
+                )
             return
         cluster = RedisCluster.from_url(self.url, **redis_client.client_options(self.timeout))
         await self.call(cluster.initialize())

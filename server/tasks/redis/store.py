@@ -129,7 +129,9 @@ class RedisTaskStore:
     """Tasks in Redis, shared by every replica that uses the same Redis. See the module
     docstring; `connect` builds one from a URL."""
 
-    shared = True
+    stopped_run_status: tuple[int, str | None] = (a2a_pb2.TASK_STATE_FAILED, REPLICA_STOPPED_TEXT)
+    """Another replica takes the next request: a run cut short by a stop ends as the lease
+    reaper ends those of a replica that died (spec decision §9.11)."""
 
     def __init__(
         self,
@@ -194,10 +196,12 @@ class RedisTaskStore:
         prefix: str = "a2a",
         replica_id: str | None = None,
         listener: StoreListener | None = None,
+        cluster: bool = False,
         **options: Any,
     ) -> RedisTaskStore:
         """A store on the Redis at `url` (redis://, rediss://, unix://; password in the URL),
-        under the key `prefix`; its backend tells `listener` of its health.
+        under the key `prefix`; its backend tells `listener` of its health. With `cluster`,
+        `start` refuses a Redis that is not a Cluster node (without, it finds one by itself).
 
         No retries inside the client: a refused call fails within `timeout` and the caller's
         own retry (our client honours RetryInfo) decides.
@@ -208,6 +212,7 @@ class RedisTaskStore:
             prefix=prefix,
             replica_id=replica_id,
             on_health=None if listener is None else listener.health_changed,
+            cluster=cluster,
         )
         return cls(backend, listener=listener, **options)
 
