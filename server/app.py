@@ -14,7 +14,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from a2a_grpc.core.audit_chain import NotAChainError
 from a2a_grpc.core.jose import KeySet, PrivateKey
 from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE, V03_SERVICE_NAME
 from a2a_grpc.core.signing import (
@@ -35,16 +34,15 @@ from a2a_grpc.server.addresses import (
 from a2a_grpc.server.agent import AgentExecutor
 from a2a_grpc.server.agent_loader import executor_problem
 from a2a_grpc.server.card import Serving, complete_extended_card, demo_card, finalize_card
+from a2a_grpc.server.compose import ServerRoot
 from a2a_grpc.server.compose import StartupError as StartupError
-from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
 from a2a_grpc.server.push.delivery import WebhookDispatcher
-from a2a_grpc.server.tasks.base import StoreUnavailableError
-from a2a_grpc.server.tasks.registry import redacted_url
+from a2a_grpc.server.tasks.base import StoreFactory, TaskStore
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.health import EndingHealthServicer
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
@@ -64,7 +62,6 @@ from a2a_grpc.server.trust.auth import (
 )
 from a2a_grpc.server.trust.mesh import XFCC_HEADER, trusted_networks
 from a2a_grpc.server.trust.oidc import JwtBearer
-from a2a_grpc.server.trust.signers import SignerCards
 from a2a_grpc.server.trust.tls import ServerCertificates, TlsFiles
 
 log = logging.getLogger(__name__)
@@ -102,6 +99,10 @@ class RunningServer:
     gate: CallGate
     """The call gate every call of every binding passes (admission, capacity, metrics, audit);
     `stop` closes it once the grace is over."""
+    root: ServerRoot
+    """What built and opened the handler, the store, the webhooks, the verifier, the audit
+    trail and the JWT keys (server/compose.py); `stop` drains the runs through it and then
+    asks it to close them, in reverse order of opening."""
     http_server: HttpServer | None = None
     """The HTTP server on `config.http_port` (card, JSON-RPC, HTTP+JSON, probes, /metrics; its
     `port` is the bound one); None without an HTTP port."""
@@ -113,7 +114,7 @@ class RunningServer:
     """The static bearer tokens `reload_tokens` replaces; None when started without
     `ServerPlan.tokens`."""
     jwt: JwtBearer | None = None
-    """What checks bearer JWTs (its keys: `jwt.start`), closed by `stop`."""
+    """What checks bearer JWTs (its keys: `jwt.start`), closed by `stop` (through `root`)."""
     certificates: ServerCertificates | None = None
     """The TLS files both ports serve, which `reload_tls` replaces; None without TLS."""
     card_signer: tuple[PrivateKey, str] | None = None
@@ -244,7 +245,7 @@ class RunningServer:
         goaway = asyncio.ensure_future(self.server.stop(grace + CANCEL_SETTLE_S))
         if self.http_server is not None:
             await self.http_server.close()
-        await self.handler.housekeeping.drain(left())
+        await self.root.drain(left())
         if left() == 0:
             self.gate.close()  # the grace is over: what still arrives is refused
         # Calls still open get the rest of the grace; one that arrived just before its
@@ -254,16 +255,10 @@ class RunningServer:
             closing.append(self.http_server.stop(left()))  # HTTP calls end with the gRPC ones
         await asyncio.gather(*closing)
         self.gate.close()
-        await self.handler.housekeeping.drain(left())
-        if self.handler.webhooks is not None:
-            await self.handler.webhooks.close(left())
-        await self.handler.store.close()
-        if self.handler.verifier is not None:
-            await self.handler.verifier.aclose()
-        if self.jwt is not None:
-            await self.jwt.aclose()
-        if self.handler.audit is not None:
-            await asyncio.to_thread(self.handler.audit.close)
+        await self.root.drain(left())
+        # The webhooks' pending POSTs get what is left of the grace, then the store, the
+        # verifier, the audit trail and the JWT keys close: the reverse of their opening.
+        await self.root.close(left())
 
 
 @dataclass(frozen=True)
@@ -293,10 +288,18 @@ class ServerPlan:
     card_signer: tuple[PrivateKey, str] | None = None
     """(private key, key id) the cards are served signed with."""
     webhooks: WebhookDispatcher | None = None
-    """The push notification sender (None: one made from `config.delivery_policy`)."""
+    """The push notification sender (None: one made from `config.delivery_policy`); the
+    server's once it started: `stop` closes it."""
     authenticators: Sequence[Authenticator] = ()
     """Other kinds of credentials, each an alternative to `tokens` (with the certificate when `tls`
     has a `client_ca`); the card states their schemes. CONTRIBUTING.md shows one."""
+    store: TaskStore | StoreFactory | None = None
+    """Where tasks are kept, instead of the store `config.store` names (which must then be
+    empty): a `StoreFactory` (tasks/base.py), called with the server's store settings, its
+    listener and `webhooks`, or a store as built (whose listener and webhooks are the ones it
+    was built with: give a factory for the server's). Either way the store is the server's:
+    `start_server` starts it (and closes it when the start fails after that), `stop` closes
+    it. None: `config.store`, opened by its scheme (docs/stores.md)."""
 
 
 @dataclass(frozen=True)
@@ -338,30 +341,49 @@ async def start_server(plan: ServerPlan) -> RunningServer:
     problem = executor_problem(agent)
     if problem is not None:
         raise StartupError(f"the agent cannot serve: {problem}")
+    if plan.store is not None and config.store:
+        raise StartupError(
+            "the plan gives a store and config.store names one too: give the store once"
+        )
     auth = _auth(plan, config)
-    if auth.jwt is not None:
-        try:
-            await auth.jwt.start()
-        except ValueError as exc:
-            await auth.jwt.aclose()
-            raise StartupError(f"cannot check JWTs: {exc}") from exc
+    root = ServerRoot(config)
     try:
-        return await _start(plan, auth)
-    except BaseException:
         if auth.jwt is not None:
-            await auth.jwt.aclose()
+            await root.start_jwt(auth.jwt)
+        return await _start(plan, auth, root)
+    except BaseException:
+        await root.close()
         raise
 
 
-async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
-    """`start_server` once the authenticator is ready."""
-    config, agent = plan.config, plan.agent
+async def _start(plan: ServerPlan, auth: _Auth, root: ServerRoot) -> RunningServer:
+    """`start_server` once the authenticator is ready: the root opens the rest, around the
+    ports this binds (given back when the start fails)."""
+    config = plan.config
     health_servicer = EndingHealthServicer()
     a2a_services = (A2A_SERVICE, A2A_V03_SERVICE) if config.compat_03 else (A2A_SERVICE,)
     board = HealthBoard(health_servicer, a2a_services)
     security = _card_security(auth)  # before any port is bound: it may stop the start
-    audit = _open_audit(config, board) if config.audit_log else None
+    audit = root.open_audit(board.reporter(AUDIT_HEALTH_SERVICE, needed=config.audit_fail_closed))
     listeners = _listen(config, auth, board)
+    try:
+        return await _serve(plan, auth, security, root, listeners, audit)
+    except BaseException:
+        await _unbind(listeners)
+        raise
+
+
+async def _serve(
+    plan: ServerPlan,
+    auth: _Auth,
+    security: CardSecurity,
+    root: ServerRoot,
+    listeners: _Listeners,
+    audit: AuditLog | None,
+) -> RunningServer:
+    """`_start` once the ports are bound: the card names them, the root opens the handler over
+    it, and the transports serve it."""
+    config, board = plan.config, listeners.board
     public = public_addresses(
         config.host,
         listeners.port,
@@ -371,38 +393,17 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
         tls=auth.certificates is not None,
     )
     final_card, extended_card = _cards(plan, public, security)
-    webhooks, signature_keys, signer_card_keys = (
-        plan.webhooks,
-        plan.signature_keys,
-        plan.signer_card_keys,
-    )
-    signer_cards = None
-    if config.trusted_signer_cards:
-        signer_cards = SignerCards(
-            config.trusted_signer_cards,
-            timeout_s=config.signer_card_timeout,
-            card_keys=signer_card_keys,
-        )
-    handler = build_handler(
-        agent,
+    handler = await root.open_handler(
+        plan.agent,
         final_card,
-        config,
+        store=plan.store,
         audit=audit,
         on_store_health=board.reporter(STORE_HEALTH_SERVICE, needed=True),
         extended_card=extended_card,
-        webhooks=webhooks,
-        signature_keys=signature_keys,
-        signer_cards=signer_cards,
+        webhooks=plan.webhooks,
+        signature_keys=plan.signature_keys,
+        signer_card_keys=plan.signer_card_keys,
     )
-    try:
-        await handler.store.start()
-    except StoreUnavailableError as exc:
-        await handler.store.close()
-        if handler.verifier is not None:
-            await handler.verifier.aclose()
-        raise StartupError(
-            f"cannot reach the task store at {redacted_url(config.store)}: {exc}"
-        ) from exc
     gate, metrics = _gate_and_metrics(config, handler, audit, board)
     await _start_serving(listeners, handler, gate, metrics, auth, plan.card_signer)
     if audit is not None:
@@ -411,8 +412,9 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
         listeners.server,
         listeners.port,
         handler,
-        health_servicer,
+        board.servicer,
         gate,
+        root,
         http_server=listeners.http_server,
         public=public,
         metrics=metrics,
@@ -422,6 +424,17 @@ async def _start(plan: ServerPlan, auth: _Auth) -> RunningServer:
         board=board,
         jwt=auth.jwt,
     )
+
+
+async def _unbind(listeners: _Listeners) -> None:
+    """Gives back the ports of a start that failed. grpc lets go of a bound port only when a
+    started server stops (a stop before the start, or dropping the server, keeps it bound for
+    the life of the process), so the gRPC server starts and stops at once, with no grace: a
+    call that reached it in between is cancelled."""
+    await listeners.server.start()  # a no-op when it had started
+    await listeners.server.stop(None)
+    if listeners.http_server is not None:
+        await listeners.http_server.stop(0)
 
 
 def _auth(plan: ServerPlan, config: ServerConfig) -> _Auth:
@@ -613,7 +626,6 @@ async def _start_serving(
             metrics,
         )
     await server.start()
-    handler.housekeeping.start()
     for service in ("", *a2a_services):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
 
@@ -634,22 +646,6 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def _open_audit(config: ServerConfig, board: HealthBoard) -> AuditLog:
-    assert config.audit_log is not None
-    try:
-        return AuditLog(
-            config.audit_log,
-            fail_closed=config.audit_fail_closed,
-            on_health=board.reporter(AUDIT_HEALTH_SERVICE, needed=config.audit_fail_closed),
-        )
-    except OSError as exc:
-        raise StartupError(
-            f"cannot append to the audit log {config.audit_log}: {exc.strerror or exc}"
-        ) from exc
-    except NotAChainError as exc:
-        raise StartupError(f"--audit-log: {exc}") from exc
 
 
 class HealthBoard:

@@ -1,18 +1,35 @@
-"""The composition root of the protocol core: builds the task store, the idempotency window,
-the push-config service, the webhook dispatcher and the signature verifier for one server, and
-the `RequestHandler` over them. Every collaborator is given to its constructor; nothing is
-wired by assigning attributes afterwards.
+"""The composition root: builds what one server is made of besides its ports and transports,
+opens it, and closes it. Every collaborator is given to its constructor; nothing is wired by
+assigning attributes afterwards.
 
-The store is the kind `config.store`'s scheme names in the registry (tasks/registry.py: this
-process's memory, a Redis shared by replicas, or one a package adds), or the one given. What a
+`build_handler` builds the `RequestHandler` over the task store, the idempotency window, the
+push-config service, the webhook dispatcher and the signature verifier, and opens nothing.
+`ServerRoot` is what `start_server` (app.py) uses: it opens, in this order,
+
+1. the JWT authenticator's keys (`start_jwt`), when bearer JWTs are accepted;
+2. the audit trail (`open_audit`);
+3. then, once app.py has bound the ports (the card names them), `open_handler`: the signature
+   verifier (its signer-card fetches), the task store (opened by `config.store`'s scheme from
+   the registry, tasks/registry.py, or the `ServerPlan.store` given, and started), the webhook
+   dispatcher (its deliveries record their progress in the store, so it closes before it),
+   and the housekeeper (the handler's sweeps);
+
+and `close` closes what it opened, in reverse order: nothing is closed by a module that did not
+open it. app.py wires the transports onto the handler, and at stop asks the root to drain the
+runs (`drain`) and then to close.
+
+The store is the kind the URL's scheme names (memory, Redis, or one a package adds). What a
 store tells the server (a task evicted, a run's task canceled on another replica, its backend's
 health) goes to the `StoreEvents` made for it first (`tasks.base.StoreListener`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 
+from a2a_grpc.core.audit_chain import NotAChainError
 from a2a_grpc.core.jose import KeySet
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import AgentExecutor
@@ -23,12 +40,23 @@ from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
 from a2a_grpc.server.push.configs import PushConfigStore
 from a2a_grpc.server.push.delivery import WebhookDispatcher
-from a2a_grpc.server.tasks.base import StoreFactory, StoreSettings, TaskStore
-from a2a_grpc.server.tasks.registry import open_store
+from a2a_grpc.server.tasks.base import (
+    StoreFactory,
+    StoreSettings,
+    StoreUnavailableError,
+    TaskStore,
+)
+from a2a_grpc.server.tasks.registry import open_store, redacted_url
 from a2a_grpc.server.trust.audit import AuditLog
+from a2a_grpc.server.trust.oidc import JwtBearer
 from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards
 
-__all__ = ["StartupError", "StoreEvents", "build_handler", "store_settings"]
+__all__ = ["ServerRoot", "StartupError", "StoreEvents", "build_handler", "store_settings"]
+
+log = logging.getLogger(__name__)
+
+Closer = Callable[[float], Awaitable[None]]
+"""Closes one opened part, given the seconds left of the shutdown grace."""
 
 
 class StartupError(RuntimeError):
@@ -99,7 +127,7 @@ def build_handler(
     """A handler over the store `config.store` names (tasks/registry.py: this process's memory
     by default), or over `store`: a store as it was built, or a `StoreFactory` given this
     server's settings, listener and webhooks. Nothing is opened: start the store with
-    `handler.store.start()`.
+    `handler.store.start()` (`ServerRoot.open_handler` does, and closes it).
 
     `webhooks` delivers push notifications when the card offers them (one is made from
     `config` when not given). With `signature_keys` or `signer_cards`, signed messages are
@@ -139,3 +167,160 @@ def build_handler(
         runs=runs,
         extended_card=extended_card,
     )
+
+
+class ServerRoot:
+    """What one server opened besides its ports, closed in reverse order of opening (see the
+    module docstring). Each `open_*` / `start_*` method registers what it opened before it
+    can fail, so that `close` also closes what a failed start left half open."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._opened: list[tuple[str, Closer]] = []
+        self._handler: RequestHandler | None = None
+        self.closed = False
+        """True once `close` ran; the root opens nothing afterwards."""
+
+    @property
+    def handler(self) -> RequestHandler:
+        """The handler `open_handler` built (RuntimeError before)."""
+        if self._handler is None:
+            raise RuntimeError("the handler is not built yet: call open_handler first")
+        return self._handler
+
+    def _opened_now(self, name: str, close: Closer) -> None:
+        if self.closed:
+            raise RuntimeError(f"the server root is closed: {name} cannot be opened")
+        self._opened.append((name, close))
+
+    async def start_jwt(self, jwt: JwtBearer) -> None:
+        """Fetches the keys `jwt` checks bearer JWTs with and keeps them fresh; StartupError
+        when they cannot be had."""
+
+        async def close(grace: float) -> None:
+            await jwt.aclose()
+
+        self._opened_now("the JWT keys", close)
+        try:
+            await jwt.start()
+        except ValueError as exc:
+            raise StartupError(f"cannot check JWTs: {exc}") from exc
+
+    def open_audit(self, on_health: Callable[[bool], None]) -> AuditLog | None:
+        """The audit trail `config.audit_log` names, opened for appending (None without one);
+        StartupError when it cannot be."""
+        config = self.config
+        if config.audit_log is None:
+            return None
+        try:
+            audit = AuditLog(
+                config.audit_log, fail_closed=config.audit_fail_closed, on_health=on_health
+            )
+        except OSError as exc:
+            raise StartupError(
+                f"cannot append to the audit log {config.audit_log}: {exc.strerror or exc}"
+            ) from exc
+        except NotAChainError as exc:
+            raise StartupError(f"--audit-log: {exc}") from exc
+
+        async def close(grace: float) -> None:
+            await asyncio.to_thread(audit.close)
+
+        self._opened_now("the audit trail", close)
+        return audit
+
+    async def open_handler(
+        self,
+        agent: AgentExecutor,
+        card: a2a_pb2.AgentCard,
+        *,
+        store: TaskStore | StoreFactory | None = None,
+        audit: AuditLog | None = None,
+        on_store_health: Callable[[bool], None] | None = None,
+        extended_card: a2a_pb2.AgentCard | None = None,
+        webhooks: WebhookDispatcher | None = None,
+        signature_keys: KeySet | None = None,
+        signer_card_keys: KeySet | None = None,
+    ) -> RequestHandler:
+        """`build_handler`, then opens its parts: the verifier, the store (started:
+        StartupError when its backend does not answer, or what answers is not what its URL
+        names), the webhook dispatcher and the housekeeper. A store or a dispatcher given here
+        is the root's from now on: `close` closes it."""
+        config = self.config
+        signer_cards = None
+        if config.trusted_signer_cards:
+            signer_cards = SignerCards(
+                config.trusted_signer_cards,
+                timeout_s=config.signer_card_timeout,
+                card_keys=signer_card_keys,
+            )
+        handler = build_handler(
+            agent,
+            card,
+            config,
+            store=store,
+            audit=audit,
+            on_store_health=on_store_health,
+            extended_card=extended_card,
+            webhooks=webhooks,
+            signature_keys=signature_keys,
+            signer_cards=signer_cards,
+        )
+        self._handler = handler
+        verifier, opened_store, dispatcher = handler.verifier, handler.store, handler.webhooks
+        if verifier is not None:
+
+            async def close_verifier(grace: float) -> None:
+                await verifier.aclose()
+
+            self._opened_now("the signature verifier", close_verifier)
+
+        async def close_store(grace: float) -> None:
+            await opened_store.close()
+
+        self._opened_now("the task store", close_store)
+        where = f" at {redacted_url(config.store)}" if store is None else ""
+        try:
+            await opened_store.start()
+        except StoreUnavailableError as exc:
+            raise StartupError(f"cannot reach the task store{where}: {exc}") from exc
+        except ValueError as exc:
+            raise StartupError(f"cannot use the task store{where}: {exc}") from exc
+        if dispatcher is not None:
+
+            async def close_webhooks(grace: float) -> None:
+                # Pending POSTs get what is left of the grace; what they could not send is
+                # logged as undelivered.
+                await dispatcher.close(grace)
+
+            self._opened_now("the webhook dispatcher", close_webhooks)
+        housekeeping = handler.housekeeping
+
+        async def stop_housekeeping(grace: float) -> None:
+            await housekeeping.drain(grace)  # after `drain`: only the sweeps are left to stop
+
+        self._opened_now("the housekeeper", stop_housekeeping)
+        housekeeping.start()
+        return handler
+
+    async def drain(self, grace: float) -> None:
+        """Lets the runs finish within `grace` seconds, then cancels them (the handler's
+        `housekeeping.drain`, which also stops the sweeps); nothing when no handler was built."""
+        if self._handler is not None:
+            await self._handler.housekeeping.drain(grace)
+
+    async def close(self, grace: float = 0.0) -> None:
+        """Closes everything opened, last opened first, within what is left of `grace` seconds
+        (the webhook dispatcher's pending POSTs use it). A part that fails to close is logged,
+        and the others are closed all the same. Calling it again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._opened:
+            name, close = self._opened.pop()
+            try:
+                await close(max(0.0, deadline - loop.time()))
+            except Exception:
+                log.exception("closing %s failed", name)

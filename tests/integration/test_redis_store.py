@@ -15,14 +15,19 @@ import pytest
 import redis.asyncio
 
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.app import ServerPlan, StartupError, start_server
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import (
     StoreFullError,
+    StoreSettings,
     StoreUnavailableError,
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
 )
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
+from a2a_grpc.server.tasks.registry import store_kind
 from tests.integration.certs import Authority
 from tests.integration.test_store_contract import (
     ALICE,
@@ -289,3 +294,16 @@ async def test_two_replicas_resuming_one_waiting_task_at_once_resume_it_once(
         await admin.aclose()
         await one.close()
         await two.close()
+
+
+async def test_the_cluster_scheme_refuses_a_single_redis(redis_server: RedisServer) -> None:
+    """`redis+cluster://` requires a Cluster: a single Redis stops the start rather than be
+    served as the Cluster the URL meant (`redis://` finds a Cluster by itself)."""
+    url = redis_server.url.replace("redis://", "redis+cluster://", 1)
+    store = store_kind(url).open(url, StoreSettings(), Heard(), None)
+    with pytest.raises(ValueError, match="not a Cluster node"):
+        await store.start()
+    await store.close()
+    config = ServerConfig(host="127.0.0.1", port=0, http_port=None, store=url)
+    with pytest.raises(StartupError, match="cannot use the task store at redis\\+cluster://"):
+        await start_server(ServerPlan(config, DemoAgent()))
