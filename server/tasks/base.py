@@ -2,9 +2,10 @@
 store (in process memory, Redis shared by replicas, or one a package adds), plus the errors a
 store raises and how a store is opened.
 
-This module is the supported way to add a store: a class that keeps `TaskStore`, and a
-`StoreKind` that opens it from a URL, registered under its URL scheme in the `a2a_grpc.stores`
-entry point group (tasks/registry.py). What differs between stores (a
+This module is the supported way to add a store (docs/stores.md, "Writing a store"): a class
+that keeps `TaskStore`, a `StoreKind` that opens it from a URL, registered under its URL scheme
+in the `a2a_grpc.stores` entry point group (tasks/registry.py), and the contract suite
+`a2a_grpc.server.tasks.contract`, which every store passes. What differs between stores (a
 dedup window other processes share, remote cancels, leases, replay, where push configs live,
 how a run cut short by a stop ends) is asked of the store through this contract, never by
 testing which class it is.
@@ -619,7 +620,8 @@ class StoreSettings:
 
 
 class StoreFactory(Protocol):
-    """Makes a store, not started yet, for one server (`StoreKind.factory`).
+    """Makes a store, not started yet, for one server: what `ServerPlan(store=...)` takes
+    besides a store, and what the contract suite (`a2a_grpc.server.tasks.contract`) tests.
 
     `listener` hears what the store tells the server; `webhooks` is the server's webhook
     dispatcher, None when the agent offers no push notifications."""

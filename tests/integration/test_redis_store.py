@@ -26,19 +26,11 @@ from a2a_grpc.server.tasks.base import (
     TaskFinishedError,
     TaskQuery,
 )
+from a2a_grpc.server.tasks.contract import ALICE, RecordedListener, created, drain, kinds
+from a2a_grpc.server.tasks.contract.support import agent_text, text_of
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from a2a_grpc.server.tasks.registry import store_kind
 from tests.integration.certs import Authority
-from tests.integration.test_store_contract import (
-    ALICE,
-    Heard,
-    agent_text,
-    created,
-    drain,
-    kinds,
-    replicas,
-    text_of,
-)
 from tests.redis_servers import RedisCluster, RedisServer, free_ports
 
 _prefixes = itertools.count()
@@ -82,6 +74,17 @@ async def test_a_write_refused_after_a_cancel_elsewhere_leaves_no_trace(
         await two.close()
 
 
+async def replicas(
+    server: RedisServer, *, heard: RecordedListener | None = None, **options: Any
+) -> tuple[RedisTaskStore, RedisTaskStore]:
+    """Two stores on one Redis, as two replicas hold them; the first tells `heard`."""
+    one = RedisTaskStore.connect(server.url, listener=heard, **options)
+    two = RedisTaskStore.connect(server.url, **options)
+    await one.start()
+    await two.start()
+    return one, two
+
+
 async def test_a_redis_at_its_maxmemory_refuses_writes_as_a_full_store(
     make_redis_server: Any,
 ) -> None:
@@ -121,7 +124,7 @@ async def test_a_redis_at_its_maxmemory_refuses_writes_as_a_full_store(
 
 async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
     server = make_redis_server()
-    heard = Heard()
+    heard = RecordedListener()
     store = RedisTaskStore.connect(server.url, timeout=0.5, listener=heard)
     await store.start()
     try:
@@ -141,7 +144,7 @@ async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
     redis_cluster: RedisCluster,
 ) -> None:
     prefix = f"replicas{next(_prefixes)}"
-    heard = Heard()
+    heard = RecordedListener()
     one = RedisTaskStore.connect(redis_cluster.url, prefix=prefix, listener=heard)
     two = RedisTaskStore.connect(redis_cluster.urls[1], prefix=prefix)
     await one.start()
@@ -183,7 +186,7 @@ async def test_a_long_task_s_event_stream_is_trimmed(redis_server: RedisServer) 
 
 
 async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) -> None:
-    heard = Heard()
+    heard = RecordedListener()
     store = RedisTaskStore.connect(redis_server.url, timeout=0.3, listener=heard)
     await store.start()
     await created(store, "t1")
@@ -300,7 +303,7 @@ async def test_the_cluster_scheme_refuses_a_single_redis(redis_server: RedisServ
     """`redis+cluster://` requires a Cluster: a single Redis stops the start rather than be
     served as the Cluster the URL meant (`redis://` finds a Cluster by itself)."""
     url = redis_server.url.replace("redis://", "redis+cluster://", 1)
-    store = store_kind(url).open(url, StoreSettings(), Heard(), None)
+    store = store_kind(url).open(url, StoreSettings(), RecordedListener(), None)
     with pytest.raises(ValueError, match="not a Cluster node"):
         await store.start()
     await store.close()
