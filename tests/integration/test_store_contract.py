@@ -2,7 +2,8 @@
 opened through the registry by its URL scheme: in memory, on Redis (a real redis-server per
 test) and on a 3-master Redis Cluster (one per module, a key prefix per test). Redis is a
 shared store: it also passes the replica tests, two stores on one Redis as two replicas hold
-them. What only Redis shows is in test_redis_store.py.
+them. What only Redis shows is in test_redis_store.py; a store a package adds runs the same
+suite (tests/integration/test_store_plugin.py).
 
 Plus one handler test over every store: what the handler does with a store's snapshot."""
 

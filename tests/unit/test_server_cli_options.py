@@ -75,7 +75,7 @@ REGISTERED = (
     "rediss+cluster://"
 )
 """How a store URL of an unknown scheme is refused: naming every registered scheme (the
-built-in ones here; an installed package's follow them)."""
+built-in ones here; an installed package's follow them, tests/integration/test_store_plugin.py)."""
 
 
 @pytest.mark.parametrize(
