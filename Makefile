@@ -221,7 +221,7 @@ dist: $(STAMP)
 # The API reference of the public Python API, generated from the docstrings by pdoc into
 # build/api (open build/api/index.html); any warning fails it. tests/unit/test_api_reference.py
 # fails when a public name of these modules has no docstring.
-API_MODULES := a2a_grpc.server a2a_grpc.server.agent a2a_grpc.client a2a_grpc.core.errors
+API_MODULES := a2a_grpc.server a2a_grpc.server.agent a2a_grpc.server.tasks.base a2a_grpc.server.tasks.registry a2a_grpc.client a2a_grpc.core.errors
 docs: $(STAMP)
 	rm -rf build/api
 	$(PY) -W error -m pdoc --docformat markdown --no-show-source -o build/api $(API_MODULES)

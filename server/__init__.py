@@ -8,7 +8,9 @@ Another way for callers to authenticate plugs in as an `Authenticator` given in
 `ServerPlan(authenticators=...)`: it checks what a call `Presented` (raising
 `AuthenticationError`) and states its scheme on the card (`CardSecurity`).
 The packages below this one (protocol, tasks, push, trust, ops, transports) are the server's
-inside: their names may change between releases.
+inside: their names may change between releases, but for the way to add a task store
+(docs/stores.md): the contract `a2a_grpc.server.tasks.base`, the registry
+`a2a_grpc.server.tasks.registry` and the contract suite `a2a_grpc.server.tasks.contract`.
 """
 
 from a2a_grpc.server.agent import (

@@ -594,7 +594,7 @@ SETTINGS: tuple[Setting, ...] = (
         "a Redis shared by several workers or servers, "
         "`redis://[[user]:password@]host[:port][/db]`, `rediss://...` (TLS), "
         "`unix:///path/redis.sock` or `redis+cluster://...` (a Cluster node), or a scheme an "
-        "installed package adds; a scheme nobody registered stops the "
+        "installed package adds ([Stores](stores.md)); a scheme nobody registered stops the "
         "start, naming those that are. The password is never "
         "printed (start-up lines, errors and logs show `redis://:***@host`). `--store-file` "
         "reads the URL from a file (a mounted Secret; surrounding whitespace stripped), and "

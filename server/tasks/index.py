@@ -37,12 +37,19 @@ class TaskQuery:
     """A ListTasks request after validation."""
 
     page_size: int
+    """Tasks on the page at most."""
     page_token: str = ""
+    """Where the page starts: the `next_page_token` of the page before ("": the first)."""
     context_id: str = ""
+    """Only the tasks of this context ("": any)."""
     state: int = a2a_pb2.TASK_STATE_UNSPECIFIED
+    """Only the tasks in this state (UNSPECIFIED: any)."""
     updated_after_ns: int = 0
+    """Only the tasks whose status changed since this time, in ns since the epoch (0: any)."""
     history_length: int | None = None
+    """Messages of each task's history kept, the last ones (None: all; 0: none)."""
     include_artifacts: bool = False
+    """Whether each task keeps its artifacts (False: they are left out)."""
 
 
 # An index entry orders tasks by last status change; the id breaks ties.
