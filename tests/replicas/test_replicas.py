@@ -10,6 +10,7 @@ import random
 import re
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 import redis.asyncio as aioredis
@@ -48,6 +49,25 @@ async def started(redis: aioredis.Redis, request: a2a_pb2.SendMessageRequest) ->
     """The task id, once the agent is WORKING on it (wherever it runs)."""
     _, task_id = await redis.blpop([f"test:started:{request.message.message_id}"], timeout=30)
     return str(task_id.decode())
+
+
+CARD_LINE = re.compile(r"agent card at (http://[\d.]+:\d+)/")
+
+
+async def calls_in_flight(replica: Replica, *, at_least: int) -> None:
+    """Returns once the replica's `a2a_calls_in_flight` gauge (its /metrics) reaches `at_least`:
+    the unary calls it has taken and not yet answered. Each look is bounded; 30 s in all."""
+    async with asyncio.timeout(30), aiohttp.ClientSession() as http:
+        for _ in itertools.count():
+            # The start-up line naming the HTTP port may still be on its way.
+            found = [m for line in replica.output if (m := CARD_LINE.search(line))]
+            if found:
+                async with http.get(found[0].group(1) + "/metrics") as answer:
+                    text = await answer.text()
+                gauge = re.search(r"^a2a_calls_in_flight (\S+)$", text, re.MULTILINE)
+                if gauge and float(gauge.group(1)) >= at_least:
+                    return
+            await asyncio.sleep(0.02)
 
 
 async def collect(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:  # type: ignore[type-arg]
@@ -364,6 +384,9 @@ async def test_a_task_removed_on_one_replica_ends_streams_and_repeats_on_another
     assert (await subscriber.read()).task.status.state == a2a_pb2.TASK_STATE_WORKING
     blocking = send("busy-after u4", message_id=request.message.message_id)
     repeat = asyncio.ensure_future(b.stub.SendMessage(blocking, timeout=30))
+    # The repeat must be waiting on A's run before the agent is released, or it arrives after
+    # the task is gone and runs anew: B's gauge of calls being handled says when it is.
+    await calls_in_flight(b, at_least=1)
     await redis.rpush("test:release:u4", "go")
     with pytest.raises(grpc.aio.AioRpcError) as ended:
         await collect(subscriber)
