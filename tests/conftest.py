@@ -1,9 +1,11 @@
-"""Fixtures for every test directory: real Redis servers (see tests/redis_servers.py).
+"""Fixtures for every test directory: real Redis servers (see tests/redis_servers.py) and real
+PostgreSQL servers (tests/postgres_servers.py).
 
-Without `redis-server` / `redis-cli` on PATH, a test that uses these fixtures, or is marked
+Without `redis-server` / `redis-cli` on PATH, a test that uses the Redis fixtures, or is marked
 `@pytest.mark.redis`, is skipped with the install command as the reason; with
 A2A_GRPC_REQUIRE_REDIS=1 (CI) it fails instead. Tests using the fixtures get the `redis` marker
-themselves, so `pytest -m "not redis"` leaves them out.
+themselves, so `pytest -m "not redis"` leaves them out. The same for PostgreSQL: the `postgres`
+marker, Debian's `postgresql` binaries, A2A_GRPC_REQUIRE_POSTGRES=1.
 
 This file must not import a2a_grpc: tests/interop/sdk_client runs under it too, in a process
 where the official SDK owns the lf.a2a.v1 proto symbols.
@@ -16,20 +18,29 @@ from typing import Any
 
 import pytest
 
+from tests.postgres_servers import PostgresServer, PostgresServerFactory, require_postgres
 from tests.redis_servers import RedisCluster, RedisServer, RedisServerFactory, require_redis
 
 REDIS_FIXTURES = frozenset({"redis_server", "make_redis_server", "shared_redis", "redis_cluster"})
+POSTGRES_FIXTURES = frozenset(
+    {"postgres_server", "make_postgres_server", "shared_postgres", "postgres_database"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if REDIS_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if REDIS_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.redis)
+        if POSTGRES_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.postgres)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("redis") is not None:
         require_redis()
+    if item.get_closest_marker("postgres") is not None:
+        require_postgres()
 
 
 @pytest.fixture
@@ -72,3 +83,41 @@ def redis_cluster() -> Iterator[RedisCluster]:
     require_redis()
     with RedisCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def make_postgres_server() -> Iterator[PostgresServerFactory]:
+    """A factory: `make_postgres_server(extra_settings={...})` takes `PostgresServer`'s keyword
+    arguments and returns a started server; every server it made is closed after the test."""
+    require_postgres()
+    made: list[PostgresServer] = []
+
+    def make(**options: Any) -> PostgresServer:
+        server = PostgresServer(**options)
+        made.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        server.close()
+
+
+@pytest.fixture
+def postgres_server(make_postgres_server: PostgresServerFactory) -> PostgresServer:
+    """A fresh PostgreSQL server for this test alone (it may stop, restart or pause it)."""
+    return make_postgres_server()
+
+
+@pytest.fixture(scope="session")
+def shared_postgres() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session; tests take a database of their own
+    (`postgres_database`) and must not stop or restart it."""
+    require_postgres()
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_database(shared_postgres: PostgresServer) -> str:
+    """The URL of a new, empty database on the session's server, for this test alone."""
+    return shared_postgres.create_database()
