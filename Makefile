@@ -47,28 +47,29 @@ $(STAMP): pyproject.toml $(LOCK)
 	@$(MAKE) --no-print-directory venv VENV=$(VENV) PYTHON=$(PYTHON)
 ifeq ($(INSTALL),latest)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev,postgresql]'
 else ifeq ($(INSTALL),floors)
 	@$(MAKE) --no-print-directory install VENV=.venv INSTALL=locked PYTHON=$(PYTHON)
-	.venv/bin/uv pip install --quiet --python $(PY) --resolution lowest-direct -e '.[dev]'
+	.venv/bin/uv pip install --quiet --python $(PY) --resolution lowest-direct -e '.[dev,postgresql]'
 else
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 endif
 	touch $(STAMP)
 
-# Writes requirements/lock.txt again from pyproject.toml (runtime + dev extras) and
+# Writes requirements/lock.txt again from pyproject.toml (runtime + dev + postgresql extras) and
 # requirements/build.in: newest versions the ranges and pins allow, hashes for every file, one
 # lock for every supported Python (--universal). Then the image's two locks, held to the same
-# versions (-c $(LOCK)): requirements/runtime.txt, the runtime dependencies alone, and
-# requirements/build.txt, what the image builds the wheel with. Commit them with the change
-# that asked for it.
+# versions (-c $(LOCK)): requirements/runtime.txt, the runtime dependencies and the postgresql
+# extra (the image serves every store), and requirements/build.txt, what the image builds the
+# wheel with. Commit them with the change that asked for it.
 lock: $(STAMP)
 	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
-		--custom-compile-command 'make lock' --extra dev pyproject.toml requirements/build.in \
-		-o $(LOCK)
+		--custom-compile-command 'make lock' --extra dev --extra postgresql pyproject.toml \
+		requirements/build.in -o $(LOCK)
 	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
-		--custom-compile-command 'make lock' -c $(LOCK) pyproject.toml -o requirements/runtime.txt
+		--custom-compile-command 'make lock' --extra postgresql -c $(LOCK) pyproject.toml \
+		-o requirements/runtime.txt
 	$(VENV)/bin/uv pip compile --quiet --universal --generate-hashes --python-version 3.11 \
 		--custom-compile-command 'make lock' -c $(LOCK) requirements/build.in -o requirements/build.txt
 
