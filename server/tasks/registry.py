@@ -2,8 +2,10 @@
 installed packages add through the `a2a_grpc.stores` entry point group (docs/stores.md).
 
 - Built in: `memory://` (and the empty URL: this process's memory), `redis://`, `rediss://`,
-  `unix://` (a Redis, shared by replicas; a Cluster node is found by itself), and
-  `redis+cluster://`, `rediss+cluster://` (a node of a Redis Cluster, required to be one).
+  `unix://` (a Redis, shared by replicas; a Cluster node is found by itself),
+  `redis+cluster://`, `rediss+cluster://` (a node of a Redis Cluster, required to be one), and
+  `postgresql://`, `postgres://` (a PostgreSQL database, shared by replicas; its driver comes
+  with the `postgresql` extra).
 - Added: an entry point of the group `a2a_grpc.stores` whose name is the scheme and whose
   object is a `StoreKind` (tasks/base.py), e.g. in a package's pyproject.toml:
   `[project.entry-points."a2a_grpc.stores"]` `example = "a2a_store_example:EXAMPLE"`.
@@ -53,6 +55,8 @@ BUILT_IN: dict[str, str] = {
     "unix": "a2a_grpc.server.tasks.redis.urls:REDIS",
     "redis+cluster": "a2a_grpc.server.tasks.redis.urls:REDIS_CLUSTER",
     "rediss+cluster": "a2a_grpc.server.tasks.redis.urls:REDIS_CLUSTER",
+    "postgresql": "a2a_grpc.server.tasks.postgres.urls:POSTGRES",
+    "postgres": "a2a_grpc.server.tasks.postgres.urls:POSTGRES",
 }
 """The schemes this package serves, each with its `StoreKind` as `module:name` (imported only
 when a URL names it: a server in memory never imports the Redis client)."""

@@ -1,9 +1,10 @@
 """The store contract suite (`a2a_grpc.server.tasks.contract`) on every built-in store, each
 opened through the registry by its URL scheme: in memory, on Redis (a real redis-server per
-test) and on a 3-master Redis Cluster (one per module, a key prefix per test). Redis is a
-shared store: it also passes the replica tests, two stores on one Redis as two replicas hold
-them. What only Redis shows is in test_redis_store.py; a store a package adds runs the same
-suite (tests/integration/test_store_plugin.py).
+test), on a 3-master Redis Cluster (one per module, a key prefix per test) and on PostgreSQL
+(a real server, a database per test). Redis and PostgreSQL are shared stores: they also pass
+the replica tests, two stores on one backend as two replicas hold them. What only Redis shows
+is in test_redis_store.py, what only PostgreSQL shows in test_postgres_store.py; a store a
+package adds runs the same suite (tests/integration/test_store_plugin.py).
 
 Plus one handler test over every store: what the handler does with a store's snapshot."""
 
@@ -31,6 +32,7 @@ from a2a_grpc.server.tasks.contract import (
     StoreContract,
     kinds,
 )
+from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from a2a_grpc.server.tasks.redis.urls import redis_factory
 from a2a_grpc.server.tasks.registry import store_kind
@@ -91,6 +93,38 @@ class TestRedisClusterStore(RedisChecks, SharedStoreContract):
         return redis_factory(url, prefix=f"contract{next(_prefixes)}")
 
 
+class PostgresChecks:
+    """What the PostgreSQL suite looks into beyond the contract's reads."""
+
+    def abandon(self, store: TaskStore) -> None:
+        assert isinstance(store, PostgresTaskStore)
+        store.abandon()
+
+    async def assert_nothing_left(
+        self, store: TaskStore, gone: Collection[tuple[str, Scope, str]]
+    ) -> None:
+        """No row of a task that went: task, events, push configs."""
+        assert isinstance(store, PostgresTaskStore)
+        ids = [task_id for task_id, _, _ in gone]
+        for table, column in (
+            ("a2a_tasks", "id"),
+            ("a2a_events", "task_id"),
+            ("a2a_push_configs", "task_id"),
+        ):
+            row = await store.backend.fetchone(
+                f"SELECT count(*) FROM {table} WHERE {column} = ANY(%s)", (ids,)
+            )
+            assert row == (0,), table
+
+
+@pytest.mark.postgres
+class TestPostgresStore(PostgresChecks, SharedStoreContract):
+    @pytest.fixture
+    def store_factory(self, postgres_database: str) -> StoreFactory:
+        assert store_kind(postgres_database).shared
+        return store_kind(postgres_database).factory(postgres_database)
+
+
 class AskThenWork:
     """Asks which one; an answer is worked on at once (WORKING), then completes the task."""
 
@@ -120,13 +154,17 @@ def user_text(text: str, message_id: str, task_id: str = "") -> a2a_pb2.SendMess
     return a2a_pb2.SendMessageRequest(message=message)
 
 
-@pytest.fixture(params=["memory", "redis", "cluster"])
+@pytest.fixture(
+    params=["memory", "redis", "cluster", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 async def built_in_store(request: pytest.FixtureRequest) -> AsyncIterator[TaskStore]:
     """A started store of one built-in kind, closed after the test."""
     if request.param == "memory":
         factory = store_kind("").factory("")
-    elif request.param == "redis":
-        url = request.getfixturevalue("redis_server").url
+    elif request.param in ("redis", "postgres"):
+        fixture = "redis_server" if request.param == "redis" else "postgres_database"
+        server = request.getfixturevalue(fixture)
+        url = server if isinstance(server, str) else server.url
         factory = store_kind(url).factory(url)
     else:
         url = request.getfixturevalue("redis_cluster").url

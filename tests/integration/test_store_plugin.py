@@ -22,7 +22,10 @@ from tests.integration.serve_process import run_serve, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "plugins" / "a2a_store_example"
-BUILT_IN = "memory://, redis://, rediss://, unix://, redis+cluster://, rediss+cluster://"
+BUILT_IN = (
+    "memory://, redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, "
+    "postgresql://, postgres://"
+)
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,7 @@ RULES = Rules(
         "server.tasks.table": ("server.tasks",),
         "server.tasks.memory": ("server.tasks.table",),
         "server.tasks.redis": ("server.tasks",),
+        "server.tasks.postgres": ("server.tasks",),
         "server.card": ("server.demo_agent", "server.trust"),
         "server.protocol": (
             "server.agent",
@@ -65,7 +66,12 @@ RULES = Rules(
         # them (somewhere to count calls) is a Protocol of the gate's.
         "server.ops": ("server.protocol",),
         "server.transports": ("server.ops", "server.card"),
-        "server": ("server.transports", "server.tasks.memory", "server.tasks.redis"),
+        "server": (
+            "server.transports",
+            "server.tasks.memory",
+            "server.tasks.redis",
+            "server.tasks.postgres",
+        ),
         "cli": ("server", "client"),
     }
 )
@@ -74,7 +80,13 @@ ORDER = [
     ["core"],
     # The client sits beside the whole server: no rule leads from one to the other.
     ["client", "server.addresses", "server.agent", "server.push", "server.tasks", "server.trust"],
-    ["server.config", "server.demo_agent", "server.tasks.redis", "server.tasks.table"],
+    [
+        "server.config",
+        "server.demo_agent",
+        "server.tasks.postgres",
+        "server.tasks.redis",
+        "server.tasks.table",
+    ],
     ["server.card", "server.protocol", "server.tasks.memory"],
     ["server.ops"],
     ["server.transports"],

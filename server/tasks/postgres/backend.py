@@ -1,0 +1,306 @@
+"""One PostgreSQL database as the store's parts use it: its connections, round trips bounded in
+time, and health. Every part (store.py, room.py, reads.py, push.py, leases.py, claims.py,
+events.py) takes a `PostgresBackend`; the backend knows none of them.
+
+Contract: every round trip goes through `run` (one connection, autocommit: each statement is
+atomic on its own) or `transaction` (one connection, one transaction), bounded by `timeout`: a
+refused, broken or slow call raises StoreUnavailableError (retryable) and turns `healthy` off
+until a probe gets through again (then the hooks given to `after_outage` run). Nothing is
+retried inside: the caller's own retry (our client honours RetryInfo) decides.
+
+Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
+caller wait its whole timeout for a connection while the database is down; here a call that
+finds no idle connection connects itself, so a refused connection fails at once (a database
+down is a fast UNAVAILABLE). A connection that failed takes every idle one with it (after a
+database restart they are all dead), so no later call fails on a stale one.
+
+Why no asyncio cancellation inside psycopg: psycopg answers a cancelled coroutine by sending
+the server a cancel request and waiting for it (5 s and more against a hung server). A round
+trip that outlives `timeout` instead has its socket shut here: psycopg sees the connection end
+at once, and the connection is dropped. A caller cancelled meanwhile (its client went away)
+leaves the round trip to finish in the background, and its connection to go back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+
+from a2a_grpc.core.failure_log import FailureLog
+from a2a_grpc.core.ids import new_id
+from a2a_grpc.server.tasks.base import StoreUnavailableError
+
+STORE_LOGGER = "a2a_grpc.server.tasks.postgres.store"
+"""The logger of the store's outages, leases and reaps."""
+
+log = logging.getLogger(STORE_LOGGER)
+
+T = TypeVar("T")
+Connection = psycopg.AsyncConnection[Any]
+
+MAX_CONNECTIONS = 16
+"""Connections one replica opens at most (its round trips beyond wait for one); the event
+listener has one more of its own."""
+MAX_IDLE = 8
+"""Idle connections kept for the next round trips."""
+
+
+class PostgresBackend:
+    """Connections, bounded round trips and health of one database (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 2.0,
+        replica_id: str | None = None,
+        on_health: Callable[[bool], None] | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.replica_id = replica_id or new_id()
+        self.on_health = on_health
+        self.healthy = True
+        self.started = False
+        self.closing = False
+        """Set as the store closes (or is abandoned): the probe and the lease keeper stop."""
+        self._idle: list[Connection] = []
+        self._slots = asyncio.Semaphore(max_connections)
+        self._background: set[asyncio.Task[Any]] = set()
+        self._probe: asyncio.Task[None] | None = None
+        self._after_outage: list[Callable[[], None]] = []
+        self.outage = FailureLog(log, "the task store (PostgreSQL)")
+        """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
+
+    def after_outage(self, hook: Callable[[], None]) -> None:
+        """Runs `hook` each time the database answers again after an outage."""
+        self._after_outage.append(hook)
+
+    # -- connections ----------------------------------------------------------------------
+
+    async def connect(self) -> Connection:
+        """A new autocommit connection, bounded by `timeout` (libpq's connect_timeout counts
+        whole seconds, at least 2: asyncio's bound is the one that holds)."""
+        async with asyncio.timeout(self.timeout):
+            return await psycopg.AsyncConnection.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(2, int(self.timeout + 0.999)),
+                application_name=f"a2a-grpc {self.replica_id}",
+            )
+
+    async def _acquire(self) -> Connection:
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed:
+                return connection
+        return await self.connect()
+
+    def _release(self, connection: Connection, healthy: bool) -> None:
+        if (
+            healthy
+            and not connection.closed
+            and connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            and len(self._idle) < MAX_IDLE
+            and not self.closing
+        ):
+            self._idle.append(connection)
+            return
+        self._discard(connection)
+
+    def _discard(self, connection: Connection) -> None:
+        if not connection.closed:
+            job = asyncio.get_running_loop().create_task(connection.close())
+            self._background.add(job)
+            job.add_done_callback(self._background.discard)
+
+    def _drop_idle(self) -> None:
+        """After a failure: the idle connections are most likely dead too."""
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            self._discard(connection)
+
+    @staticmethod
+    def _shut(connection: Connection) -> None:
+        """Ends the connection's socket under psycopg, which then sees it closed at once."""
+        with contextlib.suppress(Exception):
+            fd = connection.pgconn.socket
+            sock = socket.socket(fileno=fd)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            finally:
+                sock.detach()
+
+    # -- round trips ----------------------------------------------------------------------
+
+    async def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """`work` on one connection in autocommit mode, bounded by `timeout`."""
+        return await self._bounded(work, transaction=False)
+
+    async def transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """`work` on one connection inside one transaction (committed when it returns, rolled
+        back when it raises), bounded by `timeout` as a whole."""
+        return await self._bounded(work, transaction=True)
+
+    async def fetchone(self, query: Any, params: Any = None) -> Any:
+        """One row of one statement (None when there is none)."""
+
+        async def one(connection: Connection) -> Any:
+            cursor = await connection.execute(query, params)
+            return await cursor.fetchone()
+
+        return await self.run(one)
+
+    async def fetchall(self, query: Any, params: Any = None) -> list[Any]:
+        async def every(connection: Connection) -> list[Any]:
+            cursor = await connection.execute(query, params)
+            return await cursor.fetchall()
+
+        return await self.run(every)
+
+    async def execute(self, query: Any, params: Any = None) -> None:
+        async def once(connection: Connection) -> None:
+            await connection.execute(query, params)
+
+        await self.run(once)
+
+    async def _bounded(self, work: Callable[[Connection], Awaitable[T]], transaction: bool) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise self._failed("no connection was free in time", TimeoutError()) from None
+        connection: Connection | None = None
+        try:
+            try:
+                connection = await self._acquire()
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                raise self._failed("refuses connections", exc) from exc
+            job = loop.create_task(self._work(connection, work, transaction))
+            try:
+                done, _ = await asyncio.wait({job}, timeout=max(0.0, deadline - loop.time()))
+            except asyncio.CancelledError:
+                # The caller went away: the round trip ends on its own, then gives back its
+                # connection and slot.
+                self._finish_later(job, connection)
+                connection = None
+                raise
+            if not done:
+                self._shut(connection)
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait({job}, timeout=1.0)
+                if not job.done():
+                    self._finish_later(job, connection)
+                    connection = None
+                raise self._failed("did not answer in time", TimeoutError())
+            try:
+                result = job.result()
+            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+                if isinstance(exc, psycopg.errors.QueryCanceled):
+                    raise self._failed("canceled a statement", exc) from exc
+                raise self._failed("does not answer", exc) from exc
+            if not self.healthy:
+                self.set_healthy(True)
+            return result
+        finally:
+            if connection is not None:
+                self._release(connection, healthy=self.healthy)
+                self._slots.release()
+
+    def _finish_later(self, job: asyncio.Task[Any], connection: Connection) -> None:
+        def finished(done: asyncio.Task[Any]) -> None:
+            healthy = not done.cancelled() and done.exception() is None
+            self._release(connection, healthy=healthy)
+            self._slots.release()
+
+        job.add_done_callback(finished)
+
+    @staticmethod
+    async def _work(
+        connection: Connection, work: Callable[[Connection], Awaitable[T]], transaction: bool
+    ) -> T:
+        if not transaction:
+            return await work(connection)
+        async with connection.transaction():
+            return await work(connection)
+
+    # -- health ---------------------------------------------------------------------------
+
+    def _failed(self, problem: str, exc: BaseException) -> StoreUnavailableError:
+        """A round trip failed: counted, logged quietly, health off; the error to raise."""
+        self._drop_idle()
+        self.report_failure(f"{problem} ({type(exc).__name__}: {exc})".replace("\n", " "))
+        return StoreUnavailableError(
+            f"the task store (PostgreSQL) {problem}: {type(exc).__name__}; retry shortly"
+        )
+
+    def report_failure(self, problem: str) -> None:
+        """One WARNING as an outage starts, at most one line a minute while it lasts
+        (core/failure_log.py); health turns off until the database answers again."""
+        if not self.started:
+            return  # before start(), a failure is start()'s error, not an outage
+        self.outage.failed(f"{problem}; calls fail with UNAVAILABLE")
+        self.set_healthy(False)
+
+    def set_healthy(self, healthy: bool) -> None:
+        if healthy == self.healthy or not self.started:
+            return
+        self.healthy = healthy
+        if healthy:
+            self.outage.recovered("answers again")
+        elif self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._recover())
+        if self.on_health is not None:
+            self.on_health(healthy)
+
+    async def _recover(self) -> None:
+        """Tries the database until it answers (there is no event to wait on for a server
+        coming back), then runs the `after_outage` hooks."""
+        while not self.healthy and not self.closing:
+            with contextlib.suppress(StoreUnavailableError):
+                await self.execute("SELECT 1")
+            if not self.healthy:
+                await asyncio.sleep(min(1.0, self.timeout / 2))
+        for hook in self._after_outage:
+            hook()
+
+    @contextlib.asynccontextmanager
+    async def dedicated(self) -> AsyncIterator[Connection]:
+        """A connection of its own for the caller (the event listener), closed after."""
+        try:
+            connection = await self.connect()
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            raise self._failed("refuses connections", exc) from exc
+        try:
+            yield connection
+        finally:
+            self._discard(connection)
+
+    async def start(self) -> None:
+        """Checks that the database answers (StoreUnavailableError otherwise); from now on a
+        failure is an outage."""
+        await self.execute("SELECT 1")
+        self.started = True
+
+    def stop_probe(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+
+    async def close(self) -> None:
+        """Closes the idle connections (the parts using the backend have stopped)."""
+        self.closing = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=self.timeout)

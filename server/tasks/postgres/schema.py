@@ -1,0 +1,265 @@
+"""The PostgreSQL store's schema and its migrations, recorded in a version table.
+
+`migrate` brings a database to `SCHEMA_VERSION` (the server does it on start; `a2a-grpc store
+migrate URL` does it ahead of a rollout): every migration the database lacks runs in order,
+each in one transaction with its row in `a2a_schema` (PostgreSQL's DDL is transactional, so a
+migration is applied whole or not at all). A transaction-scoped advisory lock makes replicas
+that start together migrate one after another: the first applies, the others find nothing to
+do. A database a newer release migrated (a version this code does not know) is refused rather
+than written with an older idea of its tables.
+
+Migrations are never edited once released: a change is a new one, appended.
+
+Tables (version 1):
+
+    a2a_tasks         one row per task, from its reservation on (body NULL, state 0, until
+                      `create`): the Task (protobuf), its scope, state, version (the compare-
+                      and-set of every write), ListTasks key (updated_ns, id), the replica
+                      running it, its last event's sequence, push configs' version, the replica
+                      delivering its webhooks, when it expires (finished) or parked (waiting)
+    a2a_events        each task's events (sequence, flags, StreamResponse), the last
+                      `stream_length` kept
+    a2a_replies       direct replies (no task is stored), until their time to live
+    a2a_push_configs  push configs beside their task, the protocol each was registered in, and
+                      the sequence of the last event that reached its webhook
+    a2a_claims        message-id claims of the shared idempotency window, until they expire
+    a2a_replicas      each replica's lease
+    a2a_counts        the number of task rows (the room `--max-tasks` bounds)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "SchemaTooNewError", "migrate"]
+
+MIGRATION_LOCK = 0x4132_4147_5250_4301
+"""The advisory lock key migrations hold (any constant no other code of the database uses)."""
+
+
+class SchemaTooNewError(ValueError):
+    """The database was migrated by a newer release than this one (or, for a store told not to
+    migrate, is not at this release's version)."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    sql: str
+
+
+_V1 = r"""
+CREATE TABLE a2a_tasks (
+    id           text PRIMARY KEY,
+    tenant       text NOT NULL,
+    owner        text NOT NULL,
+    context_id   text NOT NULL DEFAULT '',
+    state        integer NOT NULL DEFAULT 0,
+    version      bigint NOT NULL DEFAULT -1,
+    body         bytea,
+    updated_ns   bigint NOT NULL DEFAULT 0,
+    runner       text NOT NULL DEFAULT '',
+    last_event   bigint NOT NULL DEFAULT 0,
+    push_version integer NOT NULL DEFAULT 0,
+    deliverer    text NOT NULL DEFAULT '',
+    expires_at   timestamptz,
+    parked_at    timestamptz
+) WITH (fillfactor = 80);
+-- ListTasks: one index per filter, walked newest first from a page token's (updated_ns, id).
+CREATE INDEX a2a_tasks_list ON a2a_tasks (tenant, owner, updated_ns DESC, id DESC)
+    WHERE state > 0;
+CREATE INDEX a2a_tasks_list_state ON a2a_tasks (tenant, owner, state, updated_ns DESC, id DESC)
+    WHERE state > 0;
+CREATE INDEX a2a_tasks_list_context
+    ON a2a_tasks (tenant, owner, context_id, updated_ns DESC, id DESC) WHERE state > 0;
+-- Room: live shares, finished tasks by expiry, tasks waiting for input, each replica's tasks.
+CREATE INDEX a2a_tasks_live_owner ON a2a_tasks (owner) WHERE expires_at IS NULL;
+CREATE INDEX a2a_tasks_live_tenant ON a2a_tasks (tenant) WHERE expires_at IS NULL;
+CREATE INDEX a2a_tasks_expiry ON a2a_tasks (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX a2a_tasks_parked ON a2a_tasks (parked_at) WHERE parked_at IS NOT NULL;
+CREATE INDEX a2a_tasks_runner ON a2a_tasks (runner) WHERE runner <> '';
+CREATE INDEX a2a_tasks_deliverer ON a2a_tasks (deliverer) WHERE deliverer <> '';
+
+CREATE TABLE a2a_events (
+    task_id text NOT NULL,
+    seq     bigint NOT NULL,
+    flags   text NOT NULL,
+    body    bytea NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+
+CREATE TABLE a2a_replies (
+    task_id    text PRIMARY KEY,
+    body       bytea NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX a2a_replies_expiry ON a2a_replies (expires_at);
+
+CREATE TABLE a2a_push_configs (
+    task_id   text NOT NULL,
+    config_id text NOT NULL,
+    body      bytea NOT NULL,
+    protocol  text NOT NULL DEFAULT '',
+    delivered bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (task_id, config_id)
+);
+
+CREATE TABLE a2a_claims (
+    digest     text PRIMARY KEY,
+    value      text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX a2a_claims_expiry ON a2a_claims (expires_at);
+
+CREATE TABLE a2a_replicas (
+    id         text PRIMARY KEY,
+    expires_at timestamptz NOT NULL
+);
+
+CREATE TABLE a2a_counts (
+    id    integer PRIMARY KEY CHECK (id = 1),
+    tasks bigint NOT NULL
+);
+INSERT INTO a2a_counts VALUES (1, 0);
+
+-- Deletes tasks with their events and push configs, and counts them out of the room.
+CREATE FUNCTION a2a_forget(ids text[]) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    gone bigint;
+BEGIN
+    DELETE FROM a2a_events WHERE task_id = ANY(ids);
+    DELETE FROM a2a_push_configs WHERE task_id = ANY(ids);
+    WITH deleted AS (DELETE FROM a2a_tasks WHERE id = ANY(ids) RETURNING 1)
+    SELECT count(*) INTO gone FROM deleted;
+    IF gone > 0 THEN
+        UPDATE a2a_counts SET tasks = tasks - gone WHERE id = 1;
+    END IF;
+    RETURN gone;
+END $$;
+
+-- Promises room to a new task: its row, with the replica that will run it. The room's count
+-- row is locked first, so reservations take room one at a time. A full room evicts its oldest
+-- finished tasks (up to `batch`; live ones never) in the same transaction.
+-- verdict: 'ok' (evicted: the ids that went) | 'owner' | 'tenant' (live: their live tasks)
+-- | 'full'.
+CREATE FUNCTION a2a_reserve(
+    p_id text, p_tenant text, p_owner text, p_replica text, p_max_tasks bigint,
+    p_max_owner integer, p_max_tenant integer, p_batch integer,
+    OUT verdict text, OUT live bigint, OUT evicted text[]
+) LANGUAGE plpgsql AS $$
+DECLARE
+    total bigint;
+    excess bigint;
+BEGIN
+    evicted := '{}';
+    SELECT tasks INTO total FROM a2a_counts WHERE id = 1 FOR UPDATE;
+    IF p_max_owner IS NOT NULL THEN
+        SELECT count(*) INTO live FROM (
+            SELECT 1 FROM a2a_tasks WHERE owner = p_owner AND expires_at IS NULL
+            LIMIT p_max_owner) AS shares;
+        IF live >= p_max_owner THEN verdict := 'owner'; RETURN; END IF;
+    END IF;
+    IF p_max_tenant IS NOT NULL THEN
+        SELECT count(*) INTO live FROM (
+            SELECT 1 FROM a2a_tasks WHERE tenant = p_tenant AND expires_at IS NULL
+            LIMIT p_max_tenant) AS shares;
+        IF live >= p_max_tenant THEN verdict := 'tenant'; RETURN; END IF;
+    END IF;
+    excess := total - p_max_tasks + 1;
+    IF excess > 0 THEN
+        evicted := ARRAY(
+            SELECT id FROM a2a_tasks WHERE expires_at IS NOT NULL
+            ORDER BY expires_at LIMIT greatest(excess, p_batch) FOR UPDATE SKIP LOCKED);
+        IF cardinality(evicted) < excess THEN
+            evicted := '{}';
+            verdict := 'full';
+            RETURN;
+        END IF;
+        PERFORM a2a_forget(evicted);
+    END IF;
+    INSERT INTO a2a_tasks (id, tenant, owner, runner)
+        VALUES (p_id, p_tenant, p_owner, p_replica)
+        ON CONFLICT (id) DO NOTHING;
+    IF FOUND THEN
+        UPDATE a2a_counts SET tasks = tasks + 1 WHERE id = 1;
+    END IF;
+    verdict := 'ok';
+END $$;
+
+-- Sets the claim `p_value` on `p_digest` for `p_window` seconds unless a claim that has not
+-- expired exists; returns that one (NULL when this one was set). Each statement of a
+-- plpgsql function sees what committed before it: a claim another transaction just made
+-- is returned, never overwritten.
+CREATE FUNCTION a2a_claim(p_digest text, p_value text, p_window double precision)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    existing text;
+BEGIN
+    INSERT INTO a2a_claims AS c VALUES (
+        p_digest, p_value, clock_timestamp() + make_interval(secs => p_window))
+    ON CONFLICT (digest) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
+        WHERE c.expires_at <= clock_timestamp();
+    IF FOUND THEN RETURN NULL; END IF;
+    SELECT value INTO existing FROM a2a_claims WHERE digest = p_digest;
+    RETURN existing;
+END $$;
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tasks, events, replies, push configs, claims, leases, room", _V1),
+)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS a2a_schema (
+    version     integer PRIMARY KEY,
+    description text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+async def schema_version(connection: Any) -> int:
+    """The version the database is at (0 when it has no version table)."""
+    cursor = await connection.execute("SELECT to_regclass('a2a_schema') IS NOT NULL")
+    row = await cursor.fetchone()
+    if not row or not row[0]:
+        return 0
+    cursor = await connection.execute("SELECT coalesce(max(version), 0) FROM a2a_schema")
+    row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def migrate(
+    connection: Any, migrations: tuple[Migration, ...] = MIGRATIONS, target: int | None = None
+) -> tuple[int, int]:
+    """Applies the `migrations` the database lacks, up to `target` (default: the last), and
+    returns (the version before, the version after). `connection` is a psycopg
+    AsyncConnection in autocommit mode. SchemaTooNewError when the database is past the last
+    migration given."""
+    last = migrations[-1].version if target is None else target
+    before = after = await schema_version(connection)
+    for migration in migrations:
+        if migration.version > last:
+            break
+        async with connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await connection.execute(_VERSION_TABLE)
+            after = await schema_version(connection)  # another replica may have migrated
+            if migration.version <= after:
+                continue
+            await connection.execute(migration.sql)
+            await connection.execute(
+                "INSERT INTO a2a_schema (version, description) VALUES (%s, %s)",
+                (migration.version, migration.description),
+            )
+            after = migration.version
+    known = migrations[-1].version
+    if after > known:
+        raise SchemaTooNewError(
+            f"the database's a2a schema is at version {after}, newer than this release knows "
+            f"({known}): run the release that migrated it, or a newer one"
+        )
+    return before, after
