@@ -87,7 +87,8 @@ class Listener:
         self._pending: dict[Subscription, list[_Seen]] = {}
         self._after: dict[Subscription, int] = {}
         self._reader: asyncio.Task[None] | None = None
-        self._listening = False
+        self.listening = asyncio.Event()
+        """Set while LISTEN holds: events reach this replica's streams."""
         self._ready: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
@@ -105,6 +106,7 @@ class Listener:
 
     def restart(self) -> None:
         """After the database came back: a fresh connection."""
+        self.listening.clear()
         job = asyncio.get_running_loop().create_task(self._restart())
         job.add_done_callback(lambda done: done.cancelled() or done.exception())
 
@@ -125,7 +127,7 @@ class Listener:
             async with self.backend.dedicated() as connection:
                 await connection.execute(f"LISTEN {EVENTS_CHANNEL}")
                 await connection.execute(f"LISTEN {CANCEL_CHANNEL}")
-                self._listening = True
+                self.listening.set()
                 ready.set_result(None)
                 await self._dispatch_from(connection)
         except asyncio.CancelledError:
@@ -147,7 +149,7 @@ class Listener:
             )
             self.backend.report_failure(f"its LISTEN connection broke ({type(exc).__name__})")
         finally:
-            self._listening = False
+            self.listening.clear()
 
     async def _dispatch_from(self, connection: Connection) -> None:
         async for notification in connection.notifies():
@@ -193,7 +195,7 @@ class Listener:
     def ensure_listening(self) -> None:
         """StoreUnavailableError while the LISTEN connection is down (a watch opened now
         would miss events)."""
-        if not self._listening:
+        if not self.listening.is_set():
             raise StoreUnavailableError(
                 "the task store (PostgreSQL) is reconnecting; retry shortly"
             )

@@ -1,0 +1,381 @@
+"""What only a shared PostgreSQL store can show, beyond the contract suite
+(test_store_contract.py runs that on it): two stores on one database, as two replicas hold
+them; the database down, hung and back; rows pruned; events trimmed; large events across
+replicas. Every test runs a real PostgreSQL (tests/postgres_servers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from a2a_grpc.core.errors import InvalidParamsError
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.card import demo_card
+from a2a_grpc.server.config import ServerConfig
+from a2a_grpc.server.protocol.call_context import CallContext
+from a2a_grpc.server.protocol.dedup import window_for
+from a2a_grpc.server.protocol.handler import RequestHandler
+from a2a_grpc.server.tasks.base import (
+    LiveTaskLimitError,
+    StoreUnavailableError,
+    TaskBusyError,
+    TaskFinishedError,
+    TaskQuery,
+)
+from a2a_grpc.server.tasks.postgres.events import INLINE_MAX
+from a2a_grpc.server.tasks.postgres.store import REPLICA_STOPPED_TEXT, PostgresTaskStore
+from tests.integration.test_store_contract import (
+    ALICE,
+    AskThenWork,
+    Heard,
+    agent_text,
+    created,
+    drain,
+    kinds,
+    user_text,
+)
+from tests.postgres_servers import PostgresServer
+
+
+async def replicas(
+    url: str, *, heard: Heard | None = None, **options: Any
+) -> tuple[PostgresTaskStore, PostgresTaskStore]:
+    """Two stores on one database, as two replicas hold them; the first tells `heard`."""
+    one = PostgresTaskStore.connect(url, listener=heard, **options)
+    two = PostgresTaskStore.connect(url, **options)
+    await one.start()
+    await two.start()
+    return one, two
+
+
+@contextlib.asynccontextmanager
+async def admin(url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        yield connection
+
+
+async def scalar(url: str, query: str, *params: Any) -> Any:
+    async with admin(url) as connection:
+        row = await (await connection.execute(query, params)).fetchone()
+        return None if row is None else row[0]
+
+
+async def test_a_cancel_on_another_replica_reaches_the_run(postgres_database: str) -> None:
+    heard = Heard()
+    one, two = await replicas(postgres_database, heard=heard)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        watched = await two.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        await two.cancel("t1", ALICE)
+        assert await asyncio.wait_for(heard.canceled.get(), 5) == "t1"  # NOTIFY a2a_cancel
+        with pytest.raises(TaskFinishedError):  # the run's next write changes nothing
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_CANCELED"]
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_write_refused_after_a_cancel_elsewhere_leaves_no_trace(
+    postgres_database: str,
+) -> None:
+    """Versioned writes: the run's COMPLETED, written with the version it read before another
+    replica canceled the task, is refused (TaskFinishedError) and changes nothing."""
+    one, two = await replicas(postgres_database)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        version = await scalar(postgres_database, "SELECT version FROM a2a_tasks WHERE id='t1'")
+        await two.cancel("t1", ALICE)
+        with pytest.raises(TaskFinishedError) as refused:
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        assert refused.value.state == a2a_pb2.TASK_STATE_CANCELED
+        after = await scalar(postgres_database, "SELECT version FROM a2a_tasks WHERE id='t1'")
+        assert after == version + 1  # the cancel's write only
+        for store in (one, two):
+            every = await store.list(ALICE, TaskQuery(page_size=10))
+            assert [task.id for task in every.tasks] == ["t1"] and every.total_size == 1
+            assert every.tasks[0].status.state == a2a_pb2.TASK_STATE_CANCELED
+            done = await store.list(
+                ALICE, TaskQuery(page_size=10, state=a2a_pb2.TASK_STATE_COMPLETED)
+            )
+            assert done.total_size == 0 and not done.tasks
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_cancel_racing_the_run_s_writes_still_cancels(postgres_database: str) -> None:
+    one, two = await replicas(postgres_database)
+    try:
+        for attempt in range(10):
+            task_id = f"t{attempt}"
+            await created(one, task_id)
+            await one.set_status(task_id, a2a_pb2.TASK_STATE_WORKING)
+            running = asyncio.Event()
+
+            async def run_writes(task_id: str = task_id, running: asyncio.Event = running) -> int:
+                written = 0
+                with contextlib.suppress(TaskFinishedError):
+                    for number in range(100):
+                        await one.update(
+                            task_id, lambda task, n=number: task.metadata.update({"n": n})
+                        )
+                        written += 1
+                        running.set()
+                return written
+
+            writes = asyncio.ensure_future(run_writes())
+            await running.wait()
+            canceled = await two.cancel(task_id, ALICE)
+            assert canceled is not None
+            assert canceled.status.state == a2a_pb2.TASK_STATE_CANCELED
+            assert await writes < 100  # the run's next write after the cancel was refused
+            stored = await two.get(task_id, ALICE)
+            assert stored is not None and stored.status.state == a2a_pb2.TASK_STATE_CANCELED
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_two_replicas_resuming_one_waiting_task_at_once_resume_it_once(
+    postgres_database: str,
+) -> None:
+    """Both resumes reach the task's row while a third connection holds it locked, so both
+    wait on the same row at once; when it is let go, exactly one resume wins and the other is
+    TaskBusyError (the second reads the row only after the first committed)."""
+    one, two = await replicas(postgres_database, lease=3600)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+        async with admin(postgres_database) as holder, holder.transaction():
+            await holder.execute("SELECT 1 FROM a2a_tasks WHERE id = 't1' FOR UPDATE")
+            answers = [
+                a2a_pb2.Message(message_id=f"answer-{n}", role=a2a_pb2.ROLE_USER) for n in (1, 2)
+            ]
+            resumes = [
+                asyncio.ensure_future(store.resume("t1", ALICE, answer))
+                for store, answer in zip((one, two), answers, strict=True)
+            ]
+            async with asyncio.timeout(10):  # until both wait on the row's lock
+                while True:
+                    waiting = await scalar(
+                        postgres_database,
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                        "'Lock' AND query LIKE '%%FOR UPDATE%%' AND pid <> pg_backend_pid()",
+                    )
+                    if waiting == 2:
+                        break
+                    await asyncio.sleep(0.01)
+        outcomes = await asyncio.gather(*resumes, return_exceptions=True)
+        won = [outcome for outcome in outcomes if isinstance(outcome, a2a_pb2.Task)]
+        lost = [outcome for outcome in outcomes if isinstance(outcome, TaskBusyError)]
+        assert len(won) == 1 and len(lost) == 1, outcomes
+        task = await two.get("t1", ALICE)
+        assert task is not None and task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+        winner = answers[outcomes.index(won[0])].message_id
+        assert [m.message_id for m in task.history][-1] == winner
+        assert [m.message_id for m in task.history].count("answer-1") + [
+            m.message_id for m in task.history
+        ].count("answer-2") == 1
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_replica_whose_lease_ran_out_has_its_tasks_failed(postgres_database: str) -> None:
+    one, two = await replicas(postgres_database, lease=0.3, max_live_per_owner=3)
+    try:
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        await created(one, "t2")
+        await one.set_status("t2", a2a_pb2.TASK_STATE_INPUT_REQUIRED, agent_text("which?"))
+        await one.reserve(ALICE, 10, "r1")  # room for a task it never got to create
+        watched = await two.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        one.abandon()  # the replica "dies": its lease is no longer renewed
+        events = await drain(watched[1])  # two's own lease keeper reaps it
+        assert kinds(events) == ["TASK_STATE_FAILED"]
+        assert events[0].status_update.status.message.parts[0].text == REPLICA_STOPPED_TEXT
+        parked = await two.get("t2", ALICE)  # nobody was running it: it still waits
+        assert parked is not None
+        assert parked.status.state == a2a_pb2.TASK_STATE_INPUT_REQUIRED
+        await two.reserve(ALICE, 10, "t3")  # t1's and r1's shares came back; t2 holds one
+        await two.reserve(ALICE, 10, "t4")
+        with pytest.raises(LiveTaskLimitError):
+            await two.reserve(ALICE, 10, "t5")
+        # The stopped replica, writing with the version it last wrote, cannot overwrite FAILED.
+        with pytest.raises(TaskFinishedError) as refused:
+            await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED, agent_text("done"))
+        assert refused.value.state == a2a_pb2.TASK_STATE_FAILED
+        task = await two.get("t1", ALICE)
+        assert task is not None and task.status.state == a2a_pb2.TASK_STATE_FAILED
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_one_message_id_sent_to_two_replicas_makes_one_task(postgres_database: str) -> None:
+    """The shared dedup window: the same message to two replicas' handlers runs once, and both
+    answer with the one task; the same id with other content is refused on the other."""
+    one, two = await replicas(postgres_database)
+    config = ServerConfig()
+    handlers = [
+        RequestHandler(
+            AskThenWork(),
+            demo_card("localhost:50051"),
+            config,
+            store=store,
+            dedup=window_for(store.claims, window=config.dedup_window, capacity=100),
+        )
+        for store in (one, two)
+    ]
+    try:
+        caller = CallContext()
+        first, second = await asyncio.gather(
+            *(handler.send_message(user_text("hi", "m-same"), caller) for handler in handlers)
+        )
+        assert first.task.id == second.task.id
+        assert await scalar(postgres_database, "SELECT count(*) FROM a2a_tasks") == 1
+        with pytest.raises(InvalidParamsError):
+            await handlers[1].send_message(user_text("other text", "m-same"), caller)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_large_event_reaches_another_replica_s_stream(postgres_database: str) -> None:
+    """Events larger than a notification carries are read from the table by the replicas
+    that stream their task, in order with the small ones."""
+    one, two = await replicas(postgres_database)
+    try:
+        await created(one, "t1")
+        watched = await two.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        sizes = [10, INLINE_MAX * 3, 20]
+        for number, size in enumerate(sizes):
+
+            def event(number: int = number, size: int = size) -> a2a_pb2.StreamResponse:
+                response = a2a_pb2.StreamResponse()
+                artifact = response.artifact_update.artifact
+                artifact.artifact_id = f"a{number}"
+                artifact.parts.add().text = "x" * size
+                return response
+
+            await one.update("t1", lambda task: None, event)
+        await one.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        events = await drain(watched[1])
+        assert kinds(events) == ["artifact_update"] * 3 + ["TASK_STATE_COMPLETED"]
+        assert [len(e.artifact_update.artifact.parts[0].text) for e in events[:3]] == sizes
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_task_keeps_its_last_stream_length_events_exactly(postgres_database: str) -> None:
+    store = PostgresTaskStore.connect(postgres_database, stream_length=100)
+    await store.start()
+    try:
+        await created(store, "t1")
+        for _ in range(300):
+            await store.update(
+                "t1",
+                lambda task: None,
+                lambda: a2a_pb2.StreamResponse(
+                    artifact_update=a2a_pb2.TaskArtifactUpdateEvent(task_id="t1")
+                ),
+            )
+        kept = await scalar(
+            postgres_database, "SELECT count(*) FROM a2a_events WHERE task_id = 't1'"
+        )
+        first = await scalar(postgres_database, "SELECT min(seq) FROM a2a_events")
+        assert (kept, first) == (100, 202)  # the task event and 300 chunks: 301 in all
+    finally:
+        await store.close()
+
+
+async def test_expired_tasks_go_in_bounded_batches_with_their_rows(
+    postgres_database: str,
+) -> None:
+    """Pruning deletes at most one batch per call (room.PRUNE_BATCH), and an expired task's
+    events, push configs, claims and replies go with it."""
+    from a2a_grpc.server.tasks.postgres.room import PRUNE_BATCH
+
+    store = PostgresTaskStore.connect(postgres_database, terminal_ttl=0, max_tasks=1000)
+    await store.start()
+    try:
+        for number in range(PRUNE_BATCH + 10):
+            await created(store, f"t{number}")
+            await store.set_status(f"t{number}", a2a_pb2.TASK_STATE_COMPLETED)
+        await store.push_configs.put(
+            a2a_pb2.TaskPushNotificationConfig(task_id="t0", id="c", url="https://a.example/h")
+        )
+        assert await store.claims.claim("digest", "value", 0.001) is None
+        await store.reply("r1", agent_text("hi"))
+        await scalar(postgres_database, "UPDATE a2a_replies SET expires_at = now() RETURNING 1")
+        assert await store.evict_expired() == PRUNE_BATCH
+        assert await store.evict_expired() == 10
+        assert await store.evict_expired() == 0
+        for table in ("a2a_tasks", "a2a_events", "a2a_push_configs", "a2a_claims", "a2a_replies"):
+            assert await scalar(postgres_database, f"SELECT count(*) FROM {table}") == 0, table
+        assert (await store.stats()).tasks == 0
+    finally:
+        await store.close()
+
+
+async def test_a_database_down_is_a_fast_unavailable_then_recovers(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.create_database()
+    heard = Heard()
+    store = PostgresTaskStore.connect(url, timeout=2.0, listener=heard)
+    await store.start()
+    try:
+        await created(store, "t1")
+        postgres_server.kill()
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            await store.get("t1", ALICE)
+        assert time.monotonic() - began < 1.0  # refused at once, not after the timeout
+        assert heard.health == [False]
+        with pytest.raises(StoreUnavailableError):
+            await store.watch("t1", ALICE, until_terminal=True)
+        postgres_server.start()
+        await asyncio.wait_for(heard.recovered.wait(), 20)
+        assert await store.get("t1", ALICE) is not None
+        # The listener reconnects once the probe got through (restart() cleared it by then).
+        await asyncio.wait_for(store.events.listening.wait(), 20)
+        watched = await store.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
+    finally:
+        await store.close()
+
+
+async def test_a_hung_database_is_a_bounded_unavailable(postgres_server: PostgresServer) -> None:
+    url = postgres_server.create_database()
+    heard = Heard()
+    store = PostgresTaskStore.connect(url, timeout=0.3, listener=heard)
+    await store.start()
+    await created(store, "t1")
+    try:
+        postgres_server.pause()
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            await store.get("t1", ALICE)
+        assert time.monotonic() - began < 2.0  # the store's own 0.3 s bound, not psycopg's
+        assert heard.health == [False]
+    finally:
+        postgres_server.resume()
+    await asyncio.wait_for(heard.recovered.wait(), 10)
+    assert await store.get("t1", ALICE) is not None
+    await store.close()
