@@ -1,5 +1,6 @@
 """The `a2a-grpc` console script: `serve` runs the server, `audit` checks and matches audit
-trails, `keys` makes signing keys, every other command is the client's."""
+trails, `keys` makes signing keys, `store` migrates a PostgreSQL store's schema, every other
+command is the client's."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
         from a2a_grpc.cli.audit import main as audit_main
 
         return audit_main(args[1:])
+    if args and args[0] == "store":
+        from a2a_grpc.cli.store import main as store_main
+
+        return store_main(args[1:])
     if args and args[0] == "keys":
         from a2a_grpc.cli.keys import main as keys_main
 

@@ -125,17 +125,19 @@ class PostgresTaskStore:
         queue_size: int = 1024,
         stream_length: int = 1000,
         migrate: bool = True,
+        migrations: tuple[schema.Migration, ...] = schema.MIGRATIONS,
     ) -> None:
         """`listener` hears of evicted tasks and of remote cancels of this replica's runs (the
         backend tells its health to the `on_health` it was given). `webhooks` delivers the
         events this replica writes to their tasks' webhooks. `migrate`: `start` brings the
-        schema to this release's version (else it must be there already)."""
+        schema to the last of `migrations` (this release's), else it must be there already."""
         self.backend = backend
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
         self.lease = lease
         self.stream_length = stream_length
         self.migrate = migrate
+        self.migrations = migrations
         self._owned: dict[str, _Owned] = {}
         self._stamp = StatusClock().stamp
         self.events = Listener(
@@ -630,13 +632,14 @@ class PostgresTaskStore:
         """Checks that the database answers (StoreUnavailableError otherwise), brings its
         schema to this release's version, opens the listener and starts the lease keeper."""
         await self.backend.start()
+        needed = self.migrations[-1].version
         async with self.backend.dedicated() as connection:
             if self.migrate:
-                await schema.migrate(connection)
-            elif (found := await schema.schema_version(connection)) != schema.SCHEMA_VERSION:
+                await schema.migrate(connection, self.migrations)
+            elif (found := await schema.schema_version(connection)) != needed:
                 raise schema.SchemaTooNewError(
                     f"the database's a2a schema is at version {found}, this release needs "
-                    f"{schema.SCHEMA_VERSION}: run `a2a-grpc store migrate URL`"
+                    f"{needed}: run `a2a-grpc store migrate URL`"
                 )
         await self.events.start()
         await self.leases.start()
