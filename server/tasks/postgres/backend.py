@@ -49,6 +49,10 @@ MAX_CONNECTIONS = 16
 listener has one more of its own."""
 MAX_IDLE = 8
 """Idle connections kept for the next round trips."""
+SLOW_CONNECT = 10.0
+"""Seconds a connection that no call waits on may take to open (at start, the listener's, the
+probe's): a database that refuses fails at once, a slow one gets this long before it counts
+as down. A call's own connection is bounded by the call's `timeout`."""
 
 
 class PostgresBackend:
@@ -85,14 +89,16 @@ class PostgresBackend:
 
     # -- connections ----------------------------------------------------------------------
 
-    async def connect(self) -> Connection:
-        """A new autocommit connection, bounded by `timeout` (libpq's connect_timeout counts
-        whole seconds, at least 2: asyncio's bound is the one that holds)."""
-        async with asyncio.timeout(self.timeout):
+    async def connect(self, bound: float | None = None) -> Connection:
+        """A new autocommit connection, within `bound` seconds (default `timeout`; libpq's
+        connect_timeout counts whole seconds, at least 2: asyncio's bound is the one that
+        holds)."""
+        seconds = self.timeout if bound is None else bound
+        async with asyncio.timeout(seconds):
             return await psycopg.AsyncConnection.connect(
                 self.url,
                 autocommit=True,
-                connect_timeout=max(2, int(self.timeout + 0.999)),
+                connect_timeout=max(2, int(seconds + 0.999)),
                 application_name=f"a2a-grpc {self.replica_id}",
             )
 
@@ -248,6 +254,7 @@ class PostgresBackend:
         (core/failure_log.py); health turns off until the database answers again."""
         if not self.started:
             return  # before start(), a failure is start()'s error, not an outage
+        self._drop_idle()
         self.outage.failed(f"{problem}; calls fail with UNAVAILABLE")
         self.set_healthy(False)
 
@@ -263,21 +270,28 @@ class PostgresBackend:
             self.on_health(healthy)
 
     async def _recover(self) -> None:
-        """Tries the database until it answers (there is no event to wait on for a server
-        coming back), then runs the `after_outage` hooks."""
+        """Tries the database until it takes a new connection and answers on it (there is no
+        event to wait on for a server coming back; an old connection may still answer while
+        the server shuts down), then runs the `after_outage` hooks."""
         while not self.healthy and not self.closing:
-            with contextlib.suppress(StoreUnavailableError):
-                await self.execute("SELECT 1")
-            if not self.healthy:
+            try:
+                async with self.dedicated() as connection, asyncio.timeout(self.timeout):
+                    await connection.execute("SELECT 1")
+            except (StoreUnavailableError, psycopg.Error, OSError, TimeoutError):
                 await asyncio.sleep(min(1.0, self.timeout / 2))
+                continue
+            self.set_healthy(True)
+        if self.closing:
+            return
         for hook in self._after_outage:
             hook()
 
     @contextlib.asynccontextmanager
     async def dedicated(self) -> AsyncIterator[Connection]:
-        """A connection of its own for the caller (the event listener), closed after."""
+        """A connection of its own for the caller (the listener, the probe, start and
+        migrations), closed after; it may take `SLOW_CONNECT` seconds to open."""
         try:
-            connection = await self.connect()
+            connection = await self.connect(max(self.timeout, SLOW_CONNECT))
         except (psycopg.Error, OSError, TimeoutError) as exc:
             raise self._failed("refuses connections", exc) from exc
         try:
@@ -286,9 +300,10 @@ class PostgresBackend:
             self._discard(connection)
 
     async def start(self) -> None:
-        """Checks that the database answers (StoreUnavailableError otherwise); from now on a
-        failure is an outage."""
-        await self.execute("SELECT 1")
+        """Checks that the database takes a connection (StoreUnavailableError otherwise); from
+        now on a failure is an outage."""
+        async with self.dedicated():
+            pass
         self.started = True
 
     def stop_probe(self) -> None:

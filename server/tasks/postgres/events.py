@@ -31,8 +31,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import psycopg
-
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import ServiceUnavailableError, StatusError
 from a2a_grpc.core.event_ids import stamp
@@ -40,6 +38,7 @@ from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
 from a2a_grpc.server.tasks.broker import SubscriberOverflowError, Subscription
+from a2a_grpc.server.tasks.postgres.backend import SLOW_CONNECT
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.postgres.backend import Connection, PostgresBackend
@@ -97,7 +96,9 @@ class Listener:
         self._ready = loop.create_future()
         self._reader = loop.create_task(self._read(self._ready))
         try:
-            await asyncio.wait_for(asyncio.shield(self._ready), self.backend.timeout + 1)
+            await asyncio.wait_for(
+                asyncio.shield(self._ready), max(self.backend.timeout, SLOW_CONNECT) + 1
+            )
         except TimeoutError:
             self._reader.cancel()
             raise StoreUnavailableError(
@@ -390,4 +391,4 @@ class RemoteOutcome:
                 self.settled.set()
 
 
-__all__ = ["CANCEL_CHANNEL", "EVENTS_CHANNEL", "Listener", "RemoteOutcome", "psycopg"]
+__all__ = ["CANCEL_CHANNEL", "EVENTS_CHANNEL", "Listener", "RemoteOutcome"]

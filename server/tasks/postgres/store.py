@@ -159,6 +159,7 @@ class PostgresTaskStore:
         self.claims = PostgresClaims(backend, self.events)
         """The message-id claims of the idempotency window shared by replicas."""
         self._settled_copies: OrderedDict[str, tuple[Scope, bytes, float]] = OrderedDict()
+        self._started = False
 
     @classmethod
     def connect(
@@ -643,6 +644,7 @@ class PostgresTaskStore:
                 )
         await self.events.start()
         await self.leases.start()
+        self._started = True
 
     async def _reap(self, replica: str) -> None:
         """Goes on with the stopped `replica`'s webhook deliveries, gives back the room it had
@@ -692,7 +694,8 @@ class PostgresTaskStore:
         the next replica to renew its own lease takes over what is left."""
         self.backend.closing = True
         self.backend.stop_probe()
-        await self.leases.close()
+        if self._started:  # a store that never started holds no lease (nor, maybe, tables)
+            await self.leases.close()
         await self.events.close()
         await self.backend.close()
 

@@ -65,7 +65,9 @@ WITH written AS (
         context_id = EXCLUDED.context_id, state = EXCLUDED.state, version = 0,
         body = EXCLUDED.body, updated_ns = EXCLUDED.updated_ns, runner = EXCLUDED.runner,
         last_event = EXCLUDED.last_event, expires_at = EXCLUDED.expires_at,
-        parked_at = EXCLUDED.parked_at
+        parked_at = EXCLUDED.parked_at,
+        deliverer = CASE WHEN %(deliverer)s::text IS NOT NULL AND k.push_version > 0
+            THEN %(deliverer)s ELSE k.deliverer END
     WHERE k.version = -1 AND k.tenant = EXCLUDED.tenant AND k.owner = EXCLUDED.owner
     RETURNING last_event, push_version, xmax = 0 AS inserted
 ), counted AS (
