@@ -1,5 +1,7 @@
-"""Server processes for replica tests: `a2a-grpc serve --store <redis>` with the replica test
-agent, each on its own port; started and stopped (SIGTERM) or killed (SIGKILL) by the test."""
+"""Server processes for replica tests: `a2a-grpc serve --store <url>` (Redis or PostgreSQL) with
+the replica test agent, each on its own port; started and stopped (SIGTERM) or killed (SIGKILL)
+by the test. The agent is steered through a Redis (tests/replicas/agent.py) whichever the
+store."""
 
 from __future__ import annotations
 
@@ -58,8 +60,10 @@ class Replica:
             self.channel = None
 
 
-async def start_replica(redis_url: str, *options: str) -> Replica:
-    """Starts a replica on a free port and returns once it serves (its startup line)."""
+async def start_replica(redis_url: str, *options: str, store: str | None = None) -> Replica:
+    """Starts a replica on a free port and returns once it serves (its startup line); its
+    agent is steered through the Redis at `redis_url`, its tasks are in `store` (default: that
+    Redis)."""
     env = dict(os.environ, A2A_TEST_REDIS=redis_url, PYTHONPATH=str(ROOT))
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -75,7 +79,7 @@ async def start_replica(redis_url: str, *options: str) -> Replica:
         "--http-port",
         "0",
         "--store",
-        redis_url,
+        store or redis_url,
         "--agent",
         AGENT,
         "--allow-private-webhooks",

@@ -1,4 +1,5 @@
-"""A rolling restart behind a real proxy: three replicas on one redis-server behind nginx
+"""A rolling restart behind a real proxy: three replicas on one store (a redis-server, or a
+PostgreSQL server) behind nginx
 (`grpc_pass`, round robin), each stopped with SIGTERM and started again in turn, under steady
 load from a bare gRPC stub (no retries, as most clients behave) and from our client (blocking
 and streaming sends). No task may be lost, and our client may see no error. Two variants, one
@@ -50,6 +51,7 @@ from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 from a2a_grpc.server.config import DEFAULT_DRAIN_DELAY
 from tests.nginx_proxy import NginxGrpcProxy, require_nginx
 from tests.redis_servers import RedisServer, free_ports
+from tests.replicas.conftest import StoreServer
 from tests.replicas.harness import Replica, start_replica
 from tests.replicas.readiness import ReadinessFollower
 
@@ -117,7 +119,7 @@ def request(message_id: str) -> a2a_pb2.SendMessageRequest:
 @pytest.mark.timeout(90)  # three restarts of a drain delay and a start each, and the load
 @pytest.mark.parametrize("rotation", ["health", "passive"])
 async def test_a_rolling_restart_behind_nginx_loses_no_call_and_no_task(
-    redis_server: RedisServer, rotation: str
+    redis_server: RedisServer, store: StoreServer, rotation: str
 ) -> None:
     require_nginx()
     ports = free_ports(6)
@@ -129,6 +131,7 @@ async def test_a_rolling_restart_behind_nginx_loses_no_call_and_no_task(
             redis_server.url,
             *("--port", str(grpc_port), "--http-port", str(http_port)),
             *("--drain-delay", f"{DEFAULT_DRAIN_DELAY:g}"),
+            store=store.url,
         )
 
     started = await asyncio.gather(*(start(slot) for slot in slots), return_exceptions=True)
