@@ -585,18 +585,19 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="URL",
         doc_default="memory",
         help="keep tasks in the store this URL names by its scheme: memory:// (this "
-        "process), a Redis shared by several workers or servers, "
+        "process), a store shared by several workers or servers: a Redis, "
         "redis://[[user]:password@]host[:port][/db], rediss://... (TLS), "
-        "unix:///path/redis.sock or redis+cluster://... (a Cluster node), or a scheme an "
-        "installed package adds; the password is never printed (default: this process's "
-        "memory)",
+        "unix:///path/redis.sock or redis+cluster://... (a Cluster node), a PostgreSQL "
+        "database, postgresql://[user[:password]@]host[:port]/db, or a scheme an installed "
+        "package adds; the password is never printed (default: this process's memory)",
         doc="keep tasks in the store this URL names by its scheme: `memory://` (this process), "
-        "a Redis shared by several workers or servers, "
+        "a store shared by several workers or servers: a Redis, "
         "`redis://[[user]:password@]host[:port][/db]`, `rediss://...` (TLS), "
-        "`unix:///path/redis.sock` or `redis+cluster://...` (a Cluster node), or a scheme an "
-        "installed package adds ([Stores](stores.md)); a scheme nobody registered stops the "
-        "start, naming those that are. The password is never "
-        "printed (start-up lines, errors and logs show `redis://:***@host`). `--store-file` "
+        "`unix:///path/redis.sock` or `redis+cluster://...` (a Cluster node), a PostgreSQL "
+        "database, `postgresql://[user[:password]@]host[:port]/database[?sslmode=...]` (with "
+        "the `postgresql` extra), or a scheme an installed package adds ([Stores](stores.md)); "
+        "a scheme nobody registered stops the start, naming those that are. The password is "
+        "never printed (start-up lines, errors and logs show `redis://:***@host`). `--store-file` "
         "reads the URL from a file (a mounted Secret; surrounding whitespace stripped), and "
         "`$A2A_GRPC_STORE` / `$A2A_GRPC_STORE_FILE` give either in the environment: all keep "
         "the password out of `ps`. See [Replicas](replicas.md)",
