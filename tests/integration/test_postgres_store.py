@@ -379,3 +379,43 @@ async def test_a_hung_database_is_a_bounded_unavailable(postgres_server: Postgre
     await asyncio.wait_for(heard.recovered.wait(), 10)
     assert await store.get("t1", ALICE) is not None
     await store.close()
+
+
+async def test_the_kept_counts_match_the_rows_under_concurrent_writers(
+    postgres_database: str,
+) -> None:
+    """ListTasks' total comes from counts kept per scope and state (a2a_scope_counts): with 32
+    writers moving tasks of one scope through their states at once, and a full store evicting
+    finished ones, the counts end equal to the rows, and no writer deadlocks."""
+    store = PostgresTaskStore.connect(postgres_database, max_tasks=64)
+    await store.start()
+    numbers = iter(range(600))
+
+    async def writer() -> None:
+        for number in numbers:
+            task_id = f"t{number}"
+            await created(store, task_id)
+            await store.set_status(task_id, a2a_pb2.TASK_STATE_WORKING)
+            if number % 3 == 0:
+                await store.set_status(task_id, a2a_pb2.TASK_STATE_INPUT_REQUIRED)
+                await store.resume(task_id, ALICE, a2a_pb2.Message(message_id=f"a{number}"))
+            await store.set_status(task_id, a2a_pb2.TASK_STATE_COMPLETED)
+
+    try:
+        await asyncio.gather(*(writer() for _ in range(32)))
+        async with admin(postgres_database) as connection:
+            cursor = await connection.execute(
+                "SELECT state, count(*) FROM a2a_tasks WHERE state > 0 GROUP BY 1 ORDER BY 1"
+            )
+            rows = await cursor.fetchall()
+            cursor = await connection.execute(
+                "SELECT state, sum(tasks)::bigint FROM a2a_scope_counts WHERE tasks <> 0 "
+                "GROUP BY 1 ORDER BY 1"
+            )
+            kept = await cursor.fetchall()
+        assert kept == rows
+        page = await store.list(ALICE, TaskQuery(page_size=1))
+        done = await store.list(ALICE, TaskQuery(page_size=1, state=a2a_pb2.TASK_STATE_COMPLETED))
+        assert page.total_size == done.total_size == sum(count for _, count in rows) <= 64
+    finally:
+        await store.close()

@@ -4,7 +4,9 @@ pages (`list_page`) and the kept events after an event id (`replay`).
 
 ListTasks walks one of three indexes (the scope's tasks; by state; by context), newest first,
 from the page token's (updated_ns, id) on: a page costs the same at any depth and any table
-size (keyset pagination, no OFFSET). Page tokens are valid on every replica.
+size (keyset pagination, no OFFSET). Page tokens are valid on every replica. The total is read
+from the counts kept per scope and state (a few rows), except with a context or update-time
+filter, where it is counted on that filter's index (a context's tasks are usually few).
 """
 
 from __future__ import annotations
@@ -104,6 +106,13 @@ async def list_page(
         params.update(updated=updated, last_id=last_id)
     params["limit"] = query.page_size + 1
 
+    if query.context_id or query.updated_after_ns:  # counted on the filter's index
+        count = f"SELECT count(*) FROM a2a_tasks WHERE {filters}"
+    else:  # kept counts per scope and state (schema.py: a2a_scope_counts)
+        count = "SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts WHERE " + " AND ".join(
+            where[:2] + where[3:]
+        )
+
     async def page_and_count(connection: Connection) -> tuple[list[Any], int]:
         cursor = await connection.execute(
             f"SELECT body, updated_ns, id FROM a2a_tasks WHERE {page_where} "
@@ -111,10 +120,7 @@ async def list_page(
             params,
         )
         rows = await cursor.fetchall()
-        cursor = await connection.execute(
-            f"SELECT count(*) FROM a2a_tasks WHERE {filters}",
-            params,
-        )
+        cursor = await connection.execute(count, params)
         counted = await cursor.fetchone()
         return rows, int(counted[0]) if counted else 0
 

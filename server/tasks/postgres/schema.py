@@ -25,6 +25,7 @@ Tables (version 1):
     a2a_claims        message-id claims of the shared idempotency window, until they expire
     a2a_replicas      each replica's lease
     a2a_counts        the number of task rows (the room `--max-tasks` bounds)
+    a2a_scope_counts  tasks per scope and state (ListTasks' total_size), in 8 shards
 """
 
 from __future__ import annotations
@@ -124,15 +125,78 @@ CREATE TABLE a2a_counts (
 );
 INSERT INTO a2a_counts VALUES (1, 0);
 
--- Deletes tasks with their events and push configs, and counts them out of the room.
+-- ListTasks' total_size without counting rows: tasks per scope and state, each count split
+-- over 8 rows (by the task id's hash) so that writers of one scope seldom wait on one row. A
+-- state change moves its task between two rows of the same shard, the lower state first, so
+-- writers always lock them in one order (no deadlock); deletions go through a2a_forget, which
+-- takes its rows in one order too.
+CREATE TABLE a2a_scope_counts (
+    tenant text NOT NULL,
+    owner  text NOT NULL,
+    state  integer NOT NULL,
+    shard  integer NOT NULL,
+    tasks  bigint NOT NULL,
+    PRIMARY KEY (tenant, owner, state, shard)
+);
+
+CREATE FUNCTION a2a_count(p_tenant text, p_owner text, p_state integer, p_shard integer,
+    p_change bigint) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO a2a_scope_counts AS c VALUES (p_tenant, p_owner, p_state, p_shard, p_change)
+    ON CONFLICT (tenant, owner, state, shard) DO UPDATE SET tasks = c.tasks + EXCLUDED.tasks;
+$$;
+
+CREATE FUNCTION a2a_count_state() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    shard integer := hashtext(NEW.id) & 7;
+    old_state integer := CASE WHEN TG_OP = 'UPDATE' THEN OLD.state ELSE 0 END;
+BEGIN
+    IF old_state > 0 AND (NEW.state = 0 OR old_state < NEW.state) THEN
+        PERFORM a2a_count(NEW.tenant, NEW.owner, old_state, shard, -1);
+        old_state := 0;
+    END IF;
+    IF NEW.state > 0 THEN
+        PERFORM a2a_count(NEW.tenant, NEW.owner, NEW.state, shard, 1);
+    END IF;
+    IF old_state > 0 THEN
+        PERFORM a2a_count(NEW.tenant, NEW.owner, old_state, shard, -1);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER a2a_tasks_counted_insert AFTER INSERT ON a2a_tasks
+    FOR EACH ROW WHEN (NEW.state > 0) EXECUTE FUNCTION a2a_count_state();
+CREATE TRIGGER a2a_tasks_counted_update AFTER UPDATE OF state ON a2a_tasks
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION a2a_count_state();
+
+-- Deletes tasks with their events and push configs, and counts them out of the room and of
+-- their scopes' counts.
 CREATE FUNCTION a2a_forget(ids text[]) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     gone bigint;
+    tenants text[];
+    owners text[];
+    states integer[];
+    shards integer[];
+    counts bigint[];
 BEGIN
     DELETE FROM a2a_events WHERE task_id = ANY(ids);
     DELETE FROM a2a_push_configs WHERE task_id = ANY(ids);
-    WITH deleted AS (DELETE FROM a2a_tasks WHERE id = ANY(ids) RETURNING 1)
-    SELECT count(*) INTO gone FROM deleted;
+    WITH deleted AS (
+        DELETE FROM a2a_tasks WHERE id = ANY(ids)
+        RETURNING tenant, owner, state, hashtext(id) & 7 AS shard
+    ), counted AS (
+        SELECT tenant, owner, state, shard, count(*) AS tasks FROM deleted WHERE state > 0
+        GROUP BY 1, 2, 3, 4
+    )
+    SELECT array_agg(tenant ORDER BY tenant, owner, state, shard),
+           array_agg(owner ORDER BY tenant, owner, state, shard),
+           array_agg(state ORDER BY tenant, owner, state, shard),
+           array_agg(shard ORDER BY tenant, owner, state, shard),
+           array_agg(tasks ORDER BY tenant, owner, state, shard),
+           (SELECT count(*) FROM deleted)
+    INTO tenants, owners, states, shards, counts, gone FROM counted;
+    FOR i IN 1 .. coalesce(array_length(tenants, 1), 0) LOOP
+        PERFORM a2a_count(tenants[i], owners[i], states[i], shards[i], -counts[i]);
+    END LOOP;
     IF gone > 0 THEN
         UPDATE a2a_counts SET tasks = tasks - gone WHERE id = 1;
     END IF;
