@@ -3,8 +3,9 @@ version, ahead of a rollout (a server also does it on start; see docs/stores.md)
 
 The URL is the one `serve --store` takes (default: $A2A_GRPC_STORE); its password is never
 printed. Says the versions before and after in one line. Exit status 0, or 2 with one line on
-stderr: a URL that is no PostgreSQL one, a database that cannot be reached, or one a newer
-release migrated. A Redis store has no schema: there is nothing to migrate (exit 0).
+stderr: no URL, a scheme no store is registered for, a database that cannot be reached, or one
+a newer release migrated. Another store (Redis, memory, one a package adds) has no schema this
+command migrates: nothing to do (exit 0).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import os
 import sys
 
 from a2a_grpc.core.exit_codes import OK, USAGE
-from a2a_grpc.server.config import POSTGRES_SCHEMES, REDIS_SCHEMES, STORE_ENV, redacted_url
+from a2a_grpc.server.config import STORE_ENV
+from a2a_grpc.server.tasks.registry import StoreRegistryError, redacted_url, scheme_of, store_kind
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,16 +42,21 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     url = args.url or os.environ.get(STORE_ENV, "")
-    scheme = url.partition("://")[0].lower()
-    if scheme in REDIS_SCHEMES:
-        print(f"{redacted_url(url)}: a Redis store has no schema; nothing to migrate")
-        return OK
-    if scheme not in POSTGRES_SCHEMES:
+    if not url:
         print(
             f"a2a-grpc store migrate: give the store's postgresql:// URL (or set ${STORE_ENV})",
             file=sys.stderr,
         )
         return USAGE
+    scheme = scheme_of(url)
+    if scheme not in POSTGRES_SCHEMES:
+        try:
+            store_kind(url)
+        except StoreRegistryError as exc:
+            print(f"a2a-grpc store migrate: {exc}", file=sys.stderr)
+            return USAGE
+        print(f"{redacted_url(url)}: a {scheme}:// store has no schema to migrate; nothing to do")
+        return OK
     try:
         before, after = asyncio.run(_migrate(url))
     except ImportError as exc:

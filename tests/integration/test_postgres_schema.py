@@ -16,6 +16,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import TaskQuery
+from a2a_grpc.server.tasks.contract import ALICE, agent_text, created
 from a2a_grpc.server.tasks.postgres import schema
 from a2a_grpc.server.tasks.postgres.schema import (
     MIGRATIONS,
@@ -25,7 +26,6 @@ from a2a_grpc.server.tasks.postgres.schema import (
     migrate,
 )
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
-from tests.integration.test_store_contract import ALICE, agent_text, created
 from tests.postgres_servers import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,7 +183,11 @@ def test_store_migrate_on_the_command_line(postgres_server: PostgresServer) -> N
     )
     assert "s3cret" not in first.stdout + again.stdout
     redis = store_command("migrate", "redis://127.0.0.1:1/0")
-    assert redis.returncode == 0 and "nothing to migrate" in redis.stdout
+    assert redis.returncode == 0 and "no schema to migrate; nothing to do" in redis.stdout
+    unknown = store_command("migrate", "nosuch://here")
+    assert (
+        unknown.returncode == 2 and "no store is registered for a nosuch:// URL" in unknown.stderr
+    )
     postgres_server.kill()
     down = store_command("migrate", with_password)
     assert down.returncode == 2 and down.stdout == ""

@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from a2a_grpc.core.errors import EventIdExpiredError, StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
@@ -47,6 +49,7 @@ from a2a_grpc.server.tasks.base import (
     Scope,
     StoreListener,
     StoreStats,
+    StoreUnavailableError,
     TaskBusyError,
     TaskFinishedError,
     TaskQuery,
@@ -631,12 +634,21 @@ class PostgresTaskStore:
 
     async def start(self) -> None:
         """Checks that the database answers (StoreUnavailableError otherwise), brings its
-        schema to this release's version, opens the listener and starts the lease keeper."""
+        schema to this release's version (ValueError when it cannot: a newer schema, or a user
+        that may not change it), opens the listener and starts the lease keeper."""
         await self.backend.start()
         needed = self.migrations[-1].version
         async with self.backend.dedicated() as connection:
             if self.migrate:
-                await schema.migrate(connection, self.migrations)
+                try:
+                    await schema.migrate(connection, self.migrations)
+                except psycopg.OperationalError as exc:
+                    raise StoreUnavailableError(f"migrating its schema failed: {exc}") from exc
+                except psycopg.Error as exc:  # e.g. a user that may not create tables
+                    raise ValueError(
+                        f"its schema could not be migrated to version {needed}: "
+                        f"{type(exc).__name__}: {str(exc).strip()}"
+                    ) from exc
             elif (found := await schema.schema_version(connection)) != needed:
                 raise schema.SchemaTooNewError(
                     f"the database's a2a schema is at version {found}, this release needs "
