@@ -32,10 +32,11 @@ from tests.redis_servers import free_ports
 pytestmark = pytest.mark.timeout(900)
 
 A2A_GRPC = str(Path(sys.executable).with_name("a2a-grpc"))
-IMAGE_BYTES_BOUND = 300_000_000
-"""Measured 276 MB (docs/deploy.md) on the debootstrapped debian:bookworm-slim CI builds on."""
-OWN_LAYERS_BOUND = 135_000_000
-"""Measured 123 MB: python3 and CA certificates from Debian, and the virtual environment."""
+IMAGE_BYTES_BOUND = 315_000_000
+"""Measured 290 MB (docs/deploy.md) on the debootstrapped debian:bookworm-slim CI builds on."""
+OWN_LAYERS_BOUND = 150_000_000
+"""Measured 136 MB: python3 and CA certificates from Debian, and the virtual environment (86 MB,
+of which psycopg's binary wheel with its own libpq is 14 MB)."""
 DRAIN_DELAY, SHUTDOWN_GRACE = 5, 8
 STOP_MARGIN = 5
 """Seconds beyond the two phases that podman and the process may take to stop."""
