@@ -34,6 +34,7 @@ from a2a_grpc.client.errors import (
     CredentialsError,
     DeadlineExceededError,
     RpcFailedError,
+    StreamLostError,
     StreamResumeError,
     UnavailableError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "RestV03Transport",
     "RetryPolicy",
     "RpcFailedError",
+    "StreamLostError",
     "StreamResumeError",
     "TaskView",
     "TlsConfig",

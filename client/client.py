@@ -347,13 +347,14 @@ class A2AClient:
 
         The first event must be a Task or a Message; a continuation (the message names a task)
         may also open with a status or artifact update, as the official SDK server does. A
-        stream that fails before its first event with a could-not-talk error is sent again
-        with the same message_id under `retry` (the client's by default), as `send_message`
-        is: a server that already took the message streams the task it started; so is one the
-        server ends later with an error it marks retryable (e.g. its agent could not take the
-        message now), the events then starting over. If the stream ends or breaks after its
-        first event, before the task is terminal or interrupted, it is resumed with
-        SubscribeToTask (never re-sent) under `resume` (True: the client's policy;
+        stream that fails before its first event with a could-not-talk error (any
+        `A2ATransportError`, a stream a proxy removed or reset included: `StreamLostError`) is
+        sent again with the same message_id under `retry` (the client's by default), as
+        `send_message` is: a server that already took the message streams the task it
+        started; so is one the server ends later with an error it marks retryable (e.g. its
+        agent could not take the message now), the events then starting over. If the stream
+        ends or breaks after its first event, before the task is terminal or interrupted, it is
+        resumed with SubscribeToTask (never re-sent) under `resume` (True: the client's policy;
         None/False: off); StreamResumeError when that fails. `timeout` bounds the whole
         stream, its retries included.
         """

@@ -3,8 +3,16 @@
 A failed call becomes exactly one of:
 - a `StatusError` from `a2a_grpc.core.errors` when the peer said no with an ErrorInfo we know: an
   `A2AError` subclass for the A2A errors, a `ServiceError` (e.g. ResourceExhaustedError) else;
-- an `A2ATransportError` (unavailable, deadline exceeded, cancelled) when we could not talk;
+- an `A2ATransportError` (unavailable, deadline exceeded, cancelled, a stream lost on the way)
+  when we could not talk;
 - an `RpcFailedError` for any other non-OK status without A2A details.
+
+UNKNOWN and INTERNAL are what gRPC itself reports for a stream a proxy or a dying connection
+removed or reset (`UNKNOWN: Stream removed (Data frame with END_STREAM flag received)`,
+`INTERNAL: Stream removed (RST_STREAM …)`), and what a server reports for its own failure. A
+server's failure names itself: an A2A 1.0 error carries its ErrorInfo, and an A2A 0.3 server's
+error starts with its class name (`InternalError: …`, the 0.3 gRPC convention). So UNKNOWN or
+INTERNAL with neither is a `StreamLostError`: a transport failure, retried and resumed as one.
 The original `grpc.aio.AioRpcError` is always the `__cause__`. A peer that breaks the protocol's
 contract raises `InvalidAgentResponseError` (from core), created on the client side.
 """
@@ -26,6 +34,7 @@ __all__ = [
     "ErrorResponse",
     "InvalidAgentResponseError",
     "RpcFailedError",
+    "StreamLostError",
     "StreamResumeError",
     "UnavailableError",
     "from_rpc_error",
@@ -81,6 +90,16 @@ class CallCancelledError(A2ATransportError):
     code = grpc.StatusCode.CANCELLED
 
 
+class StreamLostError(A2ATransportError):
+    """The call's stream was removed or reset on the way (UNKNOWN or INTERNAL with no A2A error
+    in it, see the module): the request may or may not have reached the agent. `code` is the
+    status gRPC reported."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self.code = code
+        super().__init__(details)
+
+
 class StreamResumeError(A2AClientError):
     """A stream ended before its task settled and could not be resumed with SubscribeToTask.
 
@@ -128,6 +147,7 @@ class ErrorResponse(Exception):
 _TRANSPORT_ERRORS: dict[grpc.StatusCode, type[A2ATransportError]] = {
     cls.code: cls for cls in (UnavailableError, DeadlineExceededError, CallCancelledError)
 }
+_STREAM_LOST_CODES = frozenset({grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL})
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> StatusError | A2AClientError:
@@ -139,6 +159,11 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> StatusError | A2AClientError:
     )
     if mapped is None:
         transport = _TRANSPORT_ERRORS.get(code)
-        mapped = transport(details or code.name) if transport else RpcFailedError(code, details)
+        if transport is not None:
+            mapped = transport(details or code.name)
+        elif code in _STREAM_LOST_CODES and not status.names_an_error(details):
+            mapped = StreamLostError(code, details or code.name)
+        else:
+            mapped = RpcFailedError(code, details)
     mapped.__cause__ = error
     return mapped

@@ -62,8 +62,9 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(
         COULD_NOT_TALK,
         "client",
-        "could not talk: unreachable, deadline exceeded, cancelled, stream lost and not "
-        "resumable, agent card not fetchable or without an interface the client can use",
+        "could not talk: unreachable, deadline exceeded, cancelled, a stream removed or reset "
+        "on the way (UNKNOWN or INTERNAL with no A2A error), stream lost and not resumable, "
+        "agent card not fetchable or without an interface the client can use",
     ),
     ExitCode(
         INVALID_RESPONSE,

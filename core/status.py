@@ -14,7 +14,14 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2, json_format
 from google.rpc import error_details_pb2, status_pb2
 
-from a2a_grpc.core.errors import ERROR_BY_KEY, RETRYABLE_KEY, FieldViolation, StatusError
+from a2a_grpc.core.errors import (
+    ERROR_BY_KEY,
+    ERROR_CLASSES,
+    RETRYABLE_KEY,
+    SERVICE_ERROR_CLASSES,
+    FieldViolation,
+    StatusError,
+)
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -100,6 +107,21 @@ def from_bytes(raw: bytes) -> StatusError | None:
     except Exception:  # not ours to read
         return None
     return _from_details(status.message, status.details)
+
+
+NAMED_ERRORS = frozenset(
+    {cls.__name__ for cls in (*ERROR_CLASSES, *SERVICE_ERROR_CLASSES)}
+    | {"JSONParseError", "AuthenticatedExtendedCardNotConfiguredError"}
+)
+"""The error class names a status message may start with (`encode_named`): A2A 1.0's and the
+service errors', and the two A2A 0.3 names 1.0 renamed or dropped."""
+
+
+def names_an_error(message: str) -> bool:
+    """Whether a status message starts with an A2A error's class name (`TaskNotFoundError: …`,
+    as `encode_named` and A2A 0.3 servers write their errors, ErrorInfo or not)."""
+    name, colon, _ = message.partition(":")
+    return bool(colon) and name in NAMED_ERRORS
 
 
 def decode(

@@ -317,12 +317,25 @@ async def test_process_malformed_stream(peer: Peer) -> None:
 
 async def test_process_non_a2a_failure(peer: Peer) -> None:
     async def broken(request: Any, context: Any) -> Any:
-        await context.abort(grpc.StatusCode.INTERNAL, "boom")
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "boom")
 
     peer.agent.handlers["GetTask"] = broken
     code, _, err = await run_process("get", peer.target, "t1")
     assert code == 5
-    assert "INTERNAL" in one_clear_line(err)
+    assert "FAILED_PRECONDITION" in one_clear_line(err)
+
+
+async def test_process_internal_without_an_a2a_error_is_a_lost_stream(peer: Peer) -> None:
+    """UNKNOWN or INTERNAL with no A2A error in it is what gRPC reports for a stream a proxy
+    reset (client/errors.py): could not talk, not the agent's answer."""
+
+    async def broken(request: Any, context: Any) -> Any:
+        await context.abort(grpc.StatusCode.INTERNAL, "Stream removed")
+
+    peer.agent.handlers["GetTask"] = broken
+    code, _, err = await run_process("get", peer.target, "t1")
+    assert code == 6
+    assert "could not talk to the agent (INTERNAL): Stream removed" in one_clear_line(err)
 
 
 @pytest.fixture

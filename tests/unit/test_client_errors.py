@@ -10,6 +10,7 @@ from a2a_grpc.client.errors import (
     CallCancelledError,
     DeadlineExceededError,
     RpcFailedError,
+    StreamLostError,
     UnavailableError,
     from_rpc_error,
 )
@@ -51,7 +52,12 @@ def test_could_not_talk_family(code: grpc.StatusCode, cls: type[A2ATransportErro
 
 @pytest.mark.parametrize(
     "code",
-    [grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.NOT_FOUND],
+    [
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.PERMISSION_DENIED,
+    ],
 )
 def test_other_failures_without_error_info_are_generic(code: grpc.StatusCode) -> None:
     cause = rpc_error(code, "something")
@@ -64,3 +70,48 @@ def test_other_failures_without_error_info_are_generic(code: grpc.StatusCode) ->
 def test_error_info_from_another_domain_is_not_an_a2a_error() -> None:
     code, _, trailers = status.encode(errors.TaskNotFoundError("x"))
     assert type(from_rpc_error(rpc_error(code, "different text", trailers))) is RpcFailedError
+
+
+@pytest.mark.parametrize(
+    ("code", "details"),
+    [
+        (grpc.StatusCode.UNKNOWN, "Stream removed (Data frame with END_STREAM flag received)"),
+        (
+            grpc.StatusCode.INTERNAL,
+            "Stream removed (RST_STREAM (Received RST_STREAM with error code 2))",
+        ),
+        (grpc.StatusCode.INTERNAL, "boom"),
+        (grpc.StatusCode.UNKNOWN, ""),
+    ],
+)
+def test_unknown_or_internal_without_an_a2a_error_is_a_lost_stream(
+    code: grpc.StatusCode, details: str
+) -> None:
+    cause = rpc_error(code, details)
+    mapped = from_rpc_error(cause)
+    assert type(mapped) is StreamLostError and isinstance(mapped, A2ATransportError)
+    assert mapped.code is code
+    assert mapped.details == (details or code.name)
+    assert mapped.__cause__ is cause
+
+
+def test_a_servers_internal_error_with_error_info_is_the_a2a_error() -> None:
+    code, message, trailers = status.encode(errors.InternalError("the agent broke"))
+    assert code is grpc.StatusCode.INTERNAL
+    assert type(from_rpc_error(rpc_error(code, message, trailers))) is errors.InternalError
+
+
+@pytest.mark.parametrize(
+    ("code", "details"),
+    [
+        (grpc.StatusCode.INTERNAL, "InternalError: the agent broke"),
+        (grpc.StatusCode.INTERNAL, "JSONParseError: not JSON"),
+        (grpc.StatusCode.INTERNAL, "InvalidAgentResponseError: two payloads"),
+    ],
+)
+def test_a_v03_servers_named_error_is_not_a_lost_stream(
+    code: grpc.StatusCode, details: str
+) -> None:
+    """An A2A 0.3 server names its error in the message and sends no ErrorInfo."""
+    mapped = from_rpc_error(rpc_error(code, details))
+    assert type(mapped) is RpcFailedError and mapped.code is code
