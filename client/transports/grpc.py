@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -18,6 +18,9 @@ from a2a_grpc.client.transports.base import Metadata
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.service import method_path
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
+
+Decode = Callable[[bytes], a2a_pb2.StreamResponse | UnknownEvent]
+"""Turns one raw stream message into the event the client reads."""
 
 
 class GrpcTransport:
@@ -75,9 +78,9 @@ class GrpcTransport:
 
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
-    ) -> _GrpcStream:
+    ) -> GrpcEventStream:
         """`Transport.stream`; the call starts at once."""
-        return _GrpcStream(self._streams[rpc](request, timeout=timeout, metadata=metadata))
+        return GrpcEventStream(self._streams[rpc](request, timeout=timeout, metadata=metadata))
 
     async def close(self) -> None:
         """`Transport.close`: closes the channel if `owns_channel`; else nothing."""
@@ -85,18 +88,32 @@ class GrpcTransport:
             await self._channel.close()
 
 
-class _GrpcStream:
-    """A raw-bytes unary-stream call, decoded event by event, its failure mapped."""
+class GrpcEventStream:
+    """A raw-bytes unary-stream call, each message decoded by `decode` (a 1.0 StreamResponse,
+    or an UnknownEvent), its failure mapped; the 0.3 transport shares it with its own `decode`.
 
-    def __init__(self, call: Any) -> None:
+    An iterator over `call.read()`, not an async generator over the call's own: a send stream
+    is left as soon as its task settles, before the server's trailers, and a generator left
+    suspended is closed later by the event loop's finalizer hook, with a thread-safe callback
+    and a task for ours and as many for grpc's, on every call.
+    """
+
+    def __init__(self, call: Any, decode: Decode = stream_event) -> None:
         self._call = call
+        self._decode = decode
 
-    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse | UnknownEvent]:
+    def __aiter__(self) -> GrpcEventStream:
+        return self
+
+    async def __anext__(self) -> a2a_pb2.StreamResponse | UnknownEvent:
         try:
-            async for raw in self._call:
-                yield stream_event(raw)
+            raw = await self._call.read()
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
+        if raw is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return self._decode(raw)
 
     async def aclose(self) -> None:
+        """Cancels the call, if it has not ended (idempotent)."""
         self._call.cancel()

@@ -11,7 +11,6 @@ streams are read as raw bytes, as over 1.0, so a response with two payload membe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import grpc
@@ -21,6 +20,7 @@ from a2a_grpc.client.card import GRPC_BINDING
 from a2a_grpc.client.errors import from_rpc_error
 from a2a_grpc.client.events import decode_payload
 from a2a_grpc.client.transports.base import Metadata
+from a2a_grpc.client.transports.grpc import GrpcEventStream
 from a2a_grpc.client.transports.v03_rpcs import V03_RPCS
 from a2a_grpc.core import v03, v03_agents
 from a2a_grpc.core.errors import InvalidAgentResponseError, UnsupportedOperationError
@@ -90,11 +90,11 @@ class GrpcV03Transport:
 
     def stream(
         self, rpc: str, request: Message, *, timeout: float | None, metadata: Metadata
-    ) -> _V03Stream:
+    ) -> GrpcEventStream:
         """`Transport.stream`, each event translated from 0.3; the call starts at once."""
         method, to_v03, _, _ = V03_RPCS[rpc]
         call = self._method(method, True)(to_v03(request), timeout=timeout, metadata=metadata)
-        return _V03Stream(call)
+        return GrpcEventStream(call, _decode_event)
 
     async def close(self) -> None:
         """`Transport.close`: closes the channel if `owns_channel`; else nothing."""
@@ -102,18 +102,6 @@ class GrpcV03Transport:
             await self._channel.close()
 
 
-class _V03Stream:
-    """A raw-bytes 0.3 stream, each event checked and translated to a 1.0 StreamResponse."""
-
-    def __init__(self, call: Any) -> None:
-        self._call = call
-
-    async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
-        try:
-            async for raw in self._call:
-                yield v03_agents.stream_response_from_v03(decode_payload(old.StreamResponse, raw))
-        except grpc.aio.AioRpcError as error:
-            raise from_rpc_error(error) from error
-
-    async def aclose(self) -> None:
-        self._call.cancel()
+def _decode_event(raw: bytes) -> a2a_pb2.StreamResponse:
+    """A 0.3 stream message, checked and translated to a 1.0 StreamResponse."""
+    return v03_agents.stream_response_from_v03(decode_payload(old.StreamResponse, raw))
