@@ -36,6 +36,20 @@ def test_two_payloads_on_the_wire_are_detected() -> None:
         events.decode_send_message_response(raw)
 
 
+@pytest.mark.parametrize("size", [1, 200, 20_000], ids=["1-byte", "2-byte", "3-byte"])
+def test_two_payloads_are_detected_whatever_the_first_ones_length(size: int) -> None:
+    """The first payload's length takes 1 to 3 bytes; the second still shows."""
+    big = pb.Task(id="t1", context_id="c" * size)
+    raw = (
+        pb.StreamResponse(task=big).SerializeToString()
+        + pb.StreamResponse(message=MESSAGE).SerializeToString()
+    )
+    with pytest.raises(InvalidAgentResponseError, match="2 payloads: message, task"):
+        events.decode_stream_response(raw)
+    one = pb.StreamResponse(task=big).SerializeToString()
+    assert events.decode_stream_response(one).task == big
+
+
 def test_the_same_member_twice_is_a_legal_merge() -> None:
     raw = pb.StreamResponse(task=TASK).SerializeToString() * 2
     assert events.decode_stream_response(raw).task.id == "t1"
