@@ -103,11 +103,11 @@ def fold(view: TaskView, event: a2a_pb2.StreamResponse) -> TaskView:
         update = event.status_update
         task = _task_for_update(view, update.task_id, update.context_id, member)
         task.status.CopyFrom(update.status)
-        if BUDGET_EXTENSION in update.metadata:
+        if update.HasField("metadata") and BUDGET_EXTENSION in update.metadata:
             # The budget extension's contract: the update that ends a run carries the task's
             # budget-and-cost entry, so the view's task has the figures GetTask would show.
             task.metadata[BUDGET_EXTENSION] = update.metadata[BUDGET_EXTENSION]
-        return replace(view, task=task)
+        return _with_task(view, task, view.completed_artifacts)
     return _on_artifact(view, event.artifact_update)
 
 
@@ -156,7 +156,7 @@ def _on_task(view: TaskView, snapshot: a2a_pb2.Task) -> TaskView:
     # A snapshot's artifacts are complete as far as anyone can know (a Task carries no chunk
     # state), so a view folded from GetTask equals the streamed view of a finished task.
     ids = frozenset(artifact.artifact_id for artifact in snapshot.artifacts)
-    return replace(view, task=snapshot, completed_artifacts=ids)
+    return _with_task(view, snapshot, ids)
 
 
 def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> TaskView:
@@ -175,8 +175,19 @@ def _on_artifact(view: TaskView, update: a2a_pb2.TaskArtifactUpdateEvent) -> Tas
     # one are not.
     completed = view.completed_artifacts
     if update.last_chunk:
-        return replace(view, task=task, completed_artifacts=completed | {artifact_id})
-    return replace(view, task=task, completed_artifacts=completed - {artifact_id})
+        return _with_task(view, task, completed | {artifact_id})
+    return _with_task(view, task, completed - {artifact_id})
+
+
+def _with_task(view: TaskView, task: a2a_pb2.Task, completed: frozenset[str]) -> TaskView:
+    """`replace(view, task=task, completed_artifacts=completed)` without replace's reading of
+    the fields on every call (this runs once per event): every other field is copied as is."""
+    changed = object.__new__(TaskView)
+    fields = changed.__dict__
+    fields.update(view.__dict__)
+    fields["task"] = task
+    fields["completed_artifacts"] = completed
+    return changed
 
 
 def _append_chunk(artifact: a2a_pb2.Artifact, chunk: a2a_pb2.Artifact) -> None:

@@ -213,6 +213,23 @@ def test_fold_never_mutates_earlier_views_or_events() -> None:
     assert list(event.artifact_update.artifact.parts) == [pb.Part(text="a")]
 
 
+@pytest.mark.parametrize(
+    "event",
+    [task(), status(pb.TASK_STATE_COMPLETED), chunk("a", last_chunk=True)],
+    ids=["task", "status", "artifact"],
+)
+def test_fold_keeps_what_the_view_says_of_the_stream(event: pb.StreamResponse) -> None:
+    view = TaskView(expected_task_id="t1", resumed_from_snapshot=True, skipped_events=2)
+    folded = fold(view, event)
+    kept = {name: getattr(folded, name) for name in view.__dataclass_fields__}
+    assert kept == {
+        **{name: getattr(view, name) for name in view.__dataclass_fields__},
+        "task": folded.task,
+        "completed_artifacts": folded.completed_artifacts,
+    }
+    assert folded.task is not None and folded.task.id == "t1"
+
+
 def test_the_cost_a_run_ends_with_reaches_the_view_s_task() -> None:
     ending = status(pb.TASK_STATE_COMPLETED)
     ending.status_update.metadata.update(
