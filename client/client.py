@@ -133,6 +133,7 @@ class A2AClient:
         self._credentials = credentials
         self._metadata = _lowercased(metadata)
         self._timeout = timeout
+        self._fixed: tuple[Transport | None, tuple[tuple[str, str | bytes], ...]] | None = None
         self._retry = retry
         self._resume = resume
         self._backoff = backoff
@@ -378,8 +379,11 @@ class A2AClient:
         stream = self._follow(
             transport, open_call(), view, mode, entries, deadline, resume, counts, resend
         )
-        async for item in self._audited_stream("SendStreamingMessage", send, view, stream, counts):
-            yield item
+        if self._audit is not None:
+            stream = self._audited_stream("SendStreamingMessage", send, view, stream, counts)
+        async with contextlib.aclosing(stream):
+            async for item in stream:
+                yield item
 
     async def get_task(
         self,
@@ -447,8 +451,11 @@ class A2AClient:
         stream = self._follow(
             transport, call, view, Mode.SUBSCRIBE, entries, deadline, resume, counts
         )
-        async for item in self._audited_stream("SubscribeToTask", subscribe, view, stream, counts):
-            yield item
+        if self._audit is not None:
+            stream = self._audited_stream("SubscribeToTask", subscribe, view, stream, counts)
+        async with contextlib.aclosing(stream):
+            async for item in stream:
+                yield item
 
     async def create_task_push_notification_config(
         self,
@@ -563,10 +570,6 @@ class A2AClient:
         with this generator: a caller that stops reading and closes it closes the stream's
         call now, in order, not whenever the event loop collects what is left."""
         async with contextlib.aclosing(stream):
-            if self._audit is None:
-                async for item in stream:
-                    yield item
-                return
             try:
                 async for item in stream:
                     view = item[1]
@@ -689,21 +692,27 @@ class A2AClient:
         the credentials, the client's `metadata`, the current trace context, and this call's
         `metadata`.
         """
-        defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, self._protocol_version())]
-        if self._extensions:
-            defaults.append((EXTENSIONS_KEY, ",".join(self._extensions)))
         credentials = (
             _lowercased(await self._credentials.metadata()) if self._credentials is not None else []
         )
-        # The caller's trace continues on the agent's side.
-        layers = (defaults, credentials, self._metadata, outgoing_headers(), _lowercased(extra))
-        entries: list[tuple[str, str | bytes]] = []
-        for layer in layers:
-            if layer:
-                keys = {key for key, _ in layer}
-                entries = [entry for entry in entries if entry[0] not in keys]
-                entries += layer
-        return tuple(entries)
+        trace = outgoing_headers()  # the caller's trace continues on the agent's side
+        if not (credentials or trace or extra):
+            return self._fixed_metadata()  # the layers that are the same on every call
+        defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, self._protocol_version())]
+        if self._extensions:
+            defaults.append((EXTENSIONS_KEY, ",".join(self._extensions)))
+        return _layered((defaults, credentials, self._metadata, trace, _lowercased(extra)))
+
+    def _fixed_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        """The protocol defaults and the client's `metadata`, layered, kept for the transport
+        they were made for (the version follows its interface)."""
+        fixed = self._fixed
+        if fixed is None or fixed[0] is not self._transport:
+            defaults: list[tuple[str, str | bytes]] = [(VERSION_KEY, self._protocol_version())]
+            if self._extensions:
+                defaults.append((EXTENSIONS_KEY, ",".join(self._extensions)))
+            fixed = self._fixed = (self._transport, _layered((defaults, self._metadata)))
+        return fixed[1]
 
     def _protocol_version(self) -> str:
         """The `a2a-version` calls send: the interface's Major.Minor (`0.3` to an A2A 0.3
@@ -738,6 +747,19 @@ class _StreamCounts:
     @property
     def sent(self) -> int:
         return 1 if self.attempts is None else self.attempts.made
+
+
+def _layered(
+    layers: Sequence[Sequence[tuple[str, str | bytes]]],
+) -> tuple[tuple[str, str | bytes], ...]:
+    """The layers' entries; a key in a later layer replaces every entry of that key before."""
+    entries: list[tuple[str, str | bytes]] = []
+    for layer in layers:
+        if layer:
+            keys = {key for key, _ in layer}
+            entries = [entry for entry in entries if entry[0] not in keys]
+            entries += layer
+    return tuple(entries)
 
 
 def _lowercased(entries: MetadataEntries) -> list[tuple[str, str | bytes]]:

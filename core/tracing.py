@@ -22,6 +22,8 @@ def tracing_configured() -> bool:
 
 def outgoing_headers() -> list[tuple[str, str]]:
     """The current trace context as `traceparent` / `tracestate` entries (none without a trace)."""
+    if not otel_context.get_current():  # an empty context: no span and no baggage to carry
+        return []
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return list(carrier.items())
