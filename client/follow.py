@@ -190,7 +190,7 @@ async def follow(
     stop_when_done = mode is not Mode.SUBSCRIBE
     initial = view
     resumption = _Resumption(policy, backoff, deadline)
-    last_id: str | None = None
+    last: a2a_pb2.StreamResponse | None = None  # the last event read; its id is read on a drop
     while True:
         events = 0
         error: A2ATransportError | None = None
@@ -209,7 +209,7 @@ async def follow(
                         _check_first_event(event, mode)
                     view = fold(view, event)
                     events += 1
-                    last_id = event_id(event)
+                    last = event
                     as_it_was = (
                         mode is Mode.CONTINUATION
                         and events == 1
@@ -234,7 +234,7 @@ async def follow(
                 raise
             # The server no longer keeps the events after our id: from a snapshot, and the
             # view says that events in between may not all have been yielded.
-            last_id = None
+            last = None
             view = replace(view, resumed_from_snapshot=True)
             call = resubscribe(view.task_id, None)
             mode = Mode.RESUME
@@ -266,13 +266,14 @@ async def follow(
             await backoff.sleep(delay)
             call = resend.again()
             if events:  # the server ended a stream it had begun (e.g. its agent said not now)
-                view, last_id = initial, None
+                view, last = initial, None
             continue
         if view.done and not (as_it_was and error is not None):
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.
         progressed = events > 0 if mode is Mode.REPLAY else mode is not Mode.RESUME or events > 1
         await backoff.sleep(resumption.delay(view, error, progressed=progressed))
+        last_id = None if last is None else event_id(last)
         call = resubscribe(view.task_id, last_id)
         if last_id is None:
             if view.task is not None:  # not before the first event: nothing was missed then
