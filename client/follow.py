@@ -193,7 +193,7 @@ async def follow(
     last: a2a_pb2.StreamResponse | None = None  # the last event read; its id is read on a drop
     while True:
         events = 0
-        error: A2ATransportError | None = None
+        error: A2ATransportError | StatusError | None = None
         # A continuation may open with the task as it was, still interrupted (the official JS
         # SDK's server does): that state was not reached after the message was taken, so it
         # does not end the stream.
@@ -255,19 +255,24 @@ async def follow(
                     "cut short cannot be resumed on it; GetTask reads the task as it stands",
                     refused,
                 ) from refused
-            # Retryable by its ErrorInfo, e.g. RESOURCE_EXHAUSTED: the send is made again.
-            if not isinstance(refused, StatusError):
+            if not isinstance(refused, StatusError) or not refused.retryable:
                 raise
-            if resend is None or mode not in _SEND_MODES:
-                raise
-            delay = resend.delay_after(refused)
-            if delay is None:
-                raise
-            await backoff.sleep(delay)
-            call = resend.again()
-            if events:  # the server ended a stream it had begun (e.g. its agent said not now)
-                view, last = initial, None
-            continue
+            # Retryable by its ErrorInfo on a send stream (RESOURCE_EXHAUSTED, or its agent
+            # said not now): the send is made again.
+            if resend is not None and mode in _SEND_MODES:
+                delay = resend.delay_after(refused)
+                if delay is None:
+                    raise
+                await backoff.sleep(delay)
+                call = resend.again()
+                if events:  # the server ended a stream it had begun (e.g. its agent said not now)
+                    view, last = initial, None
+                continue
+            # On SubscribeToTask (the caller's, or one opened to resume): the server ended the
+            # stream and says to come back (a replica whose store did not answer ends its
+            # streams so: "subscribe again"). It is resumed as a dropped one is, no sooner than
+            # the server's RetryInfo says.
+            error = refused
         if view.done and not (as_it_was and error is not None):
             return
         # A resumed stream that only replayed its opening snapshot brought nothing new.
@@ -293,10 +298,13 @@ class _Resumption:
     failures: int = 0
     """Resume attempts in a row that brought nothing new."""
 
-    def delay(self, view: TaskView, error: A2ATransportError | None, *, progressed: bool) -> float:
+    def delay(
+        self, view: TaskView, error: A2ATransportError | StatusError | None, *, progressed: bool
+    ) -> float:
         """Seconds to wait before resubscribing after the stream ended with `error` (None: the
-        server ended it); raises instead when it may not be resumed. After progress the attempt
-        count and the window start over."""
+        server ended it; a StatusError: it ended it with a retryable error, whose RetryInfo
+        delay is waited at least); raises instead when it may not be resumed. After progress
+        the attempt count and the window start over."""
         if not view.task_id:
             if error is not None:
                 raise error
@@ -314,6 +322,8 @@ class _Resumption:
         if self.failures >= policy.max_attempts:
             raise _resume_error(view, f"{self.failures} resume attempts failed", error)
         delay = policy.backoff(self.failures, self.backoff.rand)
+        if isinstance(error, StatusError) and error.retry_delay is not None:
+            delay = max(delay, error.retry_delay)
         wake = self.deadline.now() + delay
         if self.deadline.expired(at=wake):
             raise DeadlineExceededError(

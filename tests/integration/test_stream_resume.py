@@ -2,7 +2,8 @@
 stores: a 50-event task's stream, cut at seeded random points (a connection reset by the
 client's side, and one the server's side ends), yields exactly the uncut run's events, each
 once and in order, with ids that only grow; and when the server no longer keeps the events
-after the last id, the client falls back to a snapshot and says so on the view."""
+after the last id, the client falls back to a snapshot and says so on the view. A stream the
+server ends because its Redis died is resumed once Redis is back."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from a2a_grpc.client import A2AClient, CardResolver, RetryPolicy, TaskView
 from a2a_grpc.client.card import select_interface
@@ -21,8 +23,10 @@ from a2a_grpc.client.retry import Backoff
 from a2a_grpc.core.event_ids import EVENT_ID_EXTENSION, LAST_EVENT_ID_HEADER, event_id
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
-from tests.integration.conftest import Factory
+from a2a_grpc.server.app import STORE_HEALTH_SERVICE
+from tests.integration.conftest import Factory, Held
 from tests.integration.tcp_proxy import TcpProxy
+from tests.redis_servers import RedisServer
 
 TRANSPORTS = ("grpc", "jsonrpc", "http+json")
 EVENTS = 50
@@ -332,3 +336,56 @@ async def test_a_task_no_stream_followed_keeps_no_events_to_resume_after(
                 headers={**headers, LAST_EVENT_ID_HEADER: last_id},
             )
             assert refused.status_code == 410 and "EVENT_ID_EXPIRED" in refused.text, last_id
+
+
+@pytest.mark.parametrize("call", ["send", "subscribe"])
+async def test_a_stream_a_redis_outage_ends_is_resumed_once_redis_is_back(
+    make_server: Factory,
+    make_redis_server: Callable[..., RedisServer],
+    transport: str,
+    call: str,
+) -> None:
+    """Redis stops under an open stream (its append-only file keeps the task): the server ends
+    the stream with a retryable UNAVAILABLE ("call SubscribeToTask again"). Our client sends
+    the message again (a send stream: the same message_id, so the task is not run twice) or
+    subscribes again (a subscription), no sooner than the server's RetryInfo says, until Redis
+    is back; the task then completes on the new stream."""
+    redis_server = make_redis_server(appendonly=True)
+    agent = Held()
+    harness = await make_server(agent, http_port=0, store=redis_server.url)
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        """The client's backoff: the first one brings Redis back and waits until the server
+        reads its store again; then the agent may finish."""
+        sleeps.append(seconds)
+        if not redis_server.running:
+            await asyncio.to_thread(redis_server.restart)
+            store = health_pb2.HealthCheckRequest(service=STORE_HEALTH_SERVICE)
+            async for said in health.Watch(store):
+                if said.status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+            agent.go.set()
+
+    async with CardResolver() as resolver:
+        card = await resolver.get(harness.running.card_url)
+    client = A2AClient.for_card(card, transports=(transport,), backoff=Backoff(sleep=sleep))
+    views = []
+    async with client, asyncio.timeout(60):
+        if call == "send":
+            stream = client.send_streaming_message(user_message("hello"))
+        else:
+            request = a2a_pb2.SendMessageRequest(message=user_message("hello"))
+            request.configuration.return_immediately = True
+            task = await client.send_message(request)
+            assert isinstance(task, a2a_pb2.Task)
+            stream = client.subscribe_to_task(task.id)
+        async for _, view in stream:
+            views.append(view)
+            if view.state == a2a_pb2.TASK_STATE_WORKING and redis_server.running:
+                await agent.entered.wait()
+                await asyncio.to_thread(redis_server.stop)
+    assert views[-1].state == a2a_pb2.TASK_STATE_COMPLETED
+    assert agent.runs == 1
+    assert sleeps and sleeps[0] >= 1.0  # the server's RetryInfo

@@ -23,7 +23,9 @@ from a2a_grpc.client.retry import Backoff, RetryPolicy
 from a2a_grpc.core import status
 from a2a_grpc.core.errors import (
     EventIdExpiredError,
+    InternalError,
     MethodNotFoundError,
+    ServiceUnavailableError,
     UnsupportedOperationError,
 )
 from a2a_grpc.core.event_ids import stamp
@@ -360,3 +362,42 @@ async def test_a_subscription_the_caller_opened_keeps_its_refusal() -> None:
         await run(
             FakeCall(error=MethodNotFoundError("Method not found")), Agent(), mode=Mode.SUBSCRIBE
         )
+
+
+def store_unavailable() -> grpc.aio.AioRpcError:
+    """What a replica ends its open streams with when its store did not answer."""
+    code, message, trailers = status.encode(
+        ServiceUnavailableError(
+            "the task store (Redis) was unavailable; subscribe again", retry_delay=1.0
+        )
+    )
+    return rpc_error(code, message, trailers)
+
+
+async def test_a_subscription_the_server_ends_with_a_retryable_error_is_resumed() -> None:
+    time = FakeTime()
+    agent = Agent(FakeCall(snapshot(), update(COMPLETED)))
+    ended = FakeCall(snapshot(), update(WORKING), error=store_unavailable())
+    items = await run(ended, agent, mode=Mode.SUBSCRIBE, time=time)
+    assert states(items) == [WORKING, WORKING, WORKING, COMPLETED]
+    assert agent.resubscribed == 1
+    assert time.sleeps == [1.0]  # the server's RetryInfo, above the first backoff (0.2 s)
+
+
+async def test_a_resumption_refused_with_a_retryable_error_is_tried_again() -> None:
+    time = FakeTime()
+    agent = Agent(
+        FakeCall(error=store_unavailable()),
+        FakeCall(snapshot(), update(COMPLETED)),
+    )
+    items = await run(FakeCall(snapshot(), error=DROP), agent, time=time)
+    assert states(items) == [WORKING, WORKING, COMPLETED]
+    assert agent.resubscribed == 2 and time.sleeps[1] >= 1.0
+
+
+async def test_a_stream_ended_with_an_error_that_is_not_retryable_keeps_it() -> None:
+    code, message, trailers = status.encode(InternalError("the agent's store is corrupt"))
+    agent = Agent()
+    with pytest.raises(InternalError):
+        await run(FakeCall(snapshot(), error=rpc_error(code, message, trailers)), agent)
+    assert agent.resubscribed == 0
