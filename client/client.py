@@ -309,7 +309,7 @@ class A2AClient:
         Retried on could-not-talk errors with the same message_id (one is minted if empty) under
         `retry` (the client's by default); `timeout` is the one deadline for all attempts.
         """
-        transport = await self._ready()
+        transport = self._transport or await self._ready()
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
         attempts = 0
@@ -359,7 +359,7 @@ class A2AClient:
         None/False: off); StreamResumeError when that fails. `timeout` bounds the whole
         stream, its retries included.
         """
-        transport = await self._ready()
+        transport = self._transport or await self._ready()
         send = self._prepare_send(request)
         entries = await self._call_metadata(metadata)
         timeout = self._effective_timeout(timeout)
@@ -437,7 +437,7 @@ class A2AClient:
 
         Resumption and `timeout` work as in `send_streaming_message`.
         """
-        transport = await self._ready()
+        transport = self._transport or await self._ready()
         subscribe = self._with_tenant(
             a2a_pb2.SubscribeToTaskRequest(id=request) if isinstance(request, str) else request
         )
@@ -543,7 +543,7 @@ class A2AClient:
         timeout: float | None,
         metadata: MetadataEntries,
     ) -> Any:
-        transport = await self._ready()
+        transport = self._transport or await self._ready()
         request = self._with_tenant(request)
         entries = await self._call_metadata(metadata)
         try:

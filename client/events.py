@@ -159,7 +159,8 @@ def _decode(cls: type[_Parsed], raw: bytes) -> _Parsed:
             raise InvalidAgentResponseError(
                 f"{name} has {len(members)} payloads: {', '.join(members)}"
             )
-    require_one_payload(message)
+    if message.WhichOneof("payload") is None:
+        require_one_payload(message)  # raises, naming the message
     return message
 
 

@@ -198,6 +198,7 @@ async def follow(
         # SDK's server does): that state was not reached after the message was taken, so it
         # does not end the stream.
         as_it_was = False
+        continuation = mode is Mode.CONTINUATION
         try:
             try:
                 async for event in call:
@@ -211,7 +212,7 @@ async def follow(
                     events += 1
                     last = event
                     as_it_was = (
-                        mode is Mode.CONTINUATION
+                        continuation
                         and events == 1
                         and event.HasField("task")
                         and view.state in INTERRUPTED_STATES

@@ -77,7 +77,8 @@ class TaskView:
     @property
     def done(self) -> bool:
         """True once the task is terminal or interrupted, or a direct answer arrived."""
-        return self.message is not None or (self.task is not None and is_settled(self.state))
+        task = self.task
+        return self.message is not None or (task is not None and is_settled(task.status.state))
 
     @property
     def question(self) -> a2a_pb2.Message | None:

@@ -19,6 +19,9 @@ from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.core.service import method_path
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
 
+_EOF = grpc.aio.EOF
+"""What `call.read()` returns once the stream has ended."""
+
 Decode = Callable[[bytes], a2a_pb2.StreamResponse | UnknownEvent]
 """Turns one raw stream message into the event the client reads."""
 
@@ -110,7 +113,7 @@ class GrpcEventStream:
             raw = await self._call.read()
         except grpc.aio.AioRpcError as error:
             raise from_rpc_error(error) from error
-        if raw is grpc.aio.EOF:
+        if raw is _EOF:
             raise StopAsyncIteration
         return self._decode(raw)
 
