@@ -9,7 +9,8 @@ One client (one channel, or one httpx pool) shared by C workers makes `--warmup`
 threads count), wall time is `perf_counter()`. A call is a blocking SendMessage of "hello" or,
 with `--stream`, a SendStreamingMessage read to its end (the demo agent's Task, WORKING,
 artifact, COMPLETED: 4 events). Every message has its own messageId (the server dedupes by it).
-Prints one JSON line: cpu_us_per_call, rps, calls, errors, events_per_call.
+Prints one JSON line: cpu_us_per_call, its user and system parts (user_us_per_call and
+system_us_per_call, from `os.times()`, in clock ticks), rps, calls, errors, events_per_call.
 
 - `ours`: `a2a_grpc.client.A2AClient` (`connect(host:port)` for gRPC, `connect(URL)` with the
   JSON-RPC transport, which reads the card at the URL).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 import uuid
@@ -223,13 +225,16 @@ async def run(
     try:
         await drive(warmup)
         errors = events = 0
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, wall, times = time.process_time(), time.perf_counter(), os.times()
         await drive(calls)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        user, system = os.times().user - times.user, os.times().system - times.system
     finally:
         await close()
     return {
         "cpu_us_per_call": cpu / calls * 1e6,
+        "user_us_per_call": user / calls * 1e6,
+        "system_us_per_call": system / calls * 1e6,
         "rps": (calls - errors) / wall if wall else 0.0,
         "calls": calls,
         "errors": errors,
