@@ -335,3 +335,30 @@ async def test_the_kept_counts_match_the_rows_under_concurrent_writers(
         assert page.total_size == done.total_size == sum(count for _, count in rows) <= 64
     finally:
         await store.close()
+
+
+async def test_a_store_starts_on_a_database_slower_to_connect_than_a_call_s_bound(
+    postgres_server: PostgresServer,
+) -> None:
+    """Start's connection may take SLOW_CONNECT, and start's own round trips (the first lease
+    renewal) run on it: a replica restarted on a database busy forking other replicas'
+    connections starts, where it used to exit with "refuses connections". PostgreSQL's own
+    `pre_auth_delay` makes every new connection take a second, twice the calls' bound."""
+    url = postgres_server.create_database()
+    async with admin(url) as connection:
+        await connection.execute("ALTER SYSTEM SET pre_auth_delay = 1")
+        await connection.execute("SELECT pg_reload_conf()")
+    for _ in range(50):  # until the server forks new connections with the setting
+        async with admin(url) as connection:
+            said = await (await connection.execute("SHOW pre_auth_delay")).fetchone()
+        if said is not None and said[0] == "1s":
+            break
+    else:
+        pytest.fail("pre_auth_delay did not take effect")
+    store = PostgresTaskStore.connect(url, timeout=0.5)
+    try:
+        await store.start()
+        await created(store, "t1")
+        assert await store.get("t1", ALICE) is not None
+    finally:
+        await store.close()

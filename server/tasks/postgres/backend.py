@@ -300,10 +300,18 @@ class PostgresBackend:
             self._discard(connection)
 
     async def start(self) -> None:
-        """Checks that the database takes a connection (StoreUnavailableError otherwise); from
-        now on a failure is an outage."""
-        async with self.dedicated():
-            pass
+        """Checks that the database takes a connection (StoreUnavailableError otherwise) and
+        keeps it for the first round trips; from now on a failure is an outage.
+
+        The connection may take `SLOW_CONNECT` seconds to open, as nothing waits on it yet;
+        the start-up's own round trips (the first lease renewal) then use it rather than
+        opening one within a call's `timeout`, which a database busy forking for other
+        replicas' connections can miss (a replica restarted under load failed to start so)."""
+        try:
+            connection = await self.connect(max(self.timeout, SLOW_CONNECT))
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            raise self._failed("refuses connections", exc) from exc
+        self._release(connection, healthy=True)
         self.started = True
 
     def stop_probe(self) -> None:
