@@ -43,6 +43,7 @@ from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
 from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.tasks.base import StoreFactory, TaskStore
+from a2a_grpc.server.tasks.sealing import CredentialKeys
 from a2a_grpc.server.transports.grpc.auth import AuthInterceptor
 from a2a_grpc.server.transports.grpc.health import EndingHealthServicer
 from a2a_grpc.server.transports.grpc.servicer import A2AServicer, add_to_server
@@ -300,6 +301,10 @@ class ServerPlan:
     was built with: give a factory for the server's). Either way the store is the server's:
     `start_server` starts it (and closes it when the start fails after that), `stop` closes
     it. None: `config.store`, opened by its scheme (docs/stores.md)."""
+    push_credentials: CredentialKeys | None = None
+    """The keys that seal push configs' token and credentials in a store that keeps them
+    where others can read them (`--push-credentials-key-file`; tasks/sealing.py); handed to
+    the store with its settings (`StoreSettings.push_credentials`). None: stored as written."""
 
 
 @dataclass(frozen=True)
@@ -403,6 +408,7 @@ async def _serve(
         webhooks=plan.webhooks,
         signature_keys=plan.signature_keys,
         signer_card_keys=plan.signer_card_keys,
+        push_credentials=plan.push_credentials,
     )
     gate, metrics = _gate_and_metrics(config, handler, audit, board)
     await _start_serving(listeners, handler, gate, metrics, auth, plan.card_signer)

@@ -41,6 +41,7 @@ from a2a_grpc.server.ops.workers import Supervisor, serve_worker_command, watch_
 from a2a_grpc.server.settings import HTTP_PORT_OFF, NOT_OPTIONS, parser
 from a2a_grpc.server.startup import startup_report, summarize
 from a2a_grpc.server.tasks.registry import redacted_url
+from a2a_grpc.server.tasks.sealing import CredentialKeys
 from a2a_grpc.server.trust.auth import TOKENS_ENV, load_tokens
 from a2a_grpc.server.trust.tls import TlsFiles
 
@@ -177,6 +178,7 @@ def setup(args: argparse.Namespace, read: environment.Reading = environment.NOTH
             card_signer=_card_signer(args),
             signing_keys=_jwks(args.publish_signing_keys, "--publish-signing-keys"),
             signer_card_keys=_signer_card_keys(args),
+            push_credentials=_push_credentials(args),
         ),
         card_source=card_source,
         worker_index=args.worker_index,
@@ -185,6 +187,12 @@ def setup(args: argparse.Namespace, read: environment.Reading = environment.NOTH
         from_environment=read,
     )
     return loaded
+
+
+def _push_credentials(args: argparse.Namespace) -> CredentialKeys | None:
+    """The keys of `--push-credentials-key-file` (KeyFileError, a ValueError, when unusable)."""
+    path = args.push_credentials_key_file
+    return None if path is None else CredentialKeys.from_file(path)
 
 
 def _agent_and_card(

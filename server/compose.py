@@ -47,6 +47,7 @@ from a2a_grpc.server.tasks.base import (
     TaskStore,
 )
 from a2a_grpc.server.tasks.registry import open_store, redacted_url
+from a2a_grpc.server.tasks.sealing import CredentialKeys
 from a2a_grpc.server.trust.audit import AuditLog
 from a2a_grpc.server.trust.oidc import JwtBearer
 from a2a_grpc.server.trust.signers import MessageVerifier, SignerCards
@@ -97,8 +98,11 @@ def _ignore(task_id: str) -> None:
     pass
 
 
-def store_settings(config: ServerConfig) -> StoreSettings:
-    """The settings of `config` that concern its task store."""
+def store_settings(
+    config: ServerConfig, push_credentials: CredentialKeys | None = None
+) -> StoreSettings:
+    """The settings of `config` that concern its task store, with the keys push configs'
+    secrets are sealed with (None: stored as written)."""
     return StoreSettings(
         max_tasks=config.max_tasks,
         max_bytes=config.max_store_bytes,
@@ -108,6 +112,7 @@ def store_settings(config: ServerConfig) -> StoreSettings:
         lease=config.task_lease,
         queue_size=config.subscriber_queue_size,
         replay_length=config.replay_events,
+        push_credentials=push_credentials,
     )
 
 
@@ -123,6 +128,7 @@ def build_handler(
     webhooks: WebhookDispatcher | None = None,
     signature_keys: KeySet | None = None,
     signer_cards: SignerCards | None = None,
+    push_credentials: CredentialKeys | None = None,
 ) -> RequestHandler:
     """A handler over the store `config.store` names (tasks/registry.py: this process's memory
     by default), or over `store`: a store as it was built, or a `StoreFactory` given this
@@ -132,14 +138,15 @@ def build_handler(
     `webhooks` delivers push notifications when the card offers them (one is made from
     `config` when not given). With `signature_keys` or `signer_cards`, signed messages are
     verified (see `server/trust/signers.py`). `on_store_health` is told when the store's
-    backend stops and starts answering again."""
+    backend stops and starts answering again. `push_credentials` seal push configs' secrets in
+    a store that keeps them where others can read them (`StoreSettings.push_credentials`)."""
     if card.capabilities.push_notifications:
         webhooks = webhooks or WebhookDispatcher(PushConfigStore(), config.delivery_policy)
     else:
         webhooks = None
     runs: dict[str, TaskRun] = {}
     listener = StoreEvents(runs, webhooks=webhooks, on_health=on_store_health)
-    settings = store_settings(config)
+    settings = store_settings(config, push_credentials)
     if store is None:
         store = open_store(config.store, settings, listener, webhooks)
     elif callable(store):
@@ -241,6 +248,7 @@ class ServerRoot:
         webhooks: WebhookDispatcher | None = None,
         signature_keys: KeySet | None = None,
         signer_card_keys: KeySet | None = None,
+        push_credentials: CredentialKeys | None = None,
     ) -> RequestHandler:
         """`build_handler`, then opens its parts: the verifier, the store (started:
         StartupError when its backend does not answer, or what answers is not what its URL
@@ -265,6 +273,7 @@ class ServerRoot:
             webhooks=webhooks,
             signature_keys=signature_keys,
             signer_cards=signer_cards,
+            push_credentials=push_credentials,
         )
         self._handler = handler
         verifier, opened_store, dispatcher = handler.verifier, handler.store, handler.webhooks

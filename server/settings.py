@@ -612,6 +612,20 @@ SETTINGS: tuple[Setting, ...] = (
         doc=SAME_ROW,
     ),
     Setting(
+        "push_credentials_key_file",
+        into="read into the keys push configs' secrets are sealed with (ServerPlan)",
+        metavar="FILE",
+        help="seal push configs' token and credentials at rest in a shared --store with the "
+        "Fernet keys in this file, one a line: the first seals, every one opens (default: "
+        "none; a shared store then keeps them in plain text, and says so at start)",
+        doc="with a shared `--store`: seal each push config's `token` and "
+        "`authentication.credentials` at rest with the Fernet keys in this file, one a line "
+        "(`#` comments); the first seals, every one opens, so keys rotate without losing a "
+        "config (see [Push notifications](push.md#secrets-at-rest)). A file that cannot be "
+        "read or holds a line that is no Fernet key stops the start. Without it a shared "
+        "store keeps them in plain text, and the start logs a warning saying so",
+    ),
+    Setting(
         "task_lease",
         metavar="SECONDS",
         help="with --store: how long a server's lease on the tasks it runs lasts; a task whose "

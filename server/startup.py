@@ -41,6 +41,11 @@ class StartupSummary:
     """The line telemetry set-up reports (None: nothing to say)."""
     from_environment: tuple[str, ...] = ()
     """The environment variables that set options (`A2A_GRPC_MAX_TASKS`, ...)."""
+    push_configs_stored: bool = False
+    """Push configs are kept in the task store, where others can read them (a shared store,
+    with push notifications offered), rather than in this process's memory."""
+    push_credential_keys: int = 0
+    """How many keys `--push-credentials-key-file` gave (0: none)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,10 @@ def summarize(
         client_certificates=bool(plan.tls and plan.tls.client_ca),
         telemetry=telemetry,
         from_environment=from_environment,
+        push_configs_stored=(
+            running.handler.push is not None and running.handler.store.push_configs is not None
+        ),
+        push_credential_keys=0 if plan.push_credentials is None else plan.push_credentials.count,
     )
 
 
@@ -128,8 +137,35 @@ def startup_report(summary: StartupSummary) -> list[StartupLine]:
                 "(--card-v03-fields); strict A2A 1.0 readers refuse such a card"
             )
         )
+    push_line = _push_credentials_line(summary)
+    if push_line is not None:
+        lines.append(push_line)
     lines.append(StartupLine(shutdown_plan(config)))
     return lines
+
+
+def _push_credentials_line(summary: StartupSummary) -> StartupLine | None:
+    """Whether push configs' secrets are sealed at rest; a warning when a shared store keeps
+    them in plain text (docs/push.md, "Secrets at rest")."""
+    keys = summary.push_credential_keys
+    if summary.push_configs_stored and keys:
+        return StartupLine(
+            f"push configs' token and credentials are sealed in the store with the first of "
+            f"{keys} key{'s' if keys > 1 else ''} of --push-credentials-key-file"
+        )
+    if summary.push_configs_stored:
+        return StartupLine(
+            "push configs' token and credentials are stored in plain text in the task store: "
+            "whoever reads the store reads them; give --push-credentials-key-file FILE to seal "
+            "them (see docs/push.md, Secrets at rest)",
+            warning=True,
+        )
+    if keys:
+        return StartupLine(
+            "--push-credentials-key-file is not used: push configs are kept in this "
+            "process's memory (or the agent offers no push notifications)"
+        )
+    return None
 
 
 def _http_line(summary: StartupSummary) -> str:

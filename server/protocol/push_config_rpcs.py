@@ -9,12 +9,14 @@ Credentials are write-only: every config these RPCs return (Create's answer, Get
 from __future__ import annotations
 
 import asyncio
+import logging
 import string
 
 from google.protobuf import empty_pb2
 
 from a2a_grpc.core.errors import (
     FieldViolation,
+    InternalError,
     InvalidParamsError,
     TaskNotFoundError,
 )
@@ -24,6 +26,9 @@ from a2a_grpc.server.push.configs import V10, PushConfigStore
 from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.push.guard import WebhookRefusedError
 from a2a_grpc.server.tasks.base import PushConfigs, Scope, TaskStore
+from a2a_grpc.server.tasks.sealing import UnreadableCredentialsError
+
+log = logging.getLogger(__name__)
 
 CONFIGS_PAGE_SIZE = 100
 """Push configs per ListTaskPushNotificationConfigs page when the request sets none."""
@@ -172,7 +177,10 @@ class PushConfigService:
     ) -> a2a_pb2.TaskPushNotificationConfig:
         _require_ids(request.task_id, request.id)
         await self._task(request.task_id, scope)
-        config = await self.configs.get(request.task_id, request.id)
+        try:
+            config = await self.configs.get(request.task_id, request.id)
+        except UnreadableCredentialsError as exc:
+            raise _unreadable(exc) from None
         if config is None:
             raise TaskNotFoundError(
                 f"task {request.task_id} has no push notification config {request.id!r}",
@@ -187,7 +195,10 @@ class PushConfigService:
         if request.page_size < 0:
             raise_violations([FieldViolation("page_size", "must not be negative")])
         await self._task(request.task_id, scope)
-        configs = await self.configs.for_task(request.task_id)
+        try:
+            configs = await self.configs.for_task(request.task_id)
+        except UnreadableCredentialsError as exc:
+            raise _unreadable(exc) from None
         start = _offset(request.page_token, len(configs))
         size = request.page_size or CONFIGS_PAGE_SIZE
         page = [redacted(config) for config in configs[start : start + size]]
@@ -225,6 +236,19 @@ def redacted(config: a2a_pb2.TaskPushNotificationConfig) -> a2a_pb2.TaskPushNoti
     if config.HasField("authentication"):
         config.authentication.credentials = ""
     return config
+
+
+def _unreadable(exc: UnreadableCredentialsError) -> InternalError:
+    """The answer to a Get or List that met a stored config whose secrets the server cannot
+    open (tasks/sealing.py): INTERNAL, naming the config to replace, never its sealed text;
+    the operator's side is logged."""
+    log.warning("%s", exc)
+    return InternalError(
+        f"push notification config {exc.config_id!r} of task {exc.task_id} cannot be read "
+        "by this server (its secrets were sealed with a key the server no longer has): "
+        "create it again with the same id to replace it, or delete it",
+        metadata={"taskId": exc.task_id, "configId": exc.config_id},
+    )
 
 
 def _require_task_id(task_id: str, path: str) -> None:

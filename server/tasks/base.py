@@ -57,13 +57,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.broker import EventObserver
 from a2a_grpc.server.tasks.index import InvalidPageTokenError, TaskQuery
+
+if TYPE_CHECKING:
+    from a2a_grpc.server.tasks.sealing import CredentialKeys
 
 __all__ = [
     "REPLICA_STOPPED_TEXT",
@@ -285,11 +288,13 @@ class PushConfigs(Protocol):
         ...
 
     async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
-        """A copy of the config, or None."""
+        """A copy of the config, or None. A store that seals configs' secrets
+        (`StoreSettings.push_credentials`) raises `sealing.UnreadableCredentialsError` for a
+        config whose secrets none of its keys opens."""
         ...
 
     async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        """Copies of the task's configs, by id."""
+        """Copies of the task's configs, by id (`UnreadableCredentialsError` as `get`)."""
         ...
 
     async def delete(self, task_id: str, config_id: str) -> None:
@@ -617,6 +622,11 @@ class StoreSettings:
     (`--subscriber-queue-size`)."""
     replay_length: int = 1000
     """Events of a task kept for `watch(after=...)` (`--replay-events`)."""
+    push_credentials: CredentialKeys | None = None
+    """The keys that seal push configs' token and credentials at rest
+    (`--push-credentials-key-file`; tasks/sealing.py), for a store that keeps push configs
+    where others can read them: it writes and reads them through `sealing.PushConfigCodec`.
+    None: they are stored as written. A store of this process's memory ignores it."""
 
 
 class StoreFactory(Protocol):

@@ -20,13 +20,16 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Webhooks
 from a2a_grpc.server.tasks.postgres import reads
 from a2a_grpc.server.tasks.postgres.backend import PostgresBackend
+from a2a_grpc.server.tasks.sealing import PushConfigCodec
 
 
 class PostgresPushConfigs:
-    """Push configs in PostgreSQL (see the module docstring); listed by id."""
+    """Push configs in PostgreSQL (see the module docstring); listed by id. Each config's body
+    is stored as `codec` writes it (its token and credentials sealed when it has keys)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
+    def __init__(self, backend: PostgresBackend, codec: PushConfigCodec | None = None) -> None:
         self.backend = backend
+        self.codec = codec or PushConfigCodec(None)
 
     async def put(
         self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
@@ -43,7 +46,7 @@ class PostgresPushConfigs:
             {
                 "task": stored.task_id,
                 "id": stored.id,
-                "body": stored.SerializeToString(),
+                "body": self.codec.encode(stored),
                 "protocol": "" if protocol == V10 else protocol,
             },
         )
@@ -60,14 +63,20 @@ class PostgresPushConfigs:
     async def for_dispatch(
         self, task_id: str
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], dict[str, str]]:
-        """`for_task` and `protocols` in one round trip, for the replica delivering."""
+        """`for_task` and `protocols` in one round trip, for the replica delivering; a config
+        whose secrets cannot be opened is left out (`PushConfigCodec.decode_deliverable`)."""
+        rows = await self._rows(task_id)
+        configs = self.codec.decode_deliverable([bytes(body) for body, _, _ in rows])
+        return configs, {config_id: protocol for _, config_id, protocol in rows if protocol}
+
+    async def _rows(self, task_id: str) -> list[tuple[bytes, str, str]]:
+        """The task's (body as stored, config id, protocol), by id."""
         rows = await self.backend.fetchall(
             "SELECT body, config_id, protocol FROM a2a_push_configs WHERE task_id = %s "
             "ORDER BY config_id",
             (task_id,),
         )
-        configs = [a2a_pb2.TaskPushNotificationConfig.FromString(body) for body, _, _ in rows]
-        return configs, {config_id: protocol for _, config_id, protocol in rows if protocol}
+        return [(bytes(body), config_id, protocol) for body, config_id, protocol in rows]
 
     async def count(self, task_id: str) -> int:
         row = await self.backend.fetchone(
@@ -87,10 +96,10 @@ class PostgresPushConfigs:
             "SELECT body FROM a2a_push_configs WHERE task_id = %s AND config_id = %s",
             (task_id, config_id),
         )
-        return None if row is None else a2a_pb2.TaskPushNotificationConfig.FromString(row[0])
+        return None if row is None else self.codec.decode(bytes(row[0]))
 
     async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
-        return (await self.for_dispatch(task_id))[0]
+        return [self.codec.decode(body) for body, _, _ in await self._rows(task_id)]
 
     async def delete(self, task_id: str, config_id: str) -> None:
         await self.backend.execute(

@@ -66,6 +66,7 @@ from a2a_grpc.server.tasks.postgres.leases import Leases
 from a2a_grpc.server.tasks.postgres.push import Deliveries, PostgresPushConfigs
 from a2a_grpc.server.tasks.postgres.reads import Loaded
 from a2a_grpc.server.tasks.postgres.room import Room
+from a2a_grpc.server.tasks.sealing import CredentialKeys, PushConfigCodec
 
 log = logging.getLogger(STORE_LOGGER)
 
@@ -127,13 +128,16 @@ class PostgresTaskStore:
         lease: float = 10.0,
         queue_size: int = 1024,
         stream_length: int = 1000,
+        push_credentials: CredentialKeys | None = None,
         migrate: bool = True,
         migrations: tuple[schema.Migration, ...] = schema.MIGRATIONS,
     ) -> None:
         """`listener` hears of evicted tasks and of remote cancels of this replica's runs (the
         backend tells its health to the `on_health` it was given). `webhooks` delivers the
-        events this replica writes to their tasks' webhooks. `migrate`: `start` brings the
-        schema to the last of `migrations` (this release's), else it must be there already."""
+        events this replica writes to their tasks' webhooks. `push_credentials`: the keys push
+        configs' secrets are sealed with (tasks/sealing.py; None: stored as written).
+        `migrate`: `start` brings the schema to the last of `migrations` (this release's),
+        else it must be there already."""
         self.backend = backend
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
@@ -149,7 +153,7 @@ class PostgresTaskStore:
             on_remote_cancel=None if listener is None else listener.canceled_elsewhere,
         )
         backend.after_outage(self.events.restart)
-        self.push_configs = PostgresPushConfigs(backend)
+        self.push_configs = PostgresPushConfigs(backend, PushConfigCodec(push_credentials))
         self.deliveries = Deliveries(backend, self.push_configs, webhooks)
         self.room = Room(
             backend,

@@ -52,6 +52,7 @@ def postgres_factory(url: str, *, migrate: bool = True) -> StoreFactory:
             lease=settings.lease,
             queue_size=settings.queue_size,
             stream_length=settings.replay_length,
+            push_credentials=settings.push_credentials,
             migrate=migrate,
         )
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.metadata import PROTOCOL_VERSION as V10
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.sealing import PushConfigCodec
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.redis.backend import RedisBackend
@@ -16,10 +17,12 @@ class RedisPushConfigs:
     """Push configs in Redis, beside their task: a hash of config id -> config, a hash of config
     id -> protocol version for the configs not registered in 1.0 (the config itself stays the
     1.0 message every reader sees), and a version that every change increments (so the replica
-    delivering the task's events knows to read them again). Listed by id."""
+    delivering the task's events knows to read them again). Listed by id. Each config is stored
+    as `codec` writes it (its token and credentials sealed when it has keys)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
+    def __init__(self, backend: RedisBackend, codec: PushConfigCodec | None = None) -> None:
         self.backend = backend
+        self.codec = codec or PushConfigCodec(None)
 
     async def put(
         self, config: a2a_pb2.TaskPushNotificationConfig, protocol: str = V10
@@ -29,7 +32,7 @@ class RedisPushConfigs:
         if not stored.id:
             stored.id = new_id()
         recorded = "" if protocol == V10 else protocol
-        await self._change(stored.task_id, "set", stored.id, stored.SerializeToString(), recorded)
+        await self._change(stored.task_id, "set", stored.id, self.codec.encode(stored), recorded)
         return stored
 
     async def _change(self, task_id: str, *change: Any) -> None:
@@ -48,8 +51,11 @@ class RedisPushConfigs:
     async def for_dispatch(
         self, task_id: str
     ) -> tuple[list[a2a_pb2.TaskPushNotificationConfig], dict[str, str]]:
-        """`for_task` and `protocols`, for the replica delivering the task's webhooks."""
-        return await self.for_task(task_id), await self.protocols(task_id)
+        """`for_task` and `protocols`, for the replica delivering the task's webhooks; a config
+        whose secrets cannot be opened is left out (`PushConfigCodec.decode_deliverable`)."""
+        return self.codec.decode_deliverable(await self._raw(task_id)), await self.protocols(
+            task_id
+        )
 
     async def count(self, task_id: str) -> int:
         return int(
@@ -65,15 +71,16 @@ class RedisPushConfigs:
     async def get(self, task_id: str, config_id: str) -> a2a_pb2.TaskPushNotificationConfig | None:
         backend = self.backend
         raw = await backend.call(backend.client.hget(backend.keys.push(task_id), config_id))
-        return None if raw is None else a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+        return None if raw is None else self.codec.decode(raw)
 
     async def for_task(self, task_id: str) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        return [self.codec.decode(raw) for raw in await self._raw(task_id)]
+
+    async def _raw(self, task_id: str) -> list[bytes]:
+        """The task's configs as stored, by id."""
         backend = self.backend
         raw = await backend.call(backend.client.hgetall(backend.keys.push(task_id)))
-        return [
-            a2a_pb2.TaskPushNotificationConfig.FromString(raw[config_id])
-            for config_id in sorted(raw)
-        ]
+        return [raw[config_id] for config_id in sorted(raw)]
 
     async def delete(self, task_id: str, config_id: str) -> None:
         await self._change(task_id, "delete", config_id)

@@ -71,6 +71,7 @@ from a2a_grpc.server.tasks.redis.leases import Leases
 from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis.reads import Loaded
 from a2a_grpc.server.tasks.redis.room import Room
+from a2a_grpc.server.tasks.sealing import CredentialKeys, PushConfigCodec
 
 log = logging.getLogger(STORE_LOGGER)
 
@@ -146,11 +147,13 @@ class RedisTaskStore:
         lease: float = 10.0,
         queue_size: int = 1024,
         stream_length: int = 1000,
+        push_credentials: CredentialKeys | None = None,
     ) -> None:
         """`listener` hears of evicted tasks and of remote cancels of this replica's runs
         (the backend tells its health to the `on_health` it was given; `connect` gives it the
         listener's). `webhooks` delivers the events this replica writes to their tasks'
-        webhooks (None when the agent offers no push notifications)."""
+        webhooks (None when the agent offers no push notifications). `push_credentials`: the keys
+        push configs' secrets are sealed with (tasks/sealing.py; None: stored as written)."""
         self.backend = backend
         self.max_tasks = max_tasks
         self.terminal_ttl = terminal_ttl
@@ -164,7 +167,7 @@ class RedisTaskStore:
             on_remote_cancel=None if listener is None else listener.canceled_elsewhere,
         )
         backend.after_outage(self.events.restart)
-        self.push_configs = RedisPushConfigs(backend)
+        self.push_configs = RedisPushConfigs(backend, PushConfigCodec(push_credentials))
         self.deliveries = Deliveries(backend, self.push_configs, webhooks)
         self.eviction = Eviction(
             backend,

@@ -62,6 +62,7 @@ def redis_factory(url: str, *, prefix: str = "a2a") -> StoreFactory:
             lease=settings.lease,
             queue_size=settings.queue_size,
             stream_length=settings.replay_length,
+            push_credentials=settings.push_credentials,
         )
 
     return make

@@ -1,0 +1,189 @@
+"""Push-config secrets sealed at rest: how a durable store writes and reads a push config.
+
+A push config's `token` and `authentication.credentials` open (or vouch for) a webhook, so a
+store that keeps configs where others can read them (Redis, PostgreSQL) seals both with Fernet
+(AES-128-CBC with HMAC-SHA256; `cryptography`) under the keys of a key file
+(`serve --push-credentials-key-file`). The rest of the config (its URL, scheme, ids) stays
+readable, so the stores still list and replace configs without a key.
+
+- **Key file.** One Fernet key a line (`Fernet.generate_key()`, 44 characters of URL-safe
+  base64); blank lines and lines starting with `#` are skipped. The first key seals every value
+  written; every key opens (`MultiFernet`). Rotation across replicas (docs/push.md): add the
+  new key second and roll the servers out (all open it, none seals with it yet), then move it
+  first and roll out again (all seal with it), then drop the old key once nothing sealed with
+  it is stored.
+- **Stored form.** A sealed value is `SEALED_PREFIX` and the Fernet token, in the field it came
+  from; the config stays a valid `TaskPushNotificationConfig`. The prefix starts with the
+  record separator (U+001E), which no caller's value can: the token and the credentials are
+  HTTP header values, printable ASCII (push_config_rpcs.py checks them). So a value is sealed
+  exactly when it starts with the prefix, and values stored in plain text (before a key file
+  was given) are still read, and sealed when their config is next written.
+- **A value no key opens** (its key was dropped, or the store was written under another key
+  file) raises `UnreadableCredentialsError` with a message naming the task and the config,
+  never the sealed text. The stores' readers decide what it means: delivery skips that webhook
+  (one log line), Get and List answer an error naming the config to replace.
+- **No key file.** Values are written in plain text; a sealed one cannot be read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+
+from a2a_grpc.generated import a2a_pb2
+
+__all__ = [
+    "SEALED_PREFIX",
+    "CredentialKeys",
+    "KeyFileError",
+    "PushConfigCodec",
+    "UnreadableCredentialsError",
+]
+
+log = logging.getLogger(__name__)
+
+SEALED_PREFIX = "\x1efernet:"
+"""What a sealed value starts with: the record separator, which no header value holds, then
+the scheme."""
+KEY_OPTION = "--push-credentials-key-file"
+"""The serve option naming the key file, for messages."""
+
+
+class KeyFileError(ValueError):
+    """A key file that cannot be used; the message says why and which line, never a key."""
+
+
+class UnreadableCredentialsError(Exception):
+    """A stored push config holds a sealed value none of the server's keys opens."""
+
+    def __init__(self, task_id: str, config_id: str, reason: str) -> None:
+        super().__init__(
+            f"push notification config {config_id!r} of task {task_id}: its token or "
+            f"credentials cannot be read: {reason}"
+        )
+        self.task_id = task_id
+        self.config_id = config_id
+
+
+class CredentialKeys:
+    """Fernet keys: the first seals, every one opens. Its repr shows how many, never a key."""
+
+    def __init__(self, keys: Sequence[bytes]) -> None:
+        """KeyFileError when there is no key or one is not a Fernet key."""
+        if not keys:
+            raise KeyFileError("no key: give at least one Fernet key")
+        fernets = []
+        for number, key in enumerate(keys, 1):
+            try:
+                fernets.append(Fernet(key))
+            except ValueError:
+                raise KeyFileError(
+                    f"key {number} is not a Fernet key (32 bytes in URL-safe base64, 44 "
+                    "characters: python -c 'from cryptography.fernet import Fernet; "
+                    "print(Fernet.generate_key().decode())')"
+                ) from None
+        self._fernet = MultiFernet(fernets)
+        self.count = len(fernets)
+        """How many keys open values (the first also seals)."""
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> CredentialKeys:
+        """The keys of a key file (see the module docstring); KeyFileError naming the file and
+        the line when it cannot be read or holds no key or a bad one."""
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise KeyFileError(f"{KEY_OPTION} {path}: cannot read it: {reason}") from None
+        keys = []
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                Fernet(line.encode())
+            except ValueError:
+                raise KeyFileError(
+                    f"{KEY_OPTION} {path}: line {number} is not a Fernet key (32 bytes in "
+                    "URL-safe base64, 44 characters; one key a line, the sealing one first)"
+                ) from None
+            keys.append(line.encode())
+        if not keys:
+            raise KeyFileError(
+                f"{KEY_OPTION} {path}: holds no key (one Fernet key a line, the sealing one "
+                "first; lines starting with # are comments)"
+            )
+        return cls(keys)
+
+    def seal(self, value: str) -> str:
+        """`value` sealed with the first key, as stored."""
+        return SEALED_PREFIX + self._fernet.encrypt(value.encode()).decode()
+
+    def open(self, stored: str) -> str:
+        """The value `seal` made `stored` from; InvalidToken when no key opens it."""
+        return self._fernet.decrypt(stored[len(SEALED_PREFIX) :].encode()).decode()
+
+    def __repr__(self) -> str:
+        return f"CredentialKeys({self.count} keys)"
+
+
+class PushConfigCodec:
+    """A push config as a durable store keeps it (bytes) and back, its secrets sealed with
+    `keys` (None: kept as written)."""
+
+    def __init__(self, keys: CredentialKeys | None) -> None:
+        self.keys = keys
+
+    def encode(self, config: a2a_pb2.TaskPushNotificationConfig) -> bytes:
+        """The bytes to store: the config with its token and credentials sealed (when there
+        are keys and they are not empty). `config` is not changed."""
+        keys = self.keys
+        if keys is None or not (config.token or config.authentication.credentials):
+            return config.SerializeToString()
+        stored = a2a_pb2.TaskPushNotificationConfig()
+        stored.CopyFrom(config)
+        if stored.token:
+            stored.token = keys.seal(stored.token)
+        if stored.authentication.credentials:
+            stored.authentication.credentials = keys.seal(stored.authentication.credentials)
+        return stored.SerializeToString()
+
+    def decode(self, raw: bytes) -> a2a_pb2.TaskPushNotificationConfig:
+        """The config `encode` stored as `raw`, its secrets opened; UnreadableCredentialsError
+        when one is sealed and no key opens it (or there are no keys)."""
+        config = a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+        if config.token.startswith(SEALED_PREFIX):
+            config.token = self._open(config, config.token)
+        credentials = config.authentication.credentials
+        if credentials.startswith(SEALED_PREFIX):
+            config.authentication.credentials = self._open(config, credentials)
+        return config
+
+    def decode_deliverable(self, raws: Sequence[bytes]) -> list[a2a_pb2.TaskPushNotificationConfig]:
+        """The configs of `raws` that can be delivered to: one whose secrets cannot be opened
+        is left out, with one warning saying which (its webhook is not called: calling it
+        without its credentials, or with sealed text, would be wrong either way)."""
+        configs = []
+        for raw in raws:
+            try:
+                configs.append(self.decode(raw))
+            except UnreadableCredentialsError as exc:
+                log.warning("%s; its webhook is not called", exc)
+        return configs
+
+    def _open(self, config: a2a_pb2.TaskPushNotificationConfig, stored: str) -> str:
+        keys = self.keys
+        if keys is None:
+            reason = f"it is sealed, and this server has no key ({KEY_OPTION})"
+            raise UnreadableCredentialsError(config.task_id, config.id, reason)
+        try:
+            return keys.open(stored)
+        except (InvalidToken, UnicodeDecodeError):
+            reason = (
+                f"none of the {keys.count} keys of {KEY_OPTION} opens it (was the key that "
+                "sealed it dropped?); create the config again to replace it"
+            )
+            raise UnreadableCredentialsError(config.task_id, config.id, reason) from None
