@@ -303,7 +303,7 @@ class ServerPlan:
     it. None: `config.store`, opened by its scheme (docs/stores.md)."""
     push_credentials: CredentialKeys | None = None
     """The keys that seal push configs' token and credentials in a store that keeps them
-    where others can read them (`--push-credentials-key-file`; tasks/sealing.py); handed to
+    where others can read them (`--push-credentials-keys[-file]`; tasks/sealing.py); handed to
     the store with its settings (`StoreSettings.push_credentials`). None: stored as written."""
 
 

@@ -76,7 +76,10 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
     return files
 
 
-ALTERNATIVES = (("store", "store_file"),)
+ALTERNATIVES = (
+    ("store", "store_file"),
+    ("push_credentials_keys", "push_credentials_keys_file"),
+)
 """Options (by dest) that give one setting two ways: a flag for either hides the environment
 variables of both."""
 
@@ -190,9 +193,17 @@ def setup(args: argparse.Namespace, read: environment.Reading = environment.NOTH
 
 
 def _push_credentials(args: argparse.Namespace) -> CredentialKeys | None:
-    """The keys of `--push-credentials-key-file` (KeyFileError, a ValueError, when unusable)."""
-    path = args.push_credentials_key_file
-    return None if path is None else CredentialKeys.from_file(path)
+    """The keys `--push-credentials-keys` or `--push-credentials-keys-file` give (KeyFileError,
+    a ValueError, when unusable)."""
+    keys, path = args.push_credentials_keys, args.push_credentials_keys_file
+    if keys and path:
+        raise ValueError(
+            "--push-credentials-keys and --push-credentials-keys-file give one setting two "
+            "ways: give one"
+        )
+    if path:
+        return CredentialKeys.from_file(path)
+    return CredentialKeys.from_text(keys) if keys else None
 
 
 def _agent_and_card(

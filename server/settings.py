@@ -612,18 +612,28 @@ SETTINGS: tuple[Setting, ...] = (
         doc=SAME_ROW,
     ),
     Setting(
-        "push_credentials_key_file",
+        "push_credentials_keys",
+        into="read into the keys push configs' secrets are sealed with (ServerPlan)",
+        metavar="KEYS",
+        help="with a shared --store: seal push configs' token and credentials at rest with "
+        "these Fernet keys, comma-separated: the first seals, every one opens (default: none; "
+        "a shared store then keeps them in plain text, and says so at start)",
+        doc="with a shared `--store`: seal each push config's `token` and "
+        "`authentication.credentials` at rest with these Fernet keys (comma-separated; in "
+        "the file, one a line, `#` comments); the first seals, every one opens, so keys "
+        "rotate without losing a config (see [Push notifications](push.md#secrets-at-rest)). "
+        "A bad key or a file that cannot be read stops the start. Without them a shared "
+        "store keeps them in plain text, and the start logs a warning saying so. "
+        "`--push-credentials-keys-file` (or `$A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE`, a "
+        "mounted Secret) keeps the keys out of `ps`",
+    ),
+    Setting(
+        "push_credentials_keys_file",
         into="read into the keys push configs' secrets are sealed with (ServerPlan)",
         metavar="FILE",
-        help="seal push configs' token and credentials at rest in a shared --store with the "
-        "Fernet keys in this file, one a line: the first seals, every one opens (default: "
-        "none; a shared store then keeps them in plain text, and says so at start)",
-        doc="with a shared `--store`: seal each push config's `token` and "
-        "`authentication.credentials` at rest with the Fernet keys in this file, one a line "
-        "(`#` comments); the first seals, every one opens, so keys rotate without losing a "
-        "config (see [Push notifications](push.md#secrets-at-rest)). A file that cannot be "
-        "read or holds a line that is no Fernet key stops the start. Without it a shared "
-        "store keeps them in plain text, and the start logs a warning saying so",
+        help="read the --push-credentials-keys from this file, one a line, e.g. a mounted "
+        "Secret (default: none)",
+        doc=SAME_ROW,
     ),
     Setting(
         "task_lease",

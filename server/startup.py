@@ -45,7 +45,7 @@ class StartupSummary:
     """Push configs are kept in the task store, where others can read them (a shared store,
     with push notifications offered), rather than in this process's memory."""
     push_credential_keys: int = 0
-    """How many keys `--push-credentials-key-file` gave (0: none)."""
+    """How many keys `--push-credentials-keys[-file]` gave (0: none)."""
 
 
 @dataclass(frozen=True)
@@ -151,18 +151,18 @@ def _push_credentials_line(summary: StartupSummary) -> StartupLine | None:
     if summary.push_configs_stored and keys:
         return StartupLine(
             f"push configs' token and credentials are sealed in the store with the first of "
-            f"{keys} key{'s' if keys > 1 else ''} of --push-credentials-key-file"
+            f"{keys} key{'s' if keys > 1 else ''} of --push-credentials-keys[-file]"
         )
     if summary.push_configs_stored:
         return StartupLine(
             "push configs' token and credentials are stored in plain text in the task store: "
-            "whoever reads the store reads them; give --push-credentials-key-file FILE to seal "
+            "whoever reads the store reads them; give --push-credentials-keys-file FILE to seal "
             "them (see docs/push.md, Secrets at rest)",
             warning=True,
         )
     if keys:
         return StartupLine(
-            "--push-credentials-key-file is not used: push configs are kept in this "
+            "--push-credentials-keys[-file] is not used: push configs are kept in this "
             "process's memory (or the agent offers no push notifications)"
         )
     return None

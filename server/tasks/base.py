@@ -624,7 +624,7 @@ class StoreSettings:
     """Events of a task kept for `watch(after=...)` (`--replay-events`)."""
     push_credentials: CredentialKeys | None = None
     """The keys that seal push configs' token and credentials at rest
-    (`--push-credentials-key-file`; tasks/sealing.py), for a store that keeps push configs
+    (`--push-credentials-keys[-file]`; tasks/sealing.py), for a store that keeps push configs
     where others can read them: it writes and reads them through `sealing.PushConfigCodec`.
     None: they are stored as written. A store of this process's memory ignores it."""
 

@@ -2,27 +2,27 @@
 
 A push config's `token` and `authentication.credentials` open (or vouch for) a webhook, so a
 store that keeps configs where others can read them (Redis, PostgreSQL) seals both with Fernet
-(AES-128-CBC with HMAC-SHA256; `cryptography`) under the keys of a key file
-(`serve --push-credentials-key-file`). The rest of the config (its URL, scheme, ids) stays
-readable, so the stores still list and replace configs without a key.
+(AES-128-CBC with HMAC-SHA256; `cryptography`) under the server's keys
+(`serve --push-credentials-keys-file`, or `--push-credentials-keys`). The rest of the config
+(its URL, scheme, ids) stays readable, so the stores still list and replace configs.
 
-- **Key file.** One Fernet key a line (`Fernet.generate_key()`, 44 characters of URL-safe
-  base64); blank lines and lines starting with `#` are skipped. The first key seals every value
-  written; every key opens (`MultiFernet`). Rotation across replicas (docs/push.md): add the
-  new key second and roll the servers out (all open it, none seals with it yet), then move it
-  first and roll out again (all seal with it), then drop the old key once nothing sealed with
-  it is stored.
+- **Keys.** Fernet keys (`Fernet.generate_key()`, 44 characters of URL-safe base64), one a
+  line or separated by commas; blank lines and lines starting with `#` are skipped. The first
+  key seals every value written; every key opens (`MultiFernet`). Rotation across replicas
+  (docs/push.md): add the new key second and roll the servers out (all open it, none seals
+  with it yet), then move it first and roll out again (all seal with it), then drop the old
+  key once nothing sealed with it is stored.
 - **Stored form.** A sealed value is `SEALED_PREFIX` and the Fernet token, in the field it came
   from; the config stays a valid `TaskPushNotificationConfig`. The prefix starts with the
   record separator (U+001E), which no caller's value can: the token and the credentials are
   HTTP header values, printable ASCII (push_config_rpcs.py checks them). So a value is sealed
-  exactly when it starts with the prefix, and values stored in plain text (before a key file
-  was given) are still read, and sealed when their config is next written.
-- **A value no key opens** (its key was dropped, or the store was written under another key
-  file) raises `UnreadableCredentialsError` with a message naming the task and the config,
-  never the sealed text. The stores' readers decide what it means: delivery skips that webhook
-  (one log line), Get and List answer an error naming the config to replace.
-- **No key file.** Values are written in plain text; a sealed one cannot be read.
+  exactly when it starts with the prefix, and values stored in plain text (before keys were
+  given) are still read, and sealed when their config is next written.
+- **A value no key opens** (its key was dropped, or the store was written under other keys)
+  raises `UnreadableCredentialsError` with a message naming the task and the config, never
+  the sealed text. The stores' readers decide what it means: delivery skips that webhook (one
+  log line), Get and List answer an error naming the config to replace.
+- **No keys.** Values are written in plain text; a sealed one cannot be read.
 """
 
 from __future__ import annotations
@@ -48,8 +48,13 @@ log = logging.getLogger(__name__)
 SEALED_PREFIX = "\x1efernet:"
 """What a sealed value starts with: the record separator, which no header value holds, then
 the scheme."""
-KEY_OPTION = "--push-credentials-key-file"
-"""The serve option naming the key file, for messages."""
+KEYS_OPTION = "--push-credentials-keys"
+"""The serve option giving the keys (`--push-credentials-keys-file`: from a file), for
+messages."""
+NOT_A_KEY = (
+    "is not a Fernet key (32 bytes in URL-safe base64, 44 characters: python -c 'from "
+    "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
+)
 
 
 class KeyFileError(ValueError):
@@ -80,43 +85,50 @@ class CredentialKeys:
             try:
                 fernets.append(Fernet(key))
             except ValueError:
-                raise KeyFileError(
-                    f"key {number} is not a Fernet key (32 bytes in URL-safe base64, 44 "
-                    "characters: python -c 'from cryptography.fernet import Fernet; "
-                    "print(Fernet.generate_key().decode())')"
-                ) from None
+                raise KeyFileError(f"key {number} {NOT_A_KEY}") from None
         self._fernet = MultiFernet(fernets)
         self.count = len(fernets)
         """How many keys open values (the first also seals)."""
 
     @classmethod
+    def from_text(cls, text: str, source: str = KEYS_OPTION) -> CredentialKeys:
+        """The keys `text` lists, in order: one a line or separated by commas (so one
+        environment variable holds several); blank lines and lines starting with `#` skipped.
+        KeyFileError starting with `source` and naming the key and its line when there is no
+        key or one is bad (never showing it)."""
+        keys: list[bytes] = []
+        for line_number, line in enumerate(text.splitlines(), 1):
+            if line.strip().startswith("#"):
+                continue
+            for item in line.split(","):
+                key = item.strip().encode()
+                if not key:
+                    continue
+                try:
+                    Fernet(key)
+                except ValueError:
+                    raise KeyFileError(
+                        f"{source}: key {len(keys) + 1} (line {line_number}) {NOT_A_KEY}"
+                    ) from None
+                keys.append(key)
+        if not keys:
+            raise KeyFileError(
+                f"{source}: holds no key (Fernet keys, one a line or separated by commas, the "
+                "sealing one first; lines starting with # are comments)"
+            )
+        return cls(keys)
+
+    @classmethod
     def from_file(cls, path: str | Path) -> CredentialKeys:
-        """The keys of a key file (see the module docstring); KeyFileError naming the file and
-        the line when it cannot be read or holds no key or a bad one."""
+        """The keys a key file lists (`from_text`); KeyFileError naming the file when it cannot
+        be read."""
+        source = f"{KEYS_OPTION}-file {path}"
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise KeyFileError(f"{KEY_OPTION} {path}: cannot read it: {reason}") from None
-        keys = []
-        for number, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                Fernet(line.encode())
-            except ValueError:
-                raise KeyFileError(
-                    f"{KEY_OPTION} {path}: line {number} is not a Fernet key (32 bytes in "
-                    "URL-safe base64, 44 characters; one key a line, the sealing one first)"
-                ) from None
-            keys.append(line.encode())
-        if not keys:
-            raise KeyFileError(
-                f"{KEY_OPTION} {path}: holds no key (one Fernet key a line, the sealing one "
-                "first; lines starting with # are comments)"
-            )
-        return cls(keys)
+            raise KeyFileError(f"{source}: cannot read it: {reason}") from None
+        return cls.from_text(text, source)
 
     def seal(self, value: str) -> str:
         """`value` sealed with the first key, as stored."""
@@ -177,13 +189,13 @@ class PushConfigCodec:
     def _open(self, config: a2a_pb2.TaskPushNotificationConfig, stored: str) -> str:
         keys = self.keys
         if keys is None:
-            reason = f"it is sealed, and this server has no key ({KEY_OPTION})"
+            reason = f"it is sealed, and this server has no key ({KEYS_OPTION}[-file])"
             raise UnreadableCredentialsError(config.task_id, config.id, reason)
         try:
             return keys.open(stored)
         except (InvalidToken, UnicodeDecodeError):
             reason = (
-                f"none of the {keys.count} keys of {KEY_OPTION} opens it (was the key that "
-                "sealed it dropped?); create the config again to replace it"
+                f"none of the server's {keys.count} keys ({KEYS_OPTION}[-file]) opens it (was "
+                "the key that sealed it dropped?); create the config again to replace it"
             )
             raise UnreadableCredentialsError(config.task_id, config.id, reason) from None

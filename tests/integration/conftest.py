@@ -70,6 +70,7 @@ async def make_server() -> AsyncIterator[Factory]:
         signing_keys: Any = None,
         signer_card_keys: Any = None,
         tls: Any = None,
+        push_credentials: Any = None,
         **config: Any,
     ) -> Harness:
         # drain_delay 0: a test server stops at once unless the test asks for the delay.
@@ -88,6 +89,7 @@ async def make_server() -> AsyncIterator[Factory]:
                 signing_keys=signing_keys,
                 signer_card_keys=signer_card_keys,
                 tls=tls,
+                push_credentials=push_credentials,
             )
         )
         channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.port}")

@@ -89,7 +89,7 @@ def test_a_value_no_key_opens_is_a_clear_error_without_the_sealed_text() -> None
         PushConfigCodec(CredentialKeys([new_key().encode()])).decode(raw)
     message = str(raised.value)
     assert "'c1' of task t1" in message
-    assert "none of the 1 keys of --push-credentials-key-file opens it" in message
+    assert "none of the server's 1 keys (--push-credentials-keys[-file]) opens it" in message
     assert sealed.removeprefix(SEALED_PREFIX) not in message
     assert (raised.value.task_id, raised.value.config_id) == ("t1", "c1")
     with pytest.raises(UnreadableCredentialsError, match="this server has no key"):
@@ -111,10 +111,16 @@ def test_delivery_leaves_out_a_config_no_key_opens_with_one_log_line(
     assert "its webhook is not called" in record.getMessage()
 
 
-def test_the_key_file_skips_comments_and_blank_lines(tmp_path: Path) -> None:
-    keys = CredentialKeys.from_file(key_file(tmp_path, "# sealing key", new_key(), "", new_key()))
-    assert keys.count == 2
-    assert repr(keys) == "CredentialKeys(2 keys)"
+def test_keys_come_one_a_line_or_comma_separated_comments_skipped(tmp_path: Path) -> None:
+    first, second, third = new_key(), new_key(), new_key()
+    path = key_file(tmp_path, "# sealing key", first, "", f"{second}, {third}")
+    keys = CredentialKeys.from_file(path)
+    assert keys.count == 3
+    assert repr(keys) == "CredentialKeys(3 keys)"
+    assert CredentialKeys.from_text(f"{first},{second}").count == 2
+    # The first seals: what it sealed opens with it alone.
+    sealed = keys.seal("value")
+    assert CredentialKeys([first.encode()]).open(sealed) == "value"
 
 
 @pytest.mark.parametrize(
@@ -122,8 +128,8 @@ def test_the_key_file_skips_comments_and_blank_lines(tmp_path: Path) -> None:
     [
         ((), "holds no key"),
         (("# only a comment",), "holds no key"),
-        (("not-a-fernet-key-but-a-secret",), "line 1 is not a Fernet key"),
-        (("# first", "", "x" * 44), "line 3 is not a Fernet key"),
+        (("not-a-fernet-key-but-a-secret",), "key 1 (line 1) is not a Fernet key"),
+        (("# first", "", "x" * 44), "key 1 (line 3) is not a Fernet key"),
     ],
 )
 def test_an_unusable_key_file_says_why_without_its_content(
@@ -133,11 +139,19 @@ def test_an_unusable_key_file_says_why_without_its_content(
     with pytest.raises(KeyFileError) as raised:
         CredentialKeys.from_file(path)
     message = str(raised.value)
-    assert message.startswith(f"--push-credentials-key-file {path}: ")
+    assert message.startswith(f"--push-credentials-keys-file {path}: ")
     assert expected in message
     for line in lines:
         if line and not line.startswith("#"):
             assert line not in message
+
+
+def test_a_bad_key_among_good_ones_is_named_by_its_place() -> None:
+    with pytest.raises(KeyFileError) as raised:
+        CredentialKeys.from_text(f"{new_key()},secret-not-a-key")
+    message = str(raised.value)
+    assert message.startswith("--push-credentials-keys: key 2 (line 1) is not a Fernet key")
+    assert "secret-not-a-key" not in message
 
 
 def test_a_key_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from a2a_grpc.server import environment
 from a2a_grpc.server.cli import config_from_args, parse_args, parser, setup
@@ -269,3 +270,29 @@ def test_the_start_up_lines_name_the_variables_never_their_values() -> None:
     )
     at = next(i for i, line in enumerate(lines) if line.startswith("settings "))
     assert lines[at - 1] == "options set by the environment: A2A_GRPC_MAX_TASKS, A2A_GRPC_STORE"
+
+
+def test_push_credential_keys_come_from_the_variable_or_its_file(tmp_path: Path) -> None:
+    first, second = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    args, read = parse_args([], {"A2A_GRPC_PUSH_CREDENTIALS_KEYS": f"{first},{second}"})
+    keys = setup(args, read).plan.push_credentials
+    assert keys is not None and keys.count == 2
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"# the sealing key first\n{second}\n{first}\n")
+    args, read = parse_args([], {"A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE": str(key_file)})
+    assert args.push_credentials_keys_file == str(key_file)
+    keys = setup(args, read).plan.push_credentials
+    assert keys is not None and keys.count == 2
+    assert read.sources == {"push_credentials_keys_file": "A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE"}
+    # One setting, two ways: either flag hides both variables, both variables are an error.
+    environ = {
+        "A2A_GRPC_PUSH_CREDENTIALS_KEYS": first,
+        "A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE": str(key_file),
+    }
+    with pytest.raises(SettingError, match="give one setting two ways"):
+        parse_args([], environ)
+    args = parsed(environ, "--push-credentials-keys", second)
+    assert (args.push_credentials_keys, args.push_credentials_keys_file) == (second, None)
+    # No server keeps them without being asked to.
+    args, read = parse_args([], {})
+    assert setup(args, read).plan.push_credentials is None

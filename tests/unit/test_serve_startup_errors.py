@@ -132,3 +132,22 @@ def test_an_unreachable_store_is_one_line_without_the_password(
     assert code == 2
     assert "cannot reach the task store at redis://:***@127.0.0.1:1/0" in line
     assert SECRET not in line
+
+
+def test_push_credential_keys_that_are_no_fernet_keys_stop_the_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_file = tmp_path / "keys"
+    key_file.write_text("# one key\nnot-a-key-but-a-secret\n")
+    code, err = _serve(["--push-credentials-keys-file", str(key_file)], capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert f"--push-credentials-keys-file {key_file}: key 1 (line 2) is not a Fernet key" in line
+    assert "not-a-key-but-a-secret" not in err
+    code, err = _serve(["--push-credentials-keys", "s3cret"], capsys)
+    assert code == 2
+    assert "--push-credentials-keys: key 1 (line 1) is not a Fernet key" in _one_line(err)
+    assert "s3cret" not in err
+    code, err = _serve(["--push-credentials-keys-file", str(tmp_path / "absent")], capsys)
+    assert code == 2
+    assert "cannot read it: No such file or directory" in _one_line(err)

@@ -126,3 +126,23 @@ def test_a_wildcard_host_without_advertise_is_warned_about_after_the_agent_line(
     assert not any(
         line.warning for line in startup_report(dataclasses.replace(SUMMARY, config=advertised))
     )
+
+
+def test_a_shared_store_keeping_push_secrets_in_plain_text_warns_once() -> None:
+    plain = dataclasses.replace(SUMMARY, push_configs_stored=True)
+    warnings = [line.text for line in startup_report(plain) if line.warning]
+    assert warnings == [
+        "push configs' token and credentials are stored in plain text in the task store: "
+        "whoever reads the store reads them; give --push-credentials-keys-file FILE to seal "
+        "them (see docs/push.md, Secrets at rest)"
+    ]
+    sealed = dataclasses.replace(SUMMARY, push_configs_stored=True, push_credential_keys=2)
+    assert not any(line.warning for line in startup_report(sealed))
+    assert (
+        "push configs' token and credentials are sealed in the store with the first of 2 "
+        "keys of --push-credentials-keys[-file]"
+    ) in startup_lines(sealed)
+    unused = dataclasses.replace(SUMMARY, push_credential_keys=1)
+    assert not any(line.warning for line in startup_report(unused))
+    lines = startup_lines(unused)
+    assert any(line.startswith("--push-credentials-keys[-file] is not used") for line in lines)

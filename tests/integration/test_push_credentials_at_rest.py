@@ -1,0 +1,196 @@
+"""Push configs' secrets sealed at rest in the shared stores (server/tasks/sealing.py), on a
+real redis-server and a real PostgreSQL: the stored row holds neither the token nor the
+credentials, Get and List read as always, a real webhook receiver gets the opened credentials,
+keys rotate, and a config no key opens is an INTERNAL error naming it and one log line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import psycopg
+import pytest
+from cryptography.fernet import Fernet
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.agent import RequestContext, TaskEvents
+from a2a_grpc.server.tasks.sealing import SEALED_PREFIX, CredentialKeys, PushConfigCodec
+from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.webhook_receiver import Receiver
+
+TOKEN = "token-5e0c2b"
+CREDENTIALS = "credentials-91a4f6"
+
+
+class Gated:
+    """WORKING, then waits for `go`, then COMPLETED."""
+
+    def __init__(self) -> None:
+        self.go = asyncio.Event()
+
+    async def execute(self, context: RequestContext, events: TaskEvents) -> None:
+        await events.working()
+        await self.go.wait()
+        await events.complete()
+
+
+@pytest.fixture(params=["redis", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A fresh shared store: a redis-server of its own, or a database of its own."""
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_server").url)
+    return str(request.getfixturevalue("postgres_database"))
+
+
+@pytest.fixture
+async def receivers() -> AsyncIterator[list[Receiver]]:
+    running = [await Receiver().start(), await Receiver().start()]
+    yield running
+    for receiver in running:
+        await receiver.stop()
+
+
+def keys(*keys: bytes) -> CredentialKeys:
+    return CredentialKeys(list(keys))
+
+
+async def stored(harness: Harness, task_id: str, config_id: str) -> bytes:
+    """The config's bytes as the store holds them, read straight from Redis or PostgreSQL."""
+    store: Any = harness.running.handler.store
+    if hasattr(store, "keys"):  # Redis
+        raw = await store.client.hget(store.keys.push(task_id), config_id)
+        assert raw is not None
+        return bytes(raw)
+    url = harness.running.handler.config.store
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute(
+            "SELECT body FROM a2a_push_configs WHERE task_id = %s AND config_id = %s",
+            (task_id, config_id),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return bytes(row[0])
+
+
+async def start_gated(harness: Harness) -> a2a_pb2.Task:
+    configuration = a2a_pb2.SendMessageConfiguration(return_immediately=True)
+    return (await harness.stub.SendMessage(send_request(configuration=configuration))).task
+
+
+async def create(
+    harness: Harness, task_id: str, config_id: str, url: str
+) -> a2a_pb2.TaskPushNotificationConfig:
+    return await harness.stub.CreateTaskPushNotificationConfig(
+        a2a_pb2.TaskPushNotificationConfig(
+            task_id=task_id,
+            id=config_id,
+            url=url,
+            token=TOKEN,
+            authentication=a2a_pb2.AuthenticationInfo(scheme="Bearer", credentials=CREDENTIALS),
+        )
+    )
+
+
+async def test_the_store_holds_no_secret_and_the_webhook_gets_the_credentials(
+    make_server: Factory, store_url: str, receivers: list[Receiver]
+) -> None:
+    agent = Gated()
+    harness = await make_server(
+        agent=agent,
+        store=store_url,
+        allow_private_webhooks=True,
+        push_credentials=keys(Fernet.generate_key()),
+    )
+    task = await start_gated(harness)
+    created = await create(harness, task.id, "hook", receivers[0].url)
+    assert created.authentication.credentials == ""  # write-only, as always
+
+    raw = await stored(harness, task.id, "hook")
+    assert TOKEN.encode() not in raw and CREDENTIALS.encode() not in raw
+    row = a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+    assert row.token.startswith(SEALED_PREFIX)
+    assert row.authentication.credentials.startswith(SEALED_PREFIX)
+    assert row.url == receivers[0].url
+
+    got = await harness.stub.GetTaskPushNotificationConfig(
+        a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="hook")
+    )
+    listed = await harness.stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    for config in (got, *listed.configs):
+        assert (config.id, config.token, config.url) == ("hook", TOKEN, receivers[0].url)
+        assert config.authentication.scheme == "Bearer"
+        assert config.authentication.credentials == ""
+
+    agent.go.set()
+    (delivered,) = await receivers[0].wait_for(1)
+    assert delivered.headers["Authorization"] == f"Bearer {CREDENTIALS}"
+    assert delivered.headers["X-A2A-Notification-Token"] == TOKEN
+
+
+async def test_keys_rotate_and_a_config_no_key_opens_is_named_not_delivered(
+    make_server: Factory,
+    store_url: str,
+    receivers: list[Receiver],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two servers on one store: the first still has only the old key, the second has the new
+    key first and the old one second (a rotation half rolled out)."""
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    agent = Gated()
+    before = await make_server(
+        agent=agent, store=store_url, allow_private_webhooks=True, push_credentials=keys(old)
+    )
+    rotated = await make_server(
+        agent=Gated(),
+        store=store_url,
+        allow_private_webhooks=True,
+        push_credentials=keys(new, old),
+    )
+    task = await start_gated(before)  # runs on `before`, which delivers its events
+    await create(before, task.id, "sealed-by-old", receivers[0].url)
+    await create(rotated, task.id, "sealed-by-new", receivers[1].url)
+
+    # The new key seals what the rotated server writes; the old key still opens the rest.
+    by_old = await stored(rotated, task.id, "sealed-by-old")
+    by_new = await stored(rotated, task.id, "sealed-by-new")
+    assert PushConfigCodec(keys(old)).decode(by_old).authentication.credentials == CREDENTIALS
+    assert PushConfigCodec(keys(new)).decode(by_new).authentication.credentials == CREDENTIALS
+    listed = await rotated.stub.ListTaskPushNotificationConfigs(
+        a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+    )
+    assert [(c.id, c.token) for c in listed.configs] == [
+        ("sealed-by-new", TOKEN),
+        ("sealed-by-old", TOKEN),
+    ]
+
+    # The server without the new key cannot read what it sealed: a clear error, no crash.
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await before.stub.GetTaskPushNotificationConfig(
+            a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="sealed-by-new")
+        )
+    assert raised.value.code() == grpc.StatusCode.INTERNAL
+    assert error_reason(raised.value) == "INTERNAL_ERROR"
+    details = raised.value.details() or ""
+    assert "'sealed-by-new'" in details and "create it again" in details
+    assert SEALED_PREFIX not in details and "gAAAA" not in details
+    with pytest.raises(grpc.aio.AioRpcError) as listing:
+        await before.stub.ListTaskPushNotificationConfigs(
+            a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+    assert listing.value.code() == grpc.StatusCode.INTERNAL
+
+    # It delivers the task's events (it runs the task): to the config it can open, with its
+    # credentials; the other is left out, with one log line naming it.
+    with caplog.at_level(logging.WARNING, logger="a2a_grpc.server.tasks.sealing"):
+        agent.go.set()
+        (delivered,) = await receivers[0].wait_for(1)
+    assert delivered.headers["Authorization"] == f"Bearer {CREDENTIALS}"
+    lines = [r.getMessage() for r in caplog.records if r.name == "a2a_grpc.server.tasks.sealing"]
+    assert len(lines) == 1
+    assert "'sealed-by-new' of task" in lines[0] and "its webhook is not called" in lines[0]
+    assert receivers[1].attempts == 0
