@@ -1,6 +1,6 @@
 """The `a2a-grpc` console script: `serve` runs the server, `audit` checks and matches audit
-trails, `keys` makes signing keys, `store` migrates a PostgreSQL store's schema, every other
-command is the client's."""
+trails, `keys` makes signing keys, `store` migrates a PostgreSQL store's schema and reseals push
+configs' secrets, every other command is the client's."""
 
 from __future__ import annotations
 

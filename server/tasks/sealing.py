@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -40,6 +41,7 @@ __all__ = [
     "CredentialKeys",
     "KeyFileError",
     "PushConfigCodec",
+    "Resealed",
     "UnreadableCredentialsError",
 ]
 
@@ -87,6 +89,7 @@ class CredentialKeys:
             except ValueError:
                 raise KeyFileError(f"key {number} {NOT_A_KEY}") from None
         self._fernet = MultiFernet(fernets)
+        self._first = fernets[0]
         self.count = len(fernets)
         """How many keys open values (the first also seals)."""
 
@@ -138,8 +141,39 @@ class CredentialKeys:
         """The value `seal` made `stored` from; InvalidToken when no key opens it."""
         return self._fernet.decrypt(stored[len(SEALED_PREFIX) :].encode()).decode()
 
+    def sealed_with_first(self, stored: str) -> bool:
+        """Whether `stored` (a sealed value) is sealed with the first key."""
+        try:
+            self._first.decrypt(stored[len(SEALED_PREFIX) :].encode())
+        except InvalidToken:
+            return False
+        return True
+
     def __repr__(self) -> str:
         return f"CredentialKeys({self.count} keys)"
+
+
+@dataclass
+class Resealed:
+    """What re-sealing a store's push configs did (`a2a-grpc store reseal`)."""
+
+    resealed: int = 0
+    """Configs written again, sealed with the first key."""
+    current: int = 0
+    """Configs sealed with the first key already, or without a secret."""
+    changed: int = 0
+    """Configs a server replaced while they were being resealed (left as it wrote them)."""
+    unreadable: list[str] = field(default_factory=list)
+    """One line per config no key opens (left as stored)."""
+
+    def count(self, outcome: bool | None) -> None:
+        """Counts one config: resealed (True), replaced meanwhile (False), current (None)."""
+        if outcome is None:
+            self.current += 1
+        elif outcome:
+            self.resealed += 1
+        else:
+            self.changed += 1
 
 
 class PushConfigCodec:
@@ -185,6 +219,16 @@ class PushConfigCodec:
             except UnreadableCredentialsError as exc:
                 log.warning("%s; its webhook is not called", exc)
         return configs
+
+    def resealed(self, raw: bytes) -> bytes | None:
+        """`raw` written again with every secret sealed with the first key, or None when it is
+        so already (or has no secret); UnreadableCredentialsError as `decode`. Needs keys."""
+        keys = self.keys
+        assert keys is not None, "resealing needs keys"
+        stored = a2a_pb2.TaskPushNotificationConfig.FromString(raw)
+        secrets = [s for s in (stored.token, stored.authentication.credentials) if s]
+        current = all(s.startswith(SEALED_PREFIX) and keys.sealed_with_first(s) for s in secrets)
+        return None if current else self.encode(self.decode(raw))
 
     def _open(self, config: a2a_pb2.TaskPushNotificationConfig, stored: str) -> str:
         keys = self.keys

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 from cryptography.fernet import Fernet
 
+from a2a_grpc.cli.main import main as cli_main
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.tasks.sealing import SEALED_PREFIX, CredentialKeys, PushConfigCodec
@@ -194,3 +196,63 @@ async def test_keys_rotate_and_a_config_no_key_opens_is_named_not_delivered(
     assert len(lines) == 1
     assert "'sealed-by-new' of task" in lines[0] and "its webhook is not called" in lines[0]
     assert receivers[1].attempts == 0
+
+
+async def reseal(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`a2a-grpc store reseal ARGS` (its own event loop, in a thread): status, stdout, stderr."""
+    code = await asyncio.to_thread(cli_main, ["store", "reseal", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_store_reseal_seals_every_config_with_the_first_key(
+    make_server: Factory,
+    store_url: str,
+    receivers: list[Receiver],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old, new, foreign = Fernet.generate_key(), Fernet.generate_key(), Fernet.generate_key()
+    shared: dict[str, Any] = {"store": store_url, "allow_private_webhooks": True}
+    sealing = await make_server(agent=Gated(), push_credentials=keys(old), **shared)
+    plain = await make_server(agent=Gated(), **shared)
+    elsewhere = await make_server(agent=Gated(), push_credentials=keys(foreign), **shared)
+    task = await start_gated(sealing)
+    url = receivers[0].url
+    await create(sealing, task.id, "by-old", url)
+    await create(plain, task.id, "in-plain-text", url)
+    await create(elsewhere, task.id, "by-foreign", url)
+    await sealing.stub.CreateTaskPushNotificationConfig(
+        a2a_pb2.TaskPushNotificationConfig(task_id=task.id, id="no-secret", url=url)
+    )
+    assert CREDENTIALS.encode() in await stored(plain, task.id, "in-plain-text")
+
+    rotated = f"{new.decode()},{old.decode()}"
+    code, out, err = await reseal(capsys, store_url, "--push-credentials-keys", rotated)
+    assert code == 2, err
+    assert out.strip().endswith(
+        ": sealed 2 push configs again with the first of 2 keys; 1 were already (or hold no "
+        "secret); 0 were replaced meanwhile by a server (left as it wrote them)"
+    )
+    (unreadable,) = err.strip().splitlines()
+    assert unreadable.startswith("a2a-grpc store reseal: push notification config 'by-foreign'")
+    for config_id in ("by-old", "in-plain-text"):
+        raw = await stored(sealing, task.id, config_id)
+        assert CREDENTIALS.encode() not in raw and TOKEN.encode() not in raw
+        opened = PushConfigCodec(keys(new)).decode(raw)  # the new key alone opens it now
+        assert (opened.token, opened.authentication.credentials) == (TOKEN, CREDENTIALS)
+
+    await sealing.stub.DeleteTaskPushNotificationConfig(
+        a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="by-foreign")
+    )
+    key_file = tmp_path / "push-keys"
+    key_file.write_text(f"{new.decode()}\n{old.decode()}\n")
+    monkeypatch.setenv("A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE", str(key_file))
+    code, out, err = await reseal(capsys, store_url)
+    assert (code, err) == (0, "")
+    assert ": sealed 0 push configs again with the first of 2 keys; 3 were already" in out
+    code, out, err = await reseal(capsys, "redis://:pw@127.0.0.1:1")  # nothing listens there
+    assert code == 2 and out == ""
+    assert err.startswith("a2a-grpc store reseal: redis://:***@127.0.0.1:1: ")
+    assert len(err.strip().splitlines()) == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
+from a2a_grpc.cli.store import main as store_main
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.sealing import (
     SEALED_PREFIX,
@@ -158,3 +159,27 @@ def test_a_key_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "absent"
     with pytest.raises(KeyFileError, match=f"{missing}: cannot read it: No such file"):
         CredentialKeys.from_file(missing)
+
+
+def test_store_reseal_needs_a_url_keys_and_a_store_that_seals(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("A2A_GRPC_STORE", "A2A_GRPC_PUSH_CREDENTIALS_KEYS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE", raising=False)
+
+    def reseal(*args: str) -> tuple[int, str]:
+        code = store_main(["reseal", *args])
+        out, err = capsys.readouterr()
+        assert out == ""
+        (line,) = err.strip().splitlines()
+        return code, line
+
+    assert reseal() == (2, "a2a-grpc store reseal: give the store's URL (or set $A2A_GRPC_STORE)")
+    code, line = reseal("redis://127.0.0.1:1")
+    assert code == 2 and "give the keys: --push-credentials-keys-file FILE" in line
+    code, line = reseal("redis://127.0.0.1:1", "--push-credentials-keys", "s3cret")
+    assert code == 2 and "--push-credentials-keys: key 1 (line 1) is not a Fernet key" in line
+    assert "s3cret" not in line
+    code, line = reseal("memory://", "--push-credentials-keys", new_key())
+    assert code == 2 and "only a Redis or PostgreSQL store keeps push configs sealed" in line

@@ -20,7 +20,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Webhooks
 from a2a_grpc.server.tasks.postgres import reads
 from a2a_grpc.server.tasks.postgres.backend import PostgresBackend
-from a2a_grpc.server.tasks.sealing import PushConfigCodec
+from a2a_grpc.server.tasks.sealing import PushConfigCodec, Resealed, UnreadableCredentialsError
 
 
 class PostgresPushConfigs:
@@ -111,6 +111,39 @@ class PostgresPushConfigs:
 
     async def drop_task(self, task_id: str) -> None:
         await self.backend.execute("DELETE FROM a2a_push_configs WHERE task_id = %s", (task_id,))
+
+    async def reseal_all(self, batch: int = 256) -> Resealed:
+        """Writes every stored config whose secrets are not sealed with the codec's first key
+        again, sealed with it (`a2a-grpc store reseal`): `batch` rows at a time in key order,
+        each replaced only if its body is still as read. `push_version` does not move: the
+        config reads the same, only its sealing changed."""
+        done = Resealed()
+        after = ("", "")
+        while True:
+            rows = await self.backend.fetchall(
+                "SELECT task_id, config_id, body FROM a2a_push_configs "
+                "WHERE (task_id, config_id) > (%s, %s) ORDER BY task_id, config_id LIMIT %s",
+                (*after, batch),
+            )
+            for task_id, config_id, body in rows:
+                raw = bytes(body)
+                try:
+                    resealed = self.codec.resealed(raw)
+                except UnreadableCredentialsError as exc:
+                    done.unreadable.append(str(exc))
+                    continue
+                if resealed is None:
+                    done.count(None)
+                    continue
+                row = await self.backend.fetchone(
+                    "UPDATE a2a_push_configs SET body = %s WHERE task_id = %s "
+                    "AND config_id = %s AND body = %s RETURNING 1",
+                    (resealed, task_id, config_id, raw),
+                )
+                done.count(row is not None)
+            if len(rows) < batch:
+                return done
+            after = (rows[-1][0], rows[-1][1])
 
 
 class Deliveries:

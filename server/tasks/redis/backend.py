@@ -107,7 +107,7 @@ class RedisBackend:
         names = (
             "WRITE", "EMIT", "SNAPSHOT", "RESERVE", "SETTLE", "INDEX", "CLAIM", "UNCLAIM",
             "HEARTBEAT", "PUSH_CHANGE", "STOP", "UNINDEX", "BATCH", "FORGET", "REPLAY",
-            "NOTICE",
+            "NOTICE", "RESEAL",
         )  # fmt: skip
         return {name: client.register_script(getattr(redis_scripts, name)) for name in names}
 

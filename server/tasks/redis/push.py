@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.metadata import PROTOCOL_VERSION as V10
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.tasks.sealing import PushConfigCodec
+from a2a_grpc.server.tasks.sealing import PushConfigCodec, Resealed, UnreadableCredentialsError
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.redis.backend import RedisBackend
@@ -92,3 +92,32 @@ class RedisPushConfigs:
                 keys.push(task_id), keys.push_version(task_id), keys.push_protocols(task_id)
             )
         )
+
+    async def reseal_all(self, batch: int = 256) -> Resealed:
+        """Writes every stored config whose secrets are not sealed with the codec's first key
+        again, sealed with it (`a2a-grpc store reseal`): the tasks are walked through the set
+        of every stored task id (ZSCAN: a task stored throughout is visited), `batch` at a
+        time; each config is replaced only if it is still as read (`RESEAL`)."""
+        backend, keys, done = self.backend, self.backend.keys, Resealed()
+        cursor = 0
+        while True:
+            cursor, members = await backend.call(
+                backend.client.zscan(keys.room_all, cursor, count=batch)
+            )
+            for member, _ in members:
+                task_id = member.decode() if isinstance(member, bytes) else str(member)
+                push = keys.push(task_id)
+                stored = await backend.call(backend.client.hgetall(push))
+                for config_id, raw in sorted(stored.items()):
+                    try:
+                        resealed = self.codec.resealed(raw)
+                    except UnreadableCredentialsError as exc:
+                        done.unreadable.append(str(exc))
+                        continue
+                    if resealed is None:
+                        done.count(None)
+                        continue
+                    wrote = await backend.run_script("RESEAL", [push], [config_id, raw, resealed])
+                    done.count(bool(wrote))
+            if int(cursor) == 0:
+                return done

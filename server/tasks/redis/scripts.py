@@ -248,6 +248,17 @@ end
 return redis.call('INCR', KEYS[2])
 """
 
+RESEAL = """
+-- KEYS: push configs.  ARGV: id, the config as read, the config resealed.  Writes it only if it
+-- is still as read (a config a server replaced meanwhile is left as that server wrote it).
+-- The push version does not move: the config reads the same, only its sealing changed.
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+
 STOP = """
 -- KEYS: task.  A cancel in progress: from now on only forced writes (the cancel's, a reaper's)
 -- change the task, so a run writing in a tight loop cannot starve the cancel.  Returns the
