@@ -21,6 +21,7 @@ from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.agent import RequestContext, TaskEvents
 from a2a_grpc.server.tasks.sealing import SEALED_PREFIX, CredentialKeys, PushConfigCodec
 from tests.integration.conftest import Factory, Harness, error_reason, send_request
+from tests.integration.serve_process import serving
 from tests.integration.webhook_receiver import Receiver
 
 TOKEN = "token-5e0c2b"
@@ -256,3 +257,18 @@ async def test_store_reseal_seals_every_config_with_the_first_key(
     assert code == 2 and out == ""
     assert err.startswith("a2a-grpc store reseal: redis://:***@127.0.0.1:1: ")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_serve_on_a_shared_store_warns_once_without_keys(redis_server: Any, tmp_path: Path) -> None:
+    warning = "push configs' token and credentials are stored in plain text in the task store"
+    options = ("--port", "0", "--http-port", "-1", "--store", redis_server.url)
+    with serving(*options) as plain:
+        pass
+    assert plain.stderr.count(warning) == 1, plain.stderr
+    key_file = tmp_path / "push-keys"
+    key_file.write_text(Fernet.generate_key().decode() + "\n")
+    env = {"A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE": str(key_file)}
+    with serving(*options, env=env) as sealed:
+        pass
+    assert warning not in sealed.stderr
+    assert "A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE" in sealed.lines[-2]  # set by the environment
