@@ -40,11 +40,17 @@ class Gated:
         await events.complete()
 
 
-@pytest.fixture(params=["redis", "postgresql"])
+@pytest.fixture(params=["redis", "cluster", "postgresql"])
 def store_url(request: pytest.FixtureRequest) -> str:
-    """A fresh shared store: a redis-server of its own, or a database of its own."""
+    """A fresh shared store: a redis-server of its own, the module's Redis Cluster emptied, or
+    a database of its own."""
     if request.param == "redis":
         return str(request.getfixturevalue("redis_server").url)
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        for node in cluster.nodes:
+            node.flushall()
+        return str(cluster.url).replace("redis://", "redis+cluster://", 1)
     return str(request.getfixturevalue("postgres_database"))
 
 
