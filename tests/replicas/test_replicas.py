@@ -17,6 +17,7 @@ import grpc
 import httpx
 import pytest
 import redis.asyncio as aioredis
+from cryptography.fernet import Fernet
 
 from a2a_grpc.client import A2AClient
 from a2a_grpc.client.card import CardResolver, select_interface
@@ -467,10 +468,16 @@ async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
 ) -> None:
     receiver = await Receiver(always_fail=True).start()
     try:
-        a = await replicas("--task-lease", "1")
-        await replicas("--task-lease", "1")  # B: the survivor that takes over
+        # The replicas seal the webhook's secrets in the store: B opens what A sealed.
+        sealing = ("--push-credentials-keys", Fernet.generate_key().decode())
+        a = await replicas("--task-lease", "1", *sealing)
+        await replicas("--task-lease", "1", *sealing)  # B: the survivor that takes over
         request = send("hold w1", return_immediately=True)
-        request.configuration.task_push_notification_config.url = receiver.url
+        webhook = request.configuration.task_push_notification_config
+        webhook.url = receiver.url
+        webhook.token = "token-w1"
+        webhook.authentication.scheme = "Bearer"
+        webhook.authentication.credentials = "credentials-w1"
         await a.stub.SendMessage(request)
         await started(redis, request)
         await receiver.wait_for_attempts(1)  # A recorded WORKING and could not deliver it
@@ -481,6 +488,9 @@ async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
             json.loads(delivery.body)["statusUpdate"]["status"]["state"] for delivery in received
         ]
         assert states[:2] == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+        for delivery in received:
+            assert delivery.headers["Authorization"] == "Bearer credentials-w1"
+            assert delivery.headers["X-A2A-Notification-Token"] == "token-w1"
     finally:
         await receiver.stop()
 
