@@ -60,7 +60,8 @@ NOT_A_KEY = (
 
 
 class KeyFileError(ValueError):
-    """A key file that cannot be used; the message says why and which line, never a key."""
+    """Keys (or their file) that cannot be used; the message says why and which key on which
+    line, never a key."""
 
 
 class UnreadableCredentialsError(Exception):
