@@ -29,8 +29,10 @@ Contract of every `TaskStore`:
   every subscriber on every replica sees the same id for the same event. `watch(after=id)`
   yields exactly the events after that id, kept ones first, then live ones, while the task
   runs and after it finished, as long as the task is stored (memory: the last
-  `replay_length` events of a task a stream followed; Redis: the task's stream, trimmed to
-  `stream_length`); EventIdExpiredError when they are no longer all kept.
+  `replay_length` events of a task a stream followed; Redis and PostgreSQL: the task's last
+  `stream_length` events, exactly); EventIdExpiredError when they are no longer all kept, and
+  for any text that is not an id the store issued for this task (malformed, out of range,
+  another task's: never a replay of the whole stream, never another error; replay_ids.py).
 - Listener: what a store tells the server (a task it let go of, a remote cancel of a task a
   run here works on, its backend's health) goes to the `StoreListener` it is opened with
   (`StoreFactory`); nothing is wired onto a store after it is built.
@@ -559,7 +561,8 @@ class TaskStore(Protocol):
 
         With `after` (an event id): the subscription yields exactly the events after that id
         instead (the snapshot is only for the caller's checks); EventIdExpiredError (core)
-        when the store no longer keeps them all, or the id is not one of the task's."""
+        when the store no longer keeps them all, or `after` is not an id of the task's (any
+        text at all: the caller's header, unchecked; replay_ids.py parses it)."""
         ...
 
     async def subscribe(self, task_id: str) -> Subscription:

@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Container
 from typing import Protocol
 
-from a2a_grpc.core.errors import EventIdExpiredError
 from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.replay_ids import no_longer_kept, not_an_id, parse_sequence
 
 BACKLOG_MARK = 16
 """Default queued events per reader at which publishers are told to yield (at most half the
@@ -126,7 +126,7 @@ class EventObserver(Protocol):
 class _EventLog:
     """One task's event sequence and its last events, for replay."""
 
-    __slots__ = ("ended", "events", "floor", "seq")
+    __slots__ = ("ended", "events", "floor", "origin_shown", "seq")
 
     def __init__(self, length: int) -> None:
         self.seq = 0
@@ -137,10 +137,9 @@ class _EventLog:
         """(id, event, last, interrupted), oldest first."""
         self.ended = False
         """An event published as `last` ended the task's streams: nothing follows."""
-
-
-def parse_sequence(event_id: str) -> int | None:
-    return int(event_id) if event_id.isdigit() else None
+        self.origin_shown = False
+        """A snapshot went out with id "0" (taken before the log's first event), so "0" is
+        an id of the task; otherwise no client holds it and it is refused."""
 
 
 class Broker:
@@ -169,10 +168,16 @@ class Broker:
         self._logs: dict[str, _EventLog] = {}
 
     def subscribe(
-        self, task_id: str, *, until_terminal: bool = False, after: str | None = None
+        self,
+        task_id: str,
+        *,
+        until_terminal: bool = False,
+        after: str | None = None,
+        snapshot: bool = False,
     ) -> Subscription:
         """A new reader of the task's events. It closes after an event published as `last`,
-        and also after one published as `interrupted` unless `until_terminal`.
+        and also after one published as `interrupted` unless `until_terminal`. `snapshot`:
+        its `snapshot_id` goes out with a snapshot (a client may resume after it).
 
         With `after` (an event id), it first gets the task's kept events after that id, then
         the live ones; EventIdExpiredError when the ring no longer holds all of them, or the
@@ -184,6 +189,8 @@ class Broker:
             log = self._logs[task_id] = _EventLog(self.replay_length)
         subscription = Subscription(self, task_id, self.queue_size, until_terminal)
         subscription.snapshot_id = str(log.seq)
+        if snapshot and log.seq == 0:
+            log.origin_shown = True
         self._subscribers.setdefault(task_id, []).append(subscription)
         return subscription
 
@@ -191,15 +198,15 @@ class Broker:
         self, task_id: str, log: _EventLog | None, after: str, until_terminal: bool
     ) -> Subscription:
         cursor = parse_sequence(after)
-        if log is None or cursor is None or cursor > log.seq:
-            raise EventIdExpiredError(
-                f"{after!r} is not an event id of task {task_id}'s stream on this server"
-            )
+        if (
+            log is None
+            or cursor is None
+            or cursor > log.seq
+            or (cursor == 0 and not log.origin_shown)
+        ):
+            raise not_an_id(task_id, after)
         if cursor < log.floor:
-            raise EventIdExpiredError(
-                f"the server no longer keeps the events of task {task_id} after {after!r} "
-                f"(it keeps the last {self.replay_length})"
-            )
+            raise no_longer_kept(task_id, after, self.replay_length)
         subscription = Subscription(self, task_id, self.queue_size, until_terminal)
         subscription.snapshot_id = after
         events = subscription._events

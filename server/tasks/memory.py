@@ -265,7 +265,9 @@ class InMemoryTaskStore:
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         if after is not None and self.table.scope_of(task_id) != scope:
             return None
-        subscription = self.broker.subscribe(task_id, until_terminal=until_terminal, after=after)
+        subscription = self.broker.subscribe(
+            task_id, until_terminal=until_terminal, after=after, snapshot=after is None
+        )
         snapshot = self.table.get(task_id, scope)
         if snapshot is None:
             subscription.cancel()

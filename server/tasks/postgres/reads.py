@@ -140,11 +140,12 @@ async def list_page(
 
 
 async def replay(
-    backend: PostgresBackend, task_id: str, after: int
+    backend: PostgresBackend, task_id: str, after: int | None
 ) -> tuple[Any, str, list[tuple[int, bytes, str]]]:
     """The task's row (body, tenant, owner, state; None when it is not stored) and the events
     after sequence `after`: "ok" with them, "expired" when some are no longer kept, "unknown"
-    when `after` is past the task's last event."""
+    when `after` is no event of the task (None: a text that is no sequence; 0: before its
+    first event, which no snapshot names, as a task is created with one; past its last)."""
 
     async def read(connection: Connection) -> tuple[Any, str, list[tuple[int, bytes, str]]]:
         cursor = await connection.execute(
@@ -155,7 +156,7 @@ async def replay(
         row = await cursor.fetchone()
         if row is None:
             return None, "", []
-        if after > int(row[4]):
+        if after is None or after < 1 or after > int(row[4]):
             return row, "unknown", []
         cursor = await connection.execute(
             "SELECT seq, body, flags FROM a2a_events WHERE task_id = %s AND seq > %s ORDER BY seq",

@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from a2a_grpc.core.errors import EventIdExpiredError, StatusError
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -66,6 +66,7 @@ from a2a_grpc.server.tasks.postgres.leases import Leases
 from a2a_grpc.server.tasks.postgres.push import Deliveries, PostgresPushConfigs
 from a2a_grpc.server.tasks.postgres.reads import Loaded
 from a2a_grpc.server.tasks.postgres.room import Room
+from a2a_grpc.server.tasks.replay_ids import no_longer_kept, not_an_id, parse_sequence
 from a2a_grpc.server.tasks.sealing import CredentialKeys, PushConfigCodec
 
 log = logging.getLogger(STORE_LOGGER)
@@ -76,8 +77,6 @@ SETTLED_COPIES = 4096
 """Tasks this replica settled whose last write it keeps for `SETTLED_COPY_AGE` seconds, for
 the blocking caller's reply (`copy_into`, a moment later)."""
 SETTLED_COPY_AGE = 1.0
-NO_SUCH_EVENT = 2**62
-"""Where an id that is no sequence points: past every task's last event ("unknown")."""
 
 
 class _VersionMoved(Exception):
@@ -597,7 +596,7 @@ class PostgresTaskStore:
         self, task_id: str, scope: Scope, subscription: Subscription, after: str
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         """`watch(after=)`: the kept events after the id, then the live ones."""
-        seq = int(after) if after.isdigit() else NO_SUCH_EVENT
+        seq = parse_sequence(after)
         row, verdict, events = await reads.replay(self.backend, task_id, seq)
         if row is None or Scope(row[1], row[2]) != scope:
             subscription.cancel()
@@ -605,13 +604,9 @@ class PostgresTaskStore:
         if verdict != "ok":
             subscription.cancel()
             if verdict == "unknown":
-                raise EventIdExpiredError(
-                    f"{after!r} is not an event id of task {task_id}'s stream"
-                )
-            raise EventIdExpiredError(
-                f"the task store no longer keeps the events of task {task_id} after {after!r} "
-                f"(it keeps the last {self.stream_length})"
-            )
+                raise not_an_id(task_id, after)
+            raise no_longer_kept(task_id, after, self.stream_length)
+        assert seq is not None  # "ok" only for a sequence
         subscription.snapshot_id = after
         self.events.start_after(subscription, seq, events)
         if int(row[3]) in TERMINAL_STATES:  # nothing follows what was kept

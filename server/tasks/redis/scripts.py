@@ -74,43 +74,36 @@ return fields
 """
 
 REPLAY = """
--- KEYS: task, events.  ARGV: an event id.  The task's body, tenant, owner and state, then
+-- KEYS: task, events.  ARGV: an event id as Redis writes one ("<ms>-<seq>", checked by the
+-- caller), or "" for a text that is none.  The task's body, tenant, owner and state, then
 -- 'ok' and every event after the id ({id, {'e', event, 'f', flags}}), or 'expired' (some were
--- trimmed, or the stream is gone), or 'unknown' (the id is past the stream's last); {} for a
--- task that is not stored.  Marks the task as followed by a stream (see WRITE).
+-- trimmed, or the stream is gone), or 'unknown' (the id is no entry of the task's stream);
+-- {} for a task that is not stored.  Marks the task as followed by a stream (see WRITE).
+-- Ids are compared by Redis itself (XRANGE), never as Lua numbers (doubles: 53 bits).
+-- Trimming (exact, one entry more than the events kept: the oldest entry is the last event
+-- let go of, for streams to resume after) is the only deletion, from the front.
 local fields = redis.call('HMGET', KEYS[1], 'body', 'tenant', 'owner', 'state')
 if not fields[1] then return {} end
 redis.call('HSET', KEYS[1], 'rs', '1')
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  if not ms then ms, seq = string.match(id, '^(%d+)$'), '0' end
-  if not ms then return nil end
-  return {tonumber(ms), tonumber(seq)}
-end
-local function before(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end
-local after = parse(ARGV[1])
-if not after then table.insert(fields, 'unknown') return fields end
+local after = ARGV[1]
+if after == '' then table.insert(fields, 'unknown') return fields end
 if redis.call('EXISTS', KEYS[2]) == 0 then table.insert(fields, 'expired') return fields end
--- Trimming (the only deletion) takes entries from the front: some after the id are gone when
--- any went and the id is before the first entry kept (refused also when the id is the very
--- last one trimmed: the stream cannot tell).
-local info = redis.call('XINFO', 'STREAM', KEYS[2])
-local last, added, length = {0, 0}, 0, 0
-for i = 1, #info, 2 do
-  if info[i] == 'last-generated-id' then last = parse(info[i + 1])
-  elseif info[i] == 'entries-added' then added = info[i + 1]
-  elseif info[i] == 'length' then length = info[i + 1] end
-end
-if before(last, after) then table.insert(fields, 'unknown') return fields end
-if added > length then
-  local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
-  if #first == 0 or before(after, parse(first[1][1])) then
-    table.insert(fields, 'expired')
-    return fields
+if #redis.call('XRANGE', KEYS[2], after, after) == 0 then
+  -- No entry: trimmed (before the first one kept, once some went), or none of the task's.
+  local trimmed = false
+  local info = redis.call('XINFO', 'STREAM', KEYS[2])
+  for i = 1, #info, 2 do
+    if info[i] == 'entries-added' then trimmed = info[i + 1] > redis.call('XLEN', KEYS[2]) end
   end
+  if trimmed and #redis.call('XRANGE', KEYS[2], '-', after, 'COUNT', 1) == 0 then
+    table.insert(fields, 'expired')
+  else
+    table.insert(fields, 'unknown')
+  end
+  return fields
 end
 table.insert(fields, 'ok')
-local entries = redis.call('XRANGE', KEYS[2], '(' .. after[1] .. '-' .. after[2], '+')
+local entries = redis.call('XRANGE', KEYS[2], '(' .. after, '+')
 for i = 1, #entries do table.insert(fields, entries[i]) end
 return fields
 """

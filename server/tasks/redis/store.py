@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import EventIdExpiredError, StatusError
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -71,6 +71,7 @@ from a2a_grpc.server.tasks.redis.leases import Leases
 from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis.reads import Loaded
 from a2a_grpc.server.tasks.redis.room import Room
+from a2a_grpc.server.tasks.replay_ids import no_longer_kept, not_an_id, parse_entry_id
 from a2a_grpc.server.tasks.sealing import CredentialKeys, PushConfigCodec
 
 log = logging.getLogger(STORE_LOGGER)
@@ -675,7 +676,9 @@ class RedisTaskStore:
                     subscription,
                     after,
                     await self.backend.run_script(
-                        "REPLAY", [keys.task(task_id), keys.events(task_id)], [after]
+                        "REPLAY",
+                        [keys.task(task_id), keys.events(task_id)],
+                        ["" if parse_entry_id(after) is None else after],
                     ),
                 )
             fields = await self.backend.run_script(
@@ -703,13 +706,8 @@ class RedisTaskStore:
         if verdict != "ok":
             subscription.cancel()
             if verdict == "unknown":
-                raise EventIdExpiredError(
-                    f"{after!r} is not an event id of task {task_id}'s stream"
-                )
-            raise EventIdExpiredError(
-                f"the task store no longer keeps the events of task {task_id} after {after!r} "
-                f"(it keeps about the last {self.stream_length})"
-            )
+                raise not_an_id(task_id, after)
+            raise no_longer_kept(task_id, after, self.stream_length)
         replayed = []
         for entry_id, entry in fields[5:]:
             values = dict(zip(entry[::2], entry[1::2], strict=True))
