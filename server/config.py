@@ -128,8 +128,10 @@ class ServerConfig:
     subscriber_queue_size: int = 1024
     """Events a stream may fall behind before it is cut off (it can resubscribe)."""
     replay_events: int = 1000
-    """Events kept per task for streams that resume after an event id (core/event_ids.py): in
-    memory a ring per task a stream followed, on Redis the task stream's trim length."""
+    """Events kept per task for streams that resume after an event id (core/event_ids.py),
+    exactly, on every store: in memory a ring per task a stream followed, on Redis and
+    PostgreSQL the task's stream of events, trimmed. A stream resumed after the last event let
+    go of gets them all at once, so keep it within `subscriber_queue_size`."""
     dedup_window: float = 3600.0
     """Seconds a message id is remembered for idempotent repeats (also bounded by max_tasks)."""
     shutdown_grace: float = 10.0

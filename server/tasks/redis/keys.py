@@ -7,7 +7,7 @@ with its index and room updates as one command where no Cluster splits them
 (`RedisBackend.batch`).
 
     a2a:{<task>}:task        hash: the Task (protobuf), its version, scope, state, runner
-    a2a:{<task>}:events      stream: every event of the task, trimmed to `stream_length`
+    a2a:{<task>}:events      stream: every event of the task, trimmed to `stream_length` + 1
     a2a:{<task>}:push / :pushv / :pushc / :pushp
                              push configs, their version, webhook cursors, their protocols
     a2a:{t:<tenant>}:o:<owner>:all | :s:<state> | :c:<context>

@@ -29,7 +29,7 @@ if ARGV[10] ~= '-' then redis.call('HSET', KEYS[1], 'runner', ARGV[10]) end
 if #ARGV > 12 then redis.call('HSET', KEYS[1], unpack(ARGV, 13)) end
 local id = ''
 if ARGV[6] ~= '' then
-  id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '*', 'e', ARGV[6], 'f', ARGV[7])
+  id = redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[8], '*', 'e', ARGV[6], 'f', ARGV[7])
   redis.call('PUBLISH', ARGV[11], id .. '\\n' .. ARGV[7] .. '\\n' .. ARGV[6])
 end
 local ttl = tonumber(ARGV[9])
@@ -48,7 +48,7 @@ return {1, ver + 1, id, old_ik, push_version}
 
 EMIT = """
 -- KEYS: events.  ARGV: event, flags, maxlen, channel, ttl ms.
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'e', ARGV[1], 'f', ARGV[2])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[3], '*', 'e', ARGV[1], 'f', ARGV[2])
 redis.call('PUBLISH', ARGV[4], id .. '\\n' .. ARGV[2] .. '\\n' .. ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return id

@@ -160,6 +160,10 @@ class RedisTaskStore:
         self.terminal_ttl = terminal_ttl
         self.lease = lease
         self.stream_length = stream_length
+        # One entry more than the events kept: the oldest is the last one let go of, which a
+        # stream may still resume after (nothing after it is gone); Redis does not tell which
+        # entry a trim took last (XINFO's max-deleted-entry-id follows XDEL only).
+        self._trim_length = stream_length + 1
         self._owned: dict[str, _Owned] = {}
         self._stamp = StatusClock().stamp
         self.events = EventReader(
@@ -411,7 +415,7 @@ class RedisTaskStore:
                 member,
                 b"" if event is None else event.SerializeToString(),
                 flags,
-                self.stream_length,
+                self._trim_length,
                 ttl,
                 runner,
                 channel,
@@ -508,7 +512,7 @@ class RedisTaskStore:
             [
                 a2a_pb2.StreamResponse(message=message).SerializeToString(),
                 "t",
-                self.stream_length,
+                self._trim_length,
                 keys.channel(task_id),
                 int(self.terminal_ttl * 1000),
             ],
