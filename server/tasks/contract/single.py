@@ -25,6 +25,7 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     eviction_batch,
 )
+from a2a_grpc.server.tasks.contract.odd_ids import odd_ids
 from a2a_grpc.server.tasks.contract.support import (
     ALICE,
     BOB,
@@ -207,30 +208,86 @@ class StoreContract(StoreSuite):
         last = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[-1])
         assert last is not None and await drain(last[1]) == []
 
-    async def test_an_id_older_than_the_kept_events_or_not_the_task_s_is_refused(
+    async def test_exactly_the_last_kept_events_replay_and_older_ids_are_refused(
         self, make_store: MakeStore
     ) -> None:
-        store = await make_store(replay_length=10)
+        """A store keeps exactly a task's last `replay_length` events: after the last one it
+        let go of, they all replay (as many as a stream's queue holds: no overflow), after the
+        oldest kept one all but it; anything older is refused."""
+        store = await make_store(replay_length=10, queue_size=10)
         sender = await store.subscribe("t1")
         await created(store, "t1")
         events = []
         reading = aiter(sender)
         async with asyncio.timeout(WAIT_S):
-            for n in range(250):  # Redis trims whole stream nodes (100 entries)
+            for n in range(24):
                 await chunks(store, "t1", range(n, n + 1))
                 events.append(await anext(reading))  # read as they come: no reader falls behind
         await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
         events += await drain(sender)
-        with pytest.raises(EventIdExpiredError, match="no longer keeps"):
-            await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[1])
-        recent = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[-3])
-        assert recent is not None
-        assert kinds(await drain(recent[1])) == ["artifact_update", "TASK_STATE_COMPLETED"]
-        beyond = ids(events)[-1] + "9"
+        every = ids(events)
+        assert len(every) == 26  # the task, 24 chunks, COMPLETED; the last 10 are kept
+        for after, replayed in ((every[15], every[16:]), (every[16], every[17:])):
+            watched = await store.watch("t1", ALICE, until_terminal=True, after=after)
+            assert watched is not None
+            assert ids(await drain(watched[1])) == replayed
+        for older in (every[14], every[1], every[0]):
+            with pytest.raises(EventIdExpiredError, match="no longer keeps"):
+                await store.watch("t1", ALICE, until_terminal=True, after=older)
+        beyond = every[-1] + "9"
         with pytest.raises(EventIdExpiredError, match="not an event id"):
             await store.watch("t1", ALICE, until_terminal=True, after=beyond)
         with pytest.raises(EventIdExpiredError, match="not an event id"):
             await store.watch("t1", ALICE, until_terminal=True, after="not-an-id")
+
+    async def test_any_text_but_an_id_of_the_task_is_refused(self, make_store: MakeStore) -> None:
+        """Property, over a seeded generator of odd texts (contract/odd_ids.py: digits `int`
+        takes that are no ASCII digits, numbers past every range, another task's ids,
+        mutations of the task's own, random text): `watch(after=)` with any text that is not
+        an id the store gave for the task is EventIdExpiredError (never another error, never
+        a replay), and the task's owner only learns it (another caller: None). Every id it
+        gave, the snapshot's included, replays exactly the events after it."""
+        store = await make_store()
+        foreign = await store.subscribe("t0")  # an earlier task, with more events
+        await created(store, "t0")
+        await chunks(store, "t0", range(20))
+        await store.set_status("t0", a2a_pb2.TASK_STATE_COMPLETED)
+        foreign_ids = ids(await drain(foreign))
+        sender = await store.subscribe("t1")
+        await created(store, "t1")
+        await chunks(store, "t1", range(3))
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        events = await drain(sender)
+        real = ids(events)
+        for at, after in enumerate(real):
+            watched = await store.watch("t1", ALICE, until_terminal=True, after=after)
+            assert watched is not None
+            assert ids(await drain(watched[1])) == real[at + 1 :]
+        texts = odd_ids("contract", 300, real=real, foreign=foreign_ids)
+        for text in texts:
+            with pytest.raises(EventIdExpiredError) as refused:
+                await store.watch("t1", ALICE, until_terminal=True, after=text)
+            message = refused.value.message
+            assert "not an event id" in message or "no longer keeps" in message, (text, message)
+            assert len(message) < 300, message  # a long text is cut, never echoed whole
+        for text in texts[:20]:
+            assert await store.watch("t1", BOB, until_terminal=True, after=text) is None
+
+    async def test_a_snapshot_s_id_is_one_to_resume_after(self, make_store: MakeStore) -> None:
+        """The id a snapshot names (also one taken before the task's stream had any event of
+        its own, as in memory) replays exactly the events after the snapshot."""
+        store = await make_store()
+        await created(store, "t1")
+        watched = await store.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        snapshot_id = watched[1].snapshot_id
+        assert snapshot_id
+        await chunks(store, "t1", range(2))
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        seen = await drain(watched[1])
+        resumed = await store.watch("t1", ALICE, until_terminal=True, after=snapshot_id)
+        assert resumed is not None
+        assert ids(await drain(resumed[1])) == ids(seen)
 
     async def test_a_send_stream_sees_creation_and_closes_when_interrupted(
         self, make_store: MakeStore
