@@ -194,12 +194,7 @@ class BearerTokens:
         """From now on `tokens` are the valid ones (and only they); ValueError when empty."""
         if not tokens:
             raise ValueError("at least one token is needed")
-        reserved = sorted({p for p in tokens.values() if p.startswith(RESERVED_PREFIXES)})
-        if reserved:
-            raise ValueError(
-                f"token principals may not start with {' or '.join(RESERVED_PREFIXES)} (those of "
-                f"certificates and JWTs): {', '.join(map(repr, reserved))}"
-            )
+        check_token_principals(tokens)
         # Keyed by digest so lookups do not compare secrets character by character.
         self._principals = {_digest(token): principal for token, principal in tokens.items()}
 
@@ -370,12 +365,25 @@ class AllOf:
         return principals[0] or ""
 
 
+def check_token_principals(tokens: Mapping[str, str], source: str = "") -> None:
+    """ValueError (one line, after `source`: where the tokens came from) when a token's
+    principal is one only a certificate or a JWT may be (a RESERVED_PREFIXES prefix): a token
+    must never pass for them."""
+    reserved = sorted({p for p in tokens.values() if p.startswith(RESERVED_PREFIXES)})
+    if reserved:
+        raise ValueError(
+            f"{source}token principals may not start with {' or '.join(RESERVED_PREFIXES)} "
+            f"(those of certificates and JWTs): {', '.join(map(repr, reserved))}"
+        )
+
+
 def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Tokens from a JSON file `{"<token>": "<principal>", ...}` and/or `A2A_GRPC_TOKENS`.
 
     The environment form is `token1=alice,token2=bob`. Entries from the file win on conflict.
     Fails closed: a file that is unreadable, malformed or holds no token is a ValueError, never
-    a server that quietly serves everyone.
+    a server that quietly serves everyone; so is a principal of a reserved prefix
+    (`check_token_principals`), at start-up as at a reload.
     """
     tokens: dict[str, str] = {}
     for entry in environ.get(TOKENS_ENV, "").split(","):
@@ -386,6 +394,7 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
             tokens[token] = principal
     if environ.get(TOKENS_ENV, "").strip() and not tokens:
         raise ValueError(f"{TOKENS_ENV} is set but names no token=principal entry")
+    check_token_principals(tokens, f"{TOKENS_ENV}: ")
     if path:
         try:
             loaded = json.loads(Path(path).read_text())
@@ -402,6 +411,7 @@ def load_tokens(path: str | None, environ: Mapping[str, str] = os.environ) -> di
                 f"--auth-tokens {path}: the file names no token; refusing to start without "
                 'authentication (expected {"<token>": "<principal>"})'
             )
+        check_token_principals(loaded, f"--auth-tokens {path}: ")
         tokens.update(loaded)
     return tokens
 

@@ -151,3 +151,25 @@ def test_push_credential_keys_that_are_no_fernet_keys_stop_the_start(
     code, err = _serve(["--push-credentials-keys-file", str(tmp_path / "absent")], capsys)
     assert code == 2
     assert "cannot read it: No such file or directory" in _one_line(err)
+
+
+@pytest.mark.parametrize("principal", ["cert:alice", "jwt:https://idp|bob", "spiffe://td/x"])
+def test_a_token_of_a_reserved_principal_is_a_start_up_error(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    principal: str,
+) -> None:
+    """A static token may not pass for a certificate's or a JWT's caller: one line, exit 2
+    (from the file, or from A2A_GRPC_TOKENS), as a SIGHUP reload refuses it."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(f'{{"s3cret": "{principal}"}}')
+    code, err = _serve(["--auth-tokens", str(tokens)], capsys)
+    assert code == 2
+    line = _one_line(err)
+    assert f"--auth-tokens {tokens}: token principals may not start with" in line
+    assert repr(principal) in line and "s3cret" not in line
+    monkeypatch.setenv("A2A_GRPC_TOKENS", f"s3cret={principal}")
+    code, err = _serve([], capsys)
+    assert code == 2
+    assert "A2A_GRPC_TOKENS: token principals may not start with" in _one_line(err)
