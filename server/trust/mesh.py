@@ -98,14 +98,21 @@ def trust_domain_of(spiffe_id: str) -> str:
 
 def spiffe_id(uris: Sequence[str], where: str, trust_domains: Sequence[str] = ()) -> str | None:
     """The one SPIFFE ID among `uris` (URI SANs), or None when there is none; an
-    IdentityProblem (naming `where` they come from) when there are several, when it is not
-    valid, or when `trust_domains` are given and its trust domain is none of them."""
+    IdentityProblem (naming `where` they come from) when there are several, when another URI
+    comes with it, when it is not valid, or when `trust_domains` are given and its trust domain
+    is none of them."""
     ids = [uri for uri in uris if uri[:7].lower() == "spiffe:"]
     if not ids:
         return None
+    # An X509-SVID has exactly one URI SAN (X509-SVID standard, §2): two SPIFFE IDs would be two
+    # names, and a SPIFFE ID beside another URI is no SVID either.
     if len(ids) > 1:
-        # An X509-SVID has exactly one URI SAN (X509-SVID standard, §2): two would be two names.
         raise IdentityProblem(f"{where} names {len(ids)} SPIFFE IDs; it must name one")
+    if len(uris) > 1:
+        raise IdentityProblem(
+            f"{where} has {len(uris)} URI SANs, one a SPIFFE ID: an X509-SVID has exactly one "
+            "URI SAN, its SPIFFE ID"
+        )
     (found,) = ids
     problem = spiffe_id_problem(found)
     if problem is not None:

@@ -172,6 +172,9 @@ async def test_a_certificates_spiffe_id_is_the_principal(serve: Any, binding: st
         two = await clients.make(ca.issue("two", uris=[SVC_A, SVC_B]), ca)
         error = await refusal(two)
         assert unauthenticated(error) and "2 SPIFFE IDs" in error.message
+        beside = await clients.make(ca.issue("beside", uris=[SVC_A, "https://a.example"]), ca)
+        error = await refusal(beside)
+        assert unauthenticated(error) and "exactly one URI SAN" in error.message
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

@@ -124,8 +124,9 @@ def test_the_last_element_is_the_local_sidecars() -> None:
         forwarded_spiffe_id(["URI=spiffe://TD/x"])
     with pytest.raises(ValueError, match="trust domain 'other' is not accepted"):
         forwarded_spiffe_id(["URI=spiffe://other/x"], ("prod.example",))
-    # a non-SPIFFE URI SAN beside the SPIFFE ID is not a second name
-    assert forwarded_spiffe_id([f"URI=https://a.example;URI={SVC_A}"]) == SVC_A
+    # The forwarded certificate's URI SANs: one more beside the SPIFFE ID makes it no X509-SVID.
+    with pytest.raises(ValueError, match="has 2 URI SANs, one a SPIFFE ID"):
+        forwarded_spiffe_id([f"URI=https://a.example;URI={SVC_A}"])
 
 
 @pytest.mark.parametrize(
@@ -174,6 +175,10 @@ def test_client_certificates_prefer_the_spiffe_id_over_the_cn() -> None:
     assert certificates.authenticate(Presented(peer=cert(None))) is None  # grpc's empty CN
     with pytest.raises(AuthenticationError, match="names 2 SPIFFE IDs"):
         certificates.authenticate(Presented(peer=cert("svc", SVC_A, SVC_B)))
+    # X509-SVID §2: exactly one URI SAN, so a SPIFFE ID beside another URI is refused too.
+    for uris in ((SVC_A, "https://a.example"), ("https://a.example", SVC_A)):
+        with pytest.raises(AuthenticationError, match="has 2 URI SANs, one a SPIFFE ID"):
+            certificates.authenticate(Presented(peer=cert("svc", *uris)))
     with pytest.raises(AuthenticationError, match="not a valid SPIFFE ID"):
         certificates.authenticate(Presented(peer=cert("svc", "spiffe://td:1/x")))
 
