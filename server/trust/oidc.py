@@ -8,8 +8,9 @@ The keys come from an OpenID Connect issuer (`serve --oidc-issuer`: its discover
   ES256, EdDSA; so `none` and HS256 with the public key as secret are refused before any key is
   looked at), its `kid` names a key of the set whose type fits that algorithm (and whose `alg`,
   when it states one, is that algorithm), the signature verifies, `exp`, `iss` and `aud` are
-  present, `iss` is the issuer and `aud` holds the audience, `exp`, `nbf` and `iat` hold with
-  `leeway` seconds, and the principal claim is a non-empty string;
+  present, `iss` is the issuer and `aud` holds the audience, `exp`, `nbf` and `iat` are JSON
+  numbers (NumericDate: never a numeric string) and hold with `leeway` seconds, and the
+  principal claim is a non-empty string;
 - the principal is `jwt:` + the principal claim (`sub` by default; `azp` or `client_id` for
   service tokens): no static token's principal may start with `jwt:` (nor `cert:`), so a JWT
   caller can never be taken for another kind;
@@ -31,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +63,14 @@ DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_REFRESH_INTERVAL_S = 10.0
 DEFAULT_LEEWAY_S = 30.0
 MAX_JWKS_BYTES = 256 * 1024
+NUMERIC_DATES = ("exp", "nbf", "iat")
+"""Claims that are JSON numbers (RFC 7519 §2, NumericDate): PyJWT also takes `"1893456000"`
+and `true` (it calls int() on them), which a token's issuer never writes."""
+
+
+def _numeric_date(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
 
 _KEY_TYPES = {
     "RS256": ("RSA", None),
@@ -384,10 +394,17 @@ class JwtBearer:
             ) from None
         except jwt.InvalidAlgorithmError:
             raise AuthenticationError(f"the JWT's algorithm does not fit key {kid!r}") from None
-        except jwt.DecodeError:
+        except (jwt.DecodeError, OverflowError):  # OverflowError: a date of Infinity
             raise AuthenticationError("the JWT is malformed") from None
         except jwt.PyJWTError as exc:
             raise AuthenticationError(f"the JWT is not valid ({type(exc).__name__})") from None
+        for name in NUMERIC_DATES:
+            value = claims.get(name)
+            if value is not None and not _numeric_date(value):
+                raise AuthenticationError(
+                    f"the JWT's {name!r} claim is not a number (RFC 7519 NumericDate), but "
+                    f"{type(value).__name__} {str(value)[:40]!r}"
+                )
         subject = claims.get(self.principal_claim)
         if not isinstance(subject, str) or not subject:
             raise AuthenticationError(

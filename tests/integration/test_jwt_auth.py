@@ -240,6 +240,12 @@ async def test_each_refused_token_names_the_check_it_failed(
         issuer.token(azp="a", aud="https://agents.example/other"): "wrong audience",
         issuer.token(azp="a", iss="https://evil.example"): "wrong issuer",
         issuer.token(azp="a", nbf=now + 3600): "not valid yet",
+        # NumericDate only (RFC 7519 §2): PyJWT alone takes a numeric string or a boolean.
+        issuer.token(azp="a", exp=str(now + 300)): "'exp' claim is not a number",
+        issuer.token(azp="a", nbf=str(now - 60)): "'nbf' claim is not a number",
+        issuer.token(azp="a", iat=str(now)): "'iat' claim is not a number",
+        issuer.token(azp="a", iat=True): "'iat' claim is not a number",
+        issuer.token(azp="a", exp=float("inf")): "the JWT is malformed",
         issuer.token(azp="a", exp=None): "no 'exp' claim",
         issuer.token(azp="a", aud=None): "no 'aud' claim",
         issuer.token(): "no 'azp' claim",
