@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import grpc
+import httpx
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from tests.integration.conftest import Harness, error_reason, send_request
+from tests.integration.conftest import Factory, Harness, error_reason, send_request
 
 METHODS = ("SendMessage", "GetTask", "ListTasks", "CancelTask", "CreateTaskPushNotificationConfig")
 
@@ -85,3 +87,43 @@ async def test_odd_list_and_get_requests(demo: Harness) -> None:
             await call
         assert caught.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND)
         assert len(caught.value.details() or "") <= 1024  # echoed ids are clipped
+
+
+async def test_an_oversized_header_is_refused_with_one_log_line(
+    make_server: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A header over 8 KiB, from a caller not yet authenticated: the HTTP port answers 400
+    (aiohttp's limit, 8190 bytes a line) and logs one line naming the caller's address, never
+    an ERROR with a traceback; gRPC refuses one over its hard limit on its own; the server goes
+    on serving."""
+    harness = await make_server(http_port=0, tokens={"s3cret": "alice"})
+    assert harness.running.http_server is not None
+    base = harness.running.http_server.base_url
+    big = {"A2A-Version": "1.0", "X-Padding": "a" * 9000}
+    with caplog.at_level(logging.DEBUG):
+        async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+            for path in ("/tasks", "/", "/.well-known/agent-card.json"):
+                refused = await http.get(path, headers=big)
+                assert refused.status_code == 400, path
+            huge = await http.get("/tasks", headers={"Authorization": "Bearer " + "b" * 70_000})
+            assert huge.status_code == 400
+            served = await http.get("/.well-known/agent-card.json")
+            assert served.status_code == 200
+        with pytest.raises(grpc.aio.AioRpcError) as rpc:
+            await harness.stub.GetTask(
+                a2a_pb2.GetTaskRequest(id="t"), metadata=(("x-padding", "a" * 70_000),)
+            )
+        # grpc's own refusal, past its hard limit of 16 KiB (between 8 and 16 KiB it may let
+        # a header through, and the call is then refused as any other: UNAUTHENTICATED).
+        assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    lines = [r for r in caplog.records if r.name.startswith(("aiohttp", "a2a_grpc"))]
+    assert not [r for r in lines if r.levelno >= logging.ERROR or r.exc_info], lines
+    refusals = [r.getMessage() for r in lines if "cannot be read" in r.getMessage()]
+    assert (
+        refusals
+        == [
+            "refused an HTTP request from 127.0.0.1 that cannot be read: a header or request line "
+            "over 8190 bytes (answered 400)"
+        ]
+        * 4
+    )

@@ -8,6 +8,7 @@ Card responses carry `Cache-Control: public, max-age=N`, a strong `ETag` over th
 from __future__ import annotations
 
 import hashlib
+import logging
 import socket
 import ssl
 import time
@@ -15,6 +16,7 @@ from email.utils import formatdate
 from typing import Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from a2a_grpc.core.jose import PrivateKey
 from a2a_grpc.generated import a2a_pb2
@@ -22,12 +24,37 @@ from a2a_grpc.server.card import to_json
 from a2a_grpc.server.ops.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
 from a2a_grpc.server.transports.http.bindings import HttpBindings
 
+log = logging.getLogger(__name__)
+
 CARD_PATH = "/.well-known/agent-card.json"
 LIVE_PATH = "/healthz"
 """200 while the process serves HTTP at all (a liveness probe): also while it drains."""
 READY_PATH = "/readyz"
 """200 while the server takes new work; 503 while it drains, or while a component it needs
 fails (the task store, a fail-closed audit trail), naming why (a readiness probe)."""
+
+
+class _RequestLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's logger for the HTTP port (its RequestHandler's `logger`). A request aiohttp
+    cannot read (a header line over its 8190 bytes, a malformed request line) is the caller's
+    doing, from a caller not yet authenticated: aiohttp answers it 400 and closes the
+    connection, and the server logs one line, with no traceback. Anything else is logged as
+    aiohttp logs it."""
+
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kw: object) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            if isinstance(exc_info, LineTooLong):
+                why = f"a header or request line over {exc_info.args[1]} bytes"
+            else:
+                why = f"{type(exc_info).__name__}, {str(exc_info.message)[:80]!r}"
+            caller = args[0] if args else "an unknown address"  # aiohttp's: request.remote
+            self.logger.warning(
+                "refused an HTTP request from %s that cannot be read: %s (answered 400)",
+                caller,
+                why,
+            )
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kw)  # type: ignore[arg-type]
 
 
 class Readiness(Protocol):
@@ -181,6 +208,7 @@ class HttpServer:
         self._runner = web.AppRunner(
             app,
             access_log=None,
+            logger=_RequestLog(log, {}),
             handler_cancellation=True,
             shutdown_timeout=self.shutdown_timeout,
         )
