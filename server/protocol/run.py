@@ -40,6 +40,7 @@ from a2a_grpc.server.tasks.base import (
     FirstStatus,
     Scope,
     StoreFullError,
+    StoreUnavailableError,
     TaskFinishedError,
     TaskStore,
 )
@@ -305,6 +306,17 @@ class TaskRun:
         # Whatever goes wrong here, waiting callers must be answered rather than left hanging.
         try:
             await self._settle_with(state, text)
+        except StoreUnavailableError as down:
+            # Not this process's fault, and the store said it once already: one line. The task
+            # stays as last written, under this process's lease; on a shared store, once the
+            # lease runs out (this process stopped), another process fails it.
+            log.warning(
+                "could not record the end of task %s (%s): %s",
+                self.task_id,
+                a2a_pb2.TaskState.Name(state),
+                down,
+            )
+            self._mark_settled()
         except Exception:
             log.exception("could not record the end of task %s", self.task_id)
             self._mark_settled()

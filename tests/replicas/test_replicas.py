@@ -10,6 +10,7 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -30,10 +31,12 @@ from a2a_grpc.server.tasks.redis.events import parse_stream_id
 from tests.integration.sdk_v03_task_reader import read_with_sdk
 from tests.integration.tcp_proxy import TcpProxy
 from tests.integration.webhook_receiver import Receiver
+from tests.redis_servers import RedisServer
 from tests.replicas.conftest import StartReplica, StoreServer
-from tests.replicas.harness import Replica
+from tests.replicas.harness import Replica, start_replica
 
 _ids = itertools.count()
+DEMO_AGENT = "a2a_grpc.server.demo_agent:DemoAgent"
 
 
 def send(text: str, *, message_id: str | None = None, task_id: str = "", **configuration: object):  # type: ignore[no-untyped-def]
@@ -650,3 +653,38 @@ async def test_a_stream_whose_replica_is_killed_resumes_on_another_with_every_ev
     orders = [parse_stream_id(text) for text in ids if text is not None]
     assert orders == sorted(set(orders))
     assert len(serving) == 1  # three replicas served the stream and died
+
+
+async def test_a_replica_stopped_while_redis_is_down_says_so_once_and_its_lease_fails_the_task(
+    make_redis_server: Callable[..., RedisServer], redis_server: RedisServer
+) -> None:
+    """SIGTERM while the store's Redis is down: the replica stops cleanly (exit 0) with one
+    line saying what it could not do, no traceback; its task, which it could not mark FAILED,
+    is failed by another replica once the stopped one's lease runs out (docs/replicas.md)."""
+    store = make_redis_server(appendonly=True)
+    options = ("--task-lease", "1", "--shutdown-grace", "0.5", "--agent", DEMO_AGENT)
+    a = await start_replica(redis_server.url, *options, store=store.url)
+    b = await start_replica(redis_server.url, *options, store=store.url)
+    try:
+        working = a.stub.SendStreamingMessage(send("slow 600"))
+        first = await working.read()
+        assert first.task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
+        task_id = first.task.id
+        assert describe([await working.read()]) == ["TASK_STATE_WORKING"]
+        await asyncio.to_thread(store.stop)
+        before = len(a.output)
+        assert await a.stop() == 0
+        assert a.reader is not None
+        await a.reader
+        said = "".join(a.output[before:])
+        assert "Traceback" not in said, said
+        down = [line for line in a.output[before:] if "could not record" in line]
+        assert len(down) == 1, said
+        await asyncio.to_thread(store.restart)
+        stream = b.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+        events = [await stream.read(), *await collect(stream)]
+        assert describe(events)[-1] == "TASK_STATE_FAILED", describe(events)
+        assert events[-1].status_update.status.message.parts[0].text == REPLICA_STOPPED_TEXT
+    finally:
+        await a.kill()
+        await b.kill()
