@@ -263,7 +263,7 @@ class InMemoryTaskStore:
     async def watch(
         self, task_id: str, scope: Scope, *, until_terminal: bool, after: str | None = None
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
-        if after is not None and self.table.scope_of(task_id) != scope:
+        if self.table.scope_of(task_id) != scope:  # before a log is made or marked for it
             return None
         subscription = self.broker.subscribe(
             task_id, until_terminal=until_terminal, after=after, snapshot=after is None
