@@ -92,19 +92,32 @@ async def test_odd_list_and_get_requests(demo: Harness) -> None:
 async def test_an_oversized_header_is_refused_with_one_log_line(
     make_server: Factory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A header over 8 KiB, from a caller not yet authenticated: the HTTP port answers 400
-    (aiohttp's limit, 8190 bytes a line) and logs one line naming the caller's address, never
-    an ERROR with a traceback; gRPC refuses one over its hard limit on its own; the server goes
-    on serving."""
+    """A header over 8 KiB, from a caller not yet authenticated: the HTTP port answers 431 in
+    the binding's form, naming the header (over 64 KiB, aiohttp's own 400), and logs one line
+    naming the caller's address, never an ERROR with a traceback; gRPC refuses one over its
+    hard limit on its own; the server goes on serving."""
     harness = await make_server(http_port=0, tokens={"s3cret": "alice"})
     assert harness.running.http_server is not None
     base = harness.running.http_server.base_url
     big = {"A2A-Version": "1.0", "X-Padding": "a" * 9000}
     with caplog.at_level(logging.DEBUG):
         async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-            for path in ("/tasks", "/", "/.well-known/agent-card.json"):
+            for path in ("/tasks", "/nowhere", "/.well-known/agent-card.json"):
                 refused = await http.get(path, headers=big)
-                assert refused.status_code == 400, path
+                assert refused.status_code == 431, path
+                error = refused.json()["error"]
+                assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 431
+                assert "header X-Padding is 9011 bytes" in error["message"], error
+                assert "at most 8190 bytes" in error["message"]
+            rpc_refused = await http.post(
+                "/",
+                json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}},
+                headers=big,
+            )
+            assert rpc_refused.status_code == 431
+            assert rpc_refused.json()["id"] is None
+            assert rpc_refused.json()["error"]["code"] == -32600
+            assert "header X-Padding" in rpc_refused.json()["error"]["message"]
             huge = await http.get("/tasks", headers={"Authorization": "Bearer " + "b" * 70_000})
             assert huge.status_code == 400
             served = await http.get("/.well-known/agent-card.json")
@@ -118,12 +131,13 @@ async def test_an_oversized_header_is_refused_with_one_log_line(
         assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     lines = [r for r in caplog.records if r.name.startswith(("aiohttp", "a2a_grpc"))]
     assert not [r for r in lines if r.levelno >= logging.ERROR or r.exc_info], lines
-    refusals = [r.getMessage() for r in lines if "cannot be read" in r.getMessage()]
-    assert (
-        refusals
-        == [
-            "refused an HTTP request from 127.0.0.1 that cannot be read: a header or request line "
-            "over 8190 bytes (answered 400)"
-        ]
-        * 4
+    refusals = [r.getMessage() for r in lines if "refused an HTTP request" in r.getMessage()]
+    too_large = (
+        "refused an HTTP request from 127.0.0.1: header X-Padding is 9011 bytes, over 8190 "
+        "(answered 431)"
     )
+    unreadable = (
+        "refused an HTTP request from 127.0.0.1 that cannot be read: a header or request line "
+        "over 65536 bytes (answered 400)"
+    )
+    assert refusals == [too_large] * 4 + [unreadable]

@@ -486,6 +486,48 @@ def json_not_found(served: Collection[str]) -> Middleware:
     return middleware
 
 
+HEADER_FIELD_LIMIT = 8190
+"""The longest header field (name, `: ` and value) the HTTP port takes, in bytes: aiohttp's
+own default line limit, kept as the documented bound (docs/http.md)."""
+HEADER_READ_LIMIT = 65536
+"""The longest header field aiohttp reads at all. Fields between `HEADER_FIELD_LIMIT` and this
+get a readable 431 from `header_limit`; longer ones aiohttp refuses itself (400, one log line)."""
+
+
+def header_limit(limit: int = HEADER_FIELD_LIMIT) -> Middleware:
+    """A middleware that answers a request with a header field over `limit` bytes 431 (Request
+    Header Fields Too Large, RFC 6585), in the form of the binding it came to (a JSON-RPC error
+    at the JSON-RPC path, AIP-193 elsewhere), before anything else reads it; one log line."""
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        for name, value in request.raw_headers:
+            size = len(name) + 2 + len(value)
+            if size > limit:
+                break
+        else:
+            return await handler(request)
+        header = name.decode("latin-1")[:40]
+        log.warning(
+            "refused an HTTP request from %s: header %s is %d bytes, over %d (answered 431)",
+            request.remote or "an unknown address",
+            header,
+            size,
+            limit,
+        )
+        error = InvalidRequestError(
+            f"header {header} is {size} bytes; this server takes header fields of at most "
+            f"{limit} bytes (name, ': ' and value)"
+        )
+        if request.method == "POST" and request.path == JSONRPC_PATH:
+            return _jsonrpc_response(_jsonrpc_error(None, error), status=431)
+        return _rest_error(error, 431, media_type=json_media_type(request))
+
+    return middleware
+
+
 def _reset(http_request: web.Request) -> None:
     """Closes the request's connection at once with a reset (RST). A plain close would queue
     its FIN behind the bytes the client never read, so the connection (and its kernel buffers)

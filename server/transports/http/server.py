@@ -22,7 +22,11 @@ from a2a_grpc.core.jose import PrivateKey
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import to_json
 from a2a_grpc.server.ops.metrics import CONTENT_TYPE, METRICS_PATH, ServerMetrics
-from a2a_grpc.server.transports.http.bindings import HttpBindings
+from a2a_grpc.server.transports.http.bindings import (
+    HEADER_READ_LIMIT,
+    HttpBindings,
+    header_limit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +40,10 @@ fails (the task store, a fail-closed audit trail), naming why (a readiness probe
 
 class _RequestLog(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's logger for the HTTP port (its RequestHandler's `logger`). A request aiohttp
-    cannot read (a header line over its 8190 bytes, a malformed request line) is the caller's
-    doing, from a caller not yet authenticated: aiohttp answers it 400 and closes the
-    connection, and the server logs one line, with no traceback. Anything else is logged as
-    aiohttp logs it."""
+    cannot read (a header over `HEADER_READ_LIMIT` bytes, a request line over 8190, a malformed
+    request line) is the caller's doing, from a caller not yet authenticated: aiohttp answers it
+    400 and closes the connection, and the server logs one line, with no traceback. Anything
+    else is logged as aiohttp logs it."""
 
     def exception(self, msg: object, *args: object, exc_info: object = True, **kw: object) -> None:
         if isinstance(exc_info, HttpProcessingError):
@@ -190,7 +194,7 @@ class HttpServer:
         """Serves the card, and `bindings` and `metrics` (at /metrics) when given."""
         self.bind()
         assert self._socket is not None
-        app = web.Application(client_max_size=self.max_body)
+        app = web.Application(client_max_size=self.max_body, middlewares=[header_limit()])
         app.router.add_get(CARD_PATH, self._card)
         app.router.add_get(LIVE_PATH, self._live)
         app.router.add_get(READY_PATH, self._ready)
@@ -210,6 +214,9 @@ class HttpServer:
             access_log=None,
             logger=_RequestLog(log, {}),
             handler_cancellation=True,
+            # aiohttp reads header fields up to this, so that header_limit answers the longer
+            # ones with a readable 431 rather than aiohttp's plain 400.
+            max_field_size=HEADER_READ_LIMIT,
             shutdown_timeout=self.shutdown_timeout,
         )
         await self._runner.setup()
