@@ -507,7 +507,10 @@ def _fail(text: str) -> None:
     print(f"{PROGRAM}: {' '.join(text.split())}", file=sys.stderr, flush=True)
 
 
-def _parser() -> argparse.ArgumentParser:
+def client_options() -> argparse.ArgumentParser:
+    """The options every client command shares (TARGET's auth, TLS, tenant, transport,
+    timeouts, audit): a parent parser (`parents=[client_options()]`), so that `console` takes
+    exactly what `send` and `get` take."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print ProtoJSON, one per line")
     common.add_argument("--timeout", type=_seconds, metavar="S", help="deadline in seconds")
@@ -586,6 +589,12 @@ def _parser() -> argparse.ArgumentParser:
         "`a2a-grpc audit match FILE SERVER_LOG` compares it with the server's)",
     )
 
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = client_options()
+
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="A2A 1.0 over gRPC. `a2a-grpc serve --help` runs a server; the other "
@@ -607,6 +616,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser(
         "keys", help="make a message-signing key pair (`a2a-grpc keys new --kid KID`)"
+    )
+    commands.add_parser(
+        "console",
+        help="a local web console for TARGET: its card, sends, streams and tasks "
+        "(`a2a-grpc console --help`)",
     )
 
     def command(name: str, run: Callable[[argparse.Namespace], Awaitable[int]], help: str) -> Any:

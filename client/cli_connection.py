@@ -82,7 +82,7 @@ class Connection:
             extensions.append(BUDGET_EXTENSION)  # the agent learns that a budget was asked for
         common: dict[str, Any] = {
             "extensions": extensions,
-            "credentials": _credentials(args),
+            "credentials": credentials_from_args(args),
             "retry": SEND_RETRY,
             "audit": self._audit,
             "signer": _signer(args),
@@ -132,7 +132,7 @@ class Connection:
                 )
 
 
-def _credentials(args: argparse.Namespace) -> Credentials | None:
+def credentials_from_args(args: argparse.Namespace) -> Credentials | None:
     """The bearer token the command sends: `--token`, `--token-file` or the `--oauth-*` client
     credentials (one of them); else $A2A_TOKEN_FILE, else $A2A_TOKEN; else none."""
     oauth = {
