@@ -432,10 +432,13 @@ class A2AClient:
         timeout: float | None = None,
         metadata: MetadataEntries = (),
         resume: RetryPolicy | bool | None = True,
+        after: str | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         """SubscribeToTask: yields each event with the running view; the first must be the Task.
 
-        Resumption and `timeout` work as in `send_streaming_message`.
+        `after`: the last event id a caller saw (`core.event_ids.event_id`): the events after
+        it, no snapshot first; from a snapshot (`view.resumed_from_snapshot`) when the server no
+        longer keeps them. Resumption and `timeout` work as in `send_streaming_message`.
         """
         transport = self._transport or await self._ready()
         subscribe = self._with_tenant(
@@ -443,14 +446,13 @@ class A2AClient:
         )
         entries = await self._call_metadata(metadata)
         deadline = StreamDeadline(self._effective_timeout(timeout), self._backoff.clock)
+        opening = entries if after is None else (*entries, (LAST_EVENT_ID_KEY, after))
         call = transport.stream(
-            "SubscribeToTask", subscribe, timeout=deadline.remaining(), metadata=entries
+            "SubscribeToTask", subscribe, timeout=deadline.remaining(), metadata=opening
         )
-        view = TaskView(expected_task_id=subscribe.id)
-        counts = _StreamCounts()
-        stream = self._follow(
-            transport, call, view, Mode.SUBSCRIBE, entries, deadline, resume, counts
-        )
+        view, counts = TaskView(expected_task_id=subscribe.id), _StreamCounts()
+        mode = Mode.SUBSCRIBE if after is None else Mode.REPLAY
+        stream = self._follow(transport, call, view, mode, entries, deadline, resume, counts)
         if self._audit is not None:
             stream = self._audited_stream("SubscribeToTask", subscribe, view, stream, counts)
         async with contextlib.aclosing(stream):

@@ -95,8 +95,8 @@ class Mode(enum.Enum):
     RESUME = "resume"
     """SubscribeToTask opened by `follow` after a drop: opens with the Task."""
     REPLAY = "replay"
-    """SubscribeToTask opened by `follow` after a drop, after the last event id seen: the
-    events after it, with no snapshot."""
+    """SubscribeToTask after the last event id seen (opened by `follow` after a drop, or by a
+    caller resuming with `subscribe_to_task(after=...)`): the events after it, no snapshot."""
 
 
 _SEND_MODES = (Mode.SEND, Mode.CONTINUATION)
@@ -187,7 +187,7 @@ async def follow(
     DeadlineExceededError when the overall deadline expires; StreamResumeError when resumption
     is off or fails.
     """
-    stop_when_done = mode is not Mode.SUBSCRIBE
+    stop_when_done = mode in _SEND_MODES  # a subscription reads until the server ends it
     initial = view
     resumption = _Resumption(policy, backoff, deadline)
     last: a2a_pb2.StreamResponse | None = None  # the last event read; its id is read on a drop
