@@ -1,6 +1,6 @@
 """The `a2a-grpc` console script: `serve` runs the server, `audit` checks and matches audit
 trails, `keys` makes signing keys, `store` migrates a PostgreSQL store's schema and reseals push
-configs' secrets, every other command is the client's."""
+configs' secrets, `console` runs the local web console, every other command is the client's."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     # one line that says what failed; they say nothing more. Read when grpc initializes, so set
     # before it is imported; GRPC_VERBOSITY in the environment still wins.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    if args and args[0] == "console":
+        from a2a_grpc.cli.console import main as console_main
+
+        return console_main(args[1:])
     from a2a_grpc.client.cli import main as client_main
 
     return client_main(args)
