@@ -162,6 +162,8 @@ function taskView(task) {
 
 // Reads one stream of the back end into `container`; resolves with the last item and the end.
 function followStream(streamId, container, options) {
+  container.dataset.streamId = streamId;
+  container.dataset.streamKind = options.kind || "";
   const live = el("div", { class: "live" });
   const rows = el("tbody");
   const ending = el("div", { class: "stream-end" });
@@ -293,7 +295,7 @@ async function sendBody() {
 async function startStream(body, container, options) {
   const { ok, json } = await api("POST", "/api/streams", body);
   if (!ok) { clear(container, errorBox(json.error)); return null; }
-  return followStream(json.streamId, container, options);
+  return followStream(json.streamId, container, { ...options, kind: json.kind });
 }
 
 async function answer(task, text, container) {
@@ -304,6 +306,7 @@ async function answer(task, text, container) {
 async function send(event) {
   event.preventDefault();
   const result = $("send-result");
+  clear(result);
   clear($("send-status"), "Sending…");
   const body = await sendBody();
   if ($("send-stream").checked) {
@@ -382,6 +385,7 @@ async function subscribe(after) {
   $("task-resume").disabled = true;
   const { last } = await followStream(json.streamId, $("task-live"), {
     notice,
+    kind: json.kind,
     onItem: (item) => { if (item.eventId) current.lastEventId = item.eventId; },
     onAnswer: (task, text) => answer(task, text, $("task-live")),
   });
