@@ -15,7 +15,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,12 +100,17 @@ async def console(target: str, *options: str) -> AsyncIterator[Console]:
                 await process.wait()
 
 
+def chromium_path() -> str | None:
+    """Debian's browser: /usr/bin/chromium, else `chromium` on PATH."""
+    return str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
+
+
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Any]:
     """A headless Chromium page (1280x800) from Debian's browser."""
     from playwright.async_api import async_playwright
 
-    executable = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
+    executable = chromium_path()
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
             executable_path=executable,
@@ -126,7 +131,3 @@ async def chromium() -> AsyncIterator[Any]:
             yield page
         finally:
             await browser.close()
-
-
-def states_of(texts: Sequence[str]) -> list[str]:
-    return [text.strip() for text in texts]

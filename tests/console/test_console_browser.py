@@ -110,13 +110,13 @@ async def chunked_stream(page: Any, shots: Path) -> None:
     assert any(parts and parts == chunks[: len(parts)] and len(parts) < 4 for parts in partial), (
         seen
     )
+    await shot(page, shots, "stream")
     # Each event has its time since the send and its raw wire JSON.
     first = result.locator("tr.event").first
     await expect(first.locator("td.ms")).to_contain_text("ms")
     await first.locator("details.raw summary").click()
     raw = json.loads(await first.locator("details.raw pre").inner_text())
     assert "task" in raw
-    await shot(page, shots, "stream")
 
 
 async def ask_and_answer(page: Any, shots: Path, ask: str, answer: str, answered: str) -> None:
@@ -300,6 +300,7 @@ async def test_console_on_our_0_3_service(v03_card: str, tmp_path: Path) -> None
         await see_error(page, shots)
 
 
+@pytest.mark.timeout(900)  # the first run may build ADK's environment (pip's time)
 async def test_console_on_an_adk_agent(adk_peer: PeerProcess, tmp_path: Path) -> None:
     """ADK's agent echoes, asks, runs slowly and fails; it keeps no event ids, so a
     subscription resumed after a stop starts from a snapshot, and the page says so."""

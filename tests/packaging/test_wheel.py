@@ -73,6 +73,8 @@ def test_the_wheel_holds_the_package_and_the_license_and_no_tests(wheel: Path) -
         assert f"a2a_grpc/{package}/py.typed" in names, package
     for generated in ("a2a_pb2.py", "a2a_pb2.pyi", "a2a_pb2_grpc.py"):
         assert f"a2a_grpc/generated/{generated}" in names
+    for page in ("index.html", "console.css", "console.js"):  # `a2a-grpc console`'s page
+        assert f"a2a_grpc/cli/console/static/{page}" in names, page
     assert not [name for name in names if name.startswith("tests/") or "/tests/" in name]
     assert all(name.startswith(("a2a_grpc/", "a2a_grpc-")) for name in names), names
     (info,) = {name.split("/")[0] for name in names if ".dist-info/" in name}
