@@ -67,9 +67,11 @@ class Console:
 
 
 @asynccontextmanager
-async def console(target: str, *options: str) -> AsyncIterator[Console]:
-    """`a2a-grpc console TARGET OPTIONS --port 0` as a child process, until the block ends (then
-    SIGTERM, and its exit awaited)."""
+async def console(
+    target: str, *options: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Console]:
+    """`a2a-grpc console TARGET OPTIONS` as a child process (with `env` added to its
+    environment), until the block ends (then SIGTERM, and its exit awaited)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -80,6 +82,7 @@ async def console(target: str, *options: str) -> AsyncIterator[Console]:
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
     )
     assert process.stdout is not None and process.stderr is not None
     try:

@@ -4,6 +4,10 @@ anything the page is sent."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import stat
 from pathlib import Path
 
 import aiohttp
@@ -107,6 +111,34 @@ async def test_bad_options_fail_before_serving(
     assert console_main(["127.0.0.1:1", "--cert", str(tmp_path / "c.pem")]) == 2
     assert "--cert and --key go together" in capsys.readouterr().err
     assert console_main(["127.0.0.1:1", "--port", "70000"]) == 2
+
+
+async def test_open_opens_the_printed_url_in_the_browser(
+    make_server: Factory, tmp_path: Path
+) -> None:
+    """--open hands the URL (token included) to the user's browser ($BROWSER here: a script
+    that writes what it is given into a FIFO the test reads)."""
+    harness = await make_server(http_port=0)
+    assert harness.running.card_url is not None
+    fifo = tmp_path / "opened"
+    os.mkfifo(fifo)
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {fifo}\n')
+    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
+
+    def opened() -> str:
+        with open(fifo) as reader:  # blocks until the browser script writes
+            return reader.read()
+
+    async with console(
+        harness.running.card_url, "--open", env={"BROWSER": str(browser)}
+    ) as running:
+        try:
+            assert await asyncio.wait_for(asyncio.to_thread(opened), 30) == running.url
+        finally:
+            # A reader still waiting (the browser was never run) is let go, not left blocked.
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_only_loopback_is_quiet() -> None:
