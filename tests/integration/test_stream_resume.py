@@ -389,3 +389,51 @@ async def test_a_stream_a_redis_outage_ends_is_resumed_once_redis_is_back(
     assert views[-1].state == a2a_pb2.TASK_STATE_COMPLETED
     assert agent.runs == 1
     assert sleeps and sleeps[0] >= 1.0  # the server's RetryInfo
+
+
+@pytest.mark.parametrize("binding", ["grpc", "jsonrpc", "http+json"])
+async def test_a_caller_resumes_a_subscription_after_the_last_event_id_it_saw(
+    make_server: Factory, binding: str
+) -> None:
+    """`subscribe_to_task(after=ID)`: exactly the events after ID, no snapshot first; with an ID
+    the server no longer keeps, from a snapshot, and the view says so."""
+    agent = Fifty()
+    harness = await make_server(agent, http_port=0, replay_events=5)
+    assert harness.running.card_url is not None
+    async with (
+        asyncio.timeout(60),
+        A2AClient.connect(harness.running.card_url, transports=(binding,)) as client,
+    ):
+        agent.allow(2)  # the task starts: WORKING
+        started = await client.send_message(
+            a2a_pb2.SendMessageRequest(
+                message=user_message("fifty"),
+                configuration=a2a_pb2.SendMessageConfiguration(return_immediately=True),
+            )
+        )
+        assert isinstance(started, a2a_pb2.Task)
+        seen: list[str | None] = []
+        async for event, _ in client.subscribe_to_task(started.id):
+            seen.append(event_id(event))
+            agent.allow(5)  # after the opening snapshot: more events follow it live
+            if len(seen) == 3:
+                break  # the caller stops reading
+        last = seen[-1]
+        assert last is not None
+        await agent.emitted_up_to(5)
+        replayed = []
+        agent.allow(7)
+        async for event, view in client.subscribe_to_task(started.id, after=last):
+            replayed.append((event, view))
+            if len(replayed) == 2:
+                break
+        assert not replayed[0][0].HasField("task")  # the events after the id, no snapshot
+        assert [event_id(e) for e, _ in replayed] == [str(int(last) + 1), str(int(last) + 2)]
+        assert not replayed[-1][1].resumed_from_snapshot
+        agent.allow(30)
+        await agent.emitted_up_to(30)  # the ring of 5 moved past `last`
+        agent.allow(EVENTS)
+        items = [item async for item in client.subscribe_to_task(started.id, after=last)]
+        assert items[0][0].HasField("task")  # from a snapshot
+        final = items[-1][1]
+        assert final.resumed_from_snapshot and final.state == a2a_pb2.TASK_STATE_COMPLETED
