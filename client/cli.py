@@ -272,7 +272,7 @@ async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -
     a2a-grpc server serves it, on the gRPC port + 1, and shown if it names this gRPC port;
     otherwise the one line says how to fetch it."""
     why = f"GetExtendedAgentCard: {type(refused).__name__}: {refused.message}"
-    host, port = _host_and_port(args.target)
+    host, port = host_and_port(args.target)
     if port is None:
         _fail(
             f"{why}; the public agent card is served over HTTP: `{_program()} card "
@@ -286,7 +286,7 @@ async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -
         card = await fetch_card(url, args.timeout or PUBLIC_CARD_TIMEOUT_S, tls)
     except (A2AClientError, StatusError, UsageError):
         card = None
-    if card is None or not _names_grpc_port(card, port):
+    if card is None or not names_grpc_port(card, port):
         _fail(
             f"{why}; the public agent card is served over HTTP: `{_program()} card "
             f"{scheme}://{host}:HTTP_PORT` with the agent's HTTP port ({url} is an a2a-grpc "
@@ -298,7 +298,7 @@ async def _public_card_instead(args: argparse.Namespace, refused: StatusError) -
     return EXIT_OK
 
 
-def _host_and_port(target: str) -> tuple[str, int | None]:
+def host_and_port(target: str) -> tuple[str, int | None]:
     """(host, port) of a single `host:port` target; port None for a list or a `dns:` name."""
     match = HOST_PORT.match(target)
     if match is None:
@@ -306,7 +306,7 @@ def _host_and_port(target: str) -> tuple[str, int | None]:
     return target[: match.start(1) - 1], int(match.group(1))
 
 
-def _names_grpc_port(card: a2a_pb2.AgentCard, port: int) -> bool:
+def names_grpc_port(card: a2a_pb2.AgentCard, port: int) -> bool:
     """Whether `card` lists a gRPC interface on `port`: the card fetched is this agent's."""
     for interface in card.supported_interfaces:
         if interface.protocol_binding.upper() != GRPC_BINDING:

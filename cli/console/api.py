@@ -26,13 +26,20 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 from aiohttp import web
 from google.protobuf import json_format
 
 from a2a_grpc.cli.console import card_checks, views
 from a2a_grpc.client.card import card_url
-from a2a_grpc.client.channel import ChannelOptions
-from a2a_grpc.client.cli import DEFAULT_CURRENCY, NO_EXTENDED_CARD
+from a2a_grpc.client.channel import ChannelOptions, TlsConfig
+from a2a_grpc.client.cli import (
+    DEFAULT_CURRENCY,
+    NO_EXTENDED_CARD,
+    PUBLIC_CARD_TIMEOUT_S,
+    host_and_port,
+    names_grpc_port,
+)
 from a2a_grpc.client.cli_connection import (
     Connection,
     UsageError,
@@ -42,12 +49,19 @@ from a2a_grpc.client.cli_connection import (
     tls_config,
 )
 from a2a_grpc.client.client import A2AClient
+from a2a_grpc.client.errors import (
+    A2AClientError,
+    AgentCardError,
+    DeadlineExceededError,
+    UnavailableError,
+)
 from a2a_grpc.client.follow import StreamItem
 from a2a_grpc.client.messages import data_part, file_part, url_part, user_message
 from a2a_grpc.client.state_names import parse_state_name
 from a2a_grpc.client.transports.http import create_http_client
 from a2a_grpc.core.budget import BUDGET_EXTENSION, with_budget
 from a2a_grpc.core.cards import DEFAULT_CARD_TIMEOUT_S, parse_card
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.metadata import EXTENSIONS_KEY
 from a2a_grpc.core.release import version_line
 from a2a_grpc.generated import a2a_pb2
@@ -249,45 +263,47 @@ async def _body(request: web.Request) -> dict[str, Any]:
 
 
 async def card(request: web.Request) -> web.Response:
+    """The card and its checks. A card URL is fetched as served; for a gRPC `host:port` the
+    card is GetExtendedAgentCard's, or where the agent has none for this caller, the public
+    card where an a2a-grpc server serves it (the gRPC port + 1, as `card host:port` looks),
+    if it names this gRPC port."""
     session = request.app[SESSION]
     args = session.args
     try:
         tls = tls_config(args)
         if is_url(args.target):
-            url = card_url(args.target)
-            async with create_http_client(tls) as http:
-                response = await http.get(url, timeout=args.timeout or DEFAULT_CARD_TIMEOUT_S)
-            if response.status_code != 200:
-                return _usage(f"GET {url} answered HTTP {response.status_code}")
-            raw = response.text
-            agent_card = parse_card(raw)
+            source = card_url(args.target)
+            raw, agent_card = await _served_card(source, tls, args.timeout)
             document = card_checks.card_document(raw)
-            source = url
             checks = [card_checks.strict_parse(document)]
         else:
             client = await session.client()
             try:
                 agent_card = await client.get_extended_agent_card(timeout=session.call_timeout)
             except NO_EXTENDED_CARD as refused:
-                return _error(refused)
-            raw = json_format.MessageToJson(agent_card)
-            document = json.loads(raw)
-            source = f"GetExtendedAgentCard at {args.target}"
-            checks = [
-                card_checks.Check(
-                    "strict A2A 1.0 parse", "info", "the card came over gRPC, as protobuf"
-                )
-            ]
+                found = await _public_card(args.target, tls)
+                if found is None:
+                    return _error(refused)
+                source, raw, agent_card = found
+                source += f", the public card (GetExtendedAgentCard: {type(refused).__name__})"
+                document = card_checks.card_document(raw)
+                checks = [card_checks.strict_parse(document)]
+            else:
+                raw = json_format.MessageToJson(agent_card)
+                document = json.loads(raw)
+                source = f"GetExtendedAgentCard at {args.target}"
+                checks = [
+                    card_checks.Check(
+                        "strict A2A 1.0 parse", "info", "the card came over gRPC, as protobuf"
+                    )
+                ]
+        credentials = credentials_from_args(args)
     except UsageError as error:
         return _usage(str(error))
     except Exception as error:
         return _error(error)
     checks.append(card_checks.signature_check(agent_card, document))
     checks.append(card_checks.chosen_interface(agent_card, allowed_transports(args)))
-    try:
-        credentials = credentials_from_args(args)
-    except UsageError as error:
-        return _usage(str(error))
     options = ChannelOptions(lb_policy=args.lb_policy)
     reach = await card_checks.reachability(
         agent_card, tls=tls, channel_options=options, credentials=credentials
@@ -301,6 +317,39 @@ async def card(request: web.Request) -> web.Response:
             "reachability": reach,
         }
     )
+
+
+async def _served_card(
+    url: str, tls: TlsConfig | None, timeout_s: float | None
+) -> tuple[str, a2a_pb2.AgentCard]:
+    """The card's JSON as served at `url`, and the card the client reads from it (leniently);
+    AgentCardError for an HTTP error status."""
+    async with create_http_client(tls) as http:
+        try:
+            response = await http.get(url, timeout=timeout_s or DEFAULT_CARD_TIMEOUT_S)
+        except httpx.TimeoutException as error:
+            raise DeadlineExceededError(f"GET {url}: {error!r}") from error
+        except httpx.HTTPError as error:
+            raise UnavailableError(f"GET {url}: {error!r}") from error
+    if response.status_code != 200:
+        raise AgentCardError(f"GET {url} answered HTTP {response.status_code}")
+    return response.text, parse_card(response.text)
+
+
+async def _public_card(
+    target: str, tls: TlsConfig | None
+) -> tuple[str, str, a2a_pb2.AgentCard] | None:
+    """(url, JSON, card) of the public card an a2a-grpc server serves for the gRPC `target`,
+    None when there is none that names this gRPC port."""
+    host, port = host_and_port(target)
+    if port is None:
+        return None
+    url = card_url(f"{'https' if tls is not None else 'http'}://{host}:{port + 1}")
+    try:
+        raw, agent_card = await _served_card(url, tls, PUBLIC_CARD_TIMEOUT_S)
+    except (A2AClientError, StatusError):
+        return None
+    return (url, raw, agent_card) if names_grpc_port(agent_card, port) else None
 
 
 # --- sending ------------------------------------------------------------------------------------
