@@ -3,6 +3,7 @@ page is told when its input is wrong, and an agent that cannot be reached."""
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
@@ -89,3 +90,52 @@ async def test_an_unreachable_agent_is_a_could_not_talk_error() -> None:
         error = body["error"]
         assert error["category"] == "could-not-talk" and error["retryable"] is True, error
         assert error["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), error
+
+
+async def test_send_options_and_task_filters_reach_the_agent(make_server: Factory) -> None:
+    harness = await make_server(http_port=0)
+    assert harness.running.card_url is not None
+    async with console(harness.running.card_url) as running:
+        # Accepted output modes: a data part the caller takes only as text comes back as text.
+        status, sent = await call(
+            running,
+            "POST",
+            "/api/send",
+            json={"text": "hi", "data": '{"a": 1}', "acceptedOutputModes": ["text/plain"]},
+        )
+        assert status == 200, sent
+        parts = sent["task"]["artifacts"][0]["parts"]
+        assert [p["kind"] for p in parts] == ["text", "text"] and json.loads(parts[1]["text"]) == {
+            "a": 1
+        }
+        context = sent["task"]["contextId"]
+        # History length: at most that many messages of the history.
+        status, sent = await call(
+            running, "POST", "/api/send", json={"text": "again", "historyLength": 1}
+        )
+        assert status == 200 and len(sent["task"]["history"]) <= 1, sent
+        # A budget (budget extension, activated on the call): over it, the agent refuses.
+        status, sent = await call(
+            running, "POST", "/api/send", json={"text": "spend 0.50", "budget": "0.10"}
+        )
+        assert status == 200 and sent["task"]["state"] == "rejected", sent
+        # Return immediately: the task comes back before it is done.
+        status, sent = await call(
+            running, "POST", "/api/send", json={"text": "slow 30", "returnImmediately": True}
+        )
+        assert status == 200 and sent["task"]["state"] in ("submitted", "working"), sent
+        slow = sent["task"]["id"]
+        # Filters and paging.
+        status, listed = await call(running, "GET", "/api/tasks?state=rejected")
+        assert [t["state"] for t in listed["tasks"]] == ["rejected"], listed
+        status, listed = await call(running, "GET", f"/api/tasks?contextId={context}")
+        assert [t["contextId"] for t in listed["tasks"]] == [context], listed
+        status, first = await call(running, "GET", "/api/tasks?pageSize=2")
+        assert len(first["tasks"]) == 2 and first["nextPageToken"], first
+        status, second = await call(
+            running, "GET", f"/api/tasks?pageSize=2&pageToken={first['nextPageToken']}"
+        )
+        ids = {t["id"] for t in first["tasks"]} | {t["id"] for t in second["tasks"]}
+        assert len(ids) == 4 and first["totalSize"] == 4, (first, second)
+        status, canceled = await call(running, "POST", f"/api/tasks/{slow}/cancel")
+        assert status == 200 and canceled["task"]["state"] == "canceled", canceled

@@ -12,6 +12,9 @@ the clock; each page is screenshotted into the test's output (browser.py says wh
 from __future__ import annotations
 
 import json
+import re
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -335,3 +338,73 @@ async def test_console_on_an_adk_agent(adk_peer: PeerProcess, tmp_path: Path) ->
             timeout=EXPECT_MS
         )
         await see_error(page, shots)
+
+
+def tiny_png() -> bytes:
+    """A valid 1x1 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+async def send_with_file(page: Any, text: str, file: dict[str, Any], url: str = "") -> Any:
+    await page.goto(page.url.split("#")[0] + "#send")
+    await page.fill("#send-text", text)
+    await page.set_input_files("#send-file", files=[file])
+    await page.fill("#send-url", url)
+    await page.set_checked("#send-stream", False)
+    await page.click("#send-button")
+    artifact = page.locator("#send-result .artifact").first
+    await expect(artifact).to_be_visible(timeout=EXPECT_MS)
+    return artifact
+
+
+async def test_artifacts_are_rendered_by_media_type(make_server: Factory, tmp_path: Path) -> None:
+    """The demo agent echoes every part back as an artifact: text, JSON pretty-printed,
+    Markdown rendered with its HTML escaped, an image inline, a URL as a link, and anything
+    else as a download link."""
+    harness = await make_server(http_port=0)
+    assert harness.running.card_url is not None
+    shots = shots_dir(tmp_path) / "media"
+    shots.mkdir(exist_ok=True)
+    async with (
+        console(harness.running.card_url, "--transport", "jsonrpc") as running,
+        chromium() as page,
+    ):
+        await open_console(page, running)
+        await page.goto(running.base + "/#send")
+        await page.fill("#send-data", '{"answer": 42, "list": [1, 2]}')
+        markdown = b"# Notes\n\n**bold** and <script>window.injected = 1</script>\n\n- one\n"
+        md = {"name": "notes.md", "mimeType": "text/markdown", "buffer": markdown}
+        artifact = await send_with_file(page, "media", md)
+        await expect(artifact.locator(".part[data-kind=text]")).to_have_text("media")
+        data = json.loads(await artifact.locator(".part[data-kind=data] pre.json").inner_text())
+        assert data == {"answer": 42, "list": [1, 2]}
+        rendered = artifact.locator(".part[data-kind=raw] .md")
+        await expect(rendered.locator("h1")).to_have_text("Notes")
+        await expect(rendered.locator("strong")).to_have_text("bold")
+        await expect(rendered).to_contain_text("<script>window.injected = 1</script>")
+        assert await rendered.locator("script").count() == 0
+        assert await page.evaluate("window.injected") is None
+        await shot(page, shots, "markdown")
+        await page.fill("#send-data", "")
+        png = {"name": "dot.png", "mimeType": "image/png", "buffer": tiny_png()}
+        artifact = await send_with_file(page, "image", png, "https://example.com/report.pdf")
+        image = artifact.locator(".part[data-kind=raw] img")
+        await expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+        assert await image.evaluate("img => img.complete && img.naturalWidth") == 1
+        link = artifact.locator(".part[data-kind=url] a")
+        await expect(link).to_have_attribute("href", "https://example.com/report.pdf")
+        blob = {"name": "blob.bin", "mimeType": "application/octet-stream", "buffer": b"\x00\x01"}
+        artifact = await send_with_file(page, "bytes", blob)
+        download = artifact.locator(".part[data-kind=raw] a.download")
+        await expect(download).to_have_attribute("download", "blob.bin")
+        await expect(download).to_contain_text("2 bytes")
+        await shot(page, shots, "download")

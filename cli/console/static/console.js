@@ -109,6 +109,10 @@ function markdown(text) {
 
 function bytesOf(b64) { return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)); }
 
+function prettyJson(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (error) { return text; }
+}
+
 function partView(part) {
   const type = part.mediaType || "";
   const box = el("div", { class: "part", "data-kind": part.kind, "data-media-type": type });
@@ -119,6 +123,11 @@ function partView(part) {
   } else if (part.kind === "raw") {
     if (part.base64 === undefined) {
       box.append(el("span", { class: "muted" }, `${part.filename || "file"}: ${part.size} bytes (too large to show)`));
+    } else if (type === "text/markdown" || type === "text/plain" || type === "application/json") {
+      const text = new TextDecoder().decode(bytesOf(part.base64));
+      if (type === "text/markdown") box.append(markdown(text));
+      else if (type === "application/json") box.append(el("pre", { class: "json" }, prettyJson(text)));
+      else box.append(el("div", { class: "text" }, text));
     } else if (type.startsWith("image/")) {
       box.append(el("img", { src: `data:${type};base64,${part.base64}`, alt: part.filename || "image" }));
     } else {
