@@ -491,12 +491,15 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
     )
     await response.prepare(request)
-    async for item in run.follow(start):
-        data = json.dumps(item, separators=(",", ":"))
-        await response.write(f"id: {item['seq']}\nevent: item\ndata: {data}\n\n".encode())
-    end = json.dumps(run.end, separators=(",", ":"))
-    await response.write(f"event: end\ndata: {end}\n\n".encode())
-    await response.write_eof()
+    try:
+        async for item in run.follow(start):
+            data = json.dumps(item, separators=(",", ":"))
+            await response.write(f"id: {item['seq']}\nevent: item\ndata: {data}\n\n".encode())
+        end = json.dumps(run.end, separators=(",", ":"))
+        await response.write(f"event: end\ndata: {end}\n\n".encode())
+        await response.write_eof()
+    except ConnectionResetError:  # the page went away; the stream itself runs on
+        pass
     return response
 
 
