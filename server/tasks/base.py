@@ -173,6 +173,10 @@ class Subscription(Protocol):
     """One reader's view of a task's events: iterate it; it ends when the stream should close.
 
     Raises `SubscriberOverflowError` (broker.py) when the reader fell too far behind.
+
+    One that replays kept events a batch at a time (`watch(after=)`) also has
+    `when_caught_up(callback)`, which calls back once every kept event is read, as
+    broker.Subscription does; without it, the replay is taken as read at once.
     """
 
     snapshot_id: str

@@ -9,13 +9,19 @@ first subscriber, kept until the task leaves the store (`forget`): a per-task se
 numbers every event published from then on, and a ring of the last `replay_length` events, so
 a subscriber can resume after an id (`subscribe(..., after=)`). A task nobody streams has no
 log: its writes build no events at all (the blocking SendMessage's hot path).
+
+A replay is paced (`Subscription.refill`): kept events are read `REPLAY_BATCH` at a time, and
+the next batch only once the reader has taken the last one (the transport writes each event
+with the connection's backpressure), with a turn of the event loop between batches. So no
+replay holds more than a batch in its queue, and a thousand replays at once take turns with
+every other call instead of each filling its queue in one go.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Container
+from collections.abc import AsyncIterator, Awaitable, Callable, Container
 from typing import Protocol
 
 from a2a_grpc.core.event_ids import stamp
@@ -25,6 +31,9 @@ from a2a_grpc.server.tasks.replay_ids import no_longer_kept, not_an_id, parse_se
 BACKLOG_MARK = 16
 """Default queued events per reader at which publishers are told to yield (at most half the
 queue size)."""
+REPLAY_BATCH = 64
+"""Kept events a replay reads at a time (at most the queue's size): the next batch is read once
+the reader has taken this one."""
 
 
 class SubscriberOverflowError(Exception):
@@ -46,8 +55,10 @@ class Subscription:
         "_error",
         "_events",
         "_limit",
+        "_on_caught_up",
         "_task_id",
         "_wakeup",
+        "refill",
         "snapshot_id",
         "until_terminal",
     )
@@ -67,6 +78,11 @@ class Subscription:
         self.snapshot_id = ""
         """The id of the last event before this subscription's first (a snapshot taken with
         it includes that event); "" when unknown."""
+        self.refill: Callable[[], Awaitable[None]] | None = None
+        """While a replay is under way: reads the next batch of kept events into the queue,
+        awaited by the reader whenever the queue is empty; the store's replay sets it, and
+        `caught_up()` ends it."""
+        self._on_caught_up: Callable[[], None] | None = None
 
     def _offer(self, event: a2a_pb2.StreamResponse) -> int:
         """Queues `event`; returns how many events wait now, or -1 when this reader overflowed."""
@@ -93,6 +109,26 @@ class Subscription:
             self._error = error
         self._wakeup.set()
 
+    @property
+    def room(self) -> int:
+        """Events the queue takes before this reader overflows."""
+        return self._limit - len(self._events)
+
+    def when_caught_up(self, callback: Callable[[], None]) -> None:
+        """Calls `callback` once this subscription's replay has read every kept event (now,
+        when it has no replay under way)."""
+        if self.refill is None:
+            callback()
+        else:
+            self._on_caught_up = callback
+
+    def caught_up(self) -> None:
+        """The replay has read every kept event: what follows is live (the store calls it)."""
+        self.refill = None
+        callback, self._on_caught_up = self._on_caught_up, None
+        if callback is not None:
+            callback()
+
     async def __aiter__(self) -> AsyncIterator[a2a_pb2.StreamResponse]:
         try:
             while True:
@@ -100,6 +136,10 @@ class Subscription:
                     yield self._events.popleft()
                 if self._error is not None:
                     raise self._error
+                refill = self.refill
+                if refill is not None:
+                    await refill()
+                    continue
                 if self._closed:
                     return
                 self._wakeup.clear()
@@ -109,6 +149,8 @@ class Subscription:
 
     def cancel(self) -> None:
         """Stops receiving; safe to call more than once."""
+        self.refill = None
+        self._on_caught_up = None
         self._broker._remove(self._task_id, self)
 
 
@@ -209,20 +251,10 @@ class Broker:
             raise no_longer_kept(task_id, after, self.replay_length)
         subscription = Subscription(self, task_id, self.queue_size, until_terminal)
         subscription.snapshot_id = after
-        events = subscription._events
-        for sequence, event, last, interrupted in log.events:
-            if sequence <= cursor:
-                continue
-            events.append(event)  # the ring is shorter than any queue may be: never overflows
-            if last or (interrupted and not until_terminal):
-                subscription._close()
-                return subscription
-        if log.ended:
-            subscription._close()
-            return subscription
-        if events:
-            subscription._wakeup.set()
+        replay = _Replay(self, task_id, log, subscription, cursor)
+        subscription.refill = replay.refill
         self._subscribers.setdefault(task_id, []).append(subscription)
+        replay.read()  # the first batch at once: a short replay is done here
         return subscription
 
     def forget(self, task_id: str) -> None:
@@ -272,6 +304,8 @@ class Broker:
             return False
         deepest = 0
         for subscription in list(subscribers):
+            if subscription.refill is not None:
+                continue  # replaying: it reads this event from the ring in its turn
             queued = subscription._offer(event)
             if queued < 0:
                 self._remove(task_id, subscription)
@@ -306,3 +340,66 @@ class Broker:
         subscribers.remove(subscription)
         if not subscribers:
             del self._subscribers[task_id]
+
+
+class _Replay:
+    """A subscription's replay from an `_EventLog`: kept events after `cursor`, `REPLAY_BATCH`
+    at a time, then the live ones. Until it has caught up, `publish` passes the subscription
+    by: an event published meanwhile is read from the ring with the others (closes and
+    failures reach it as they reach any subscriber)."""
+
+    __slots__ = ("broker", "cursor", "log", "subscription", "task_id")
+
+    def __init__(
+        self, broker: Broker, task_id: str, log: _EventLog, subscription: Subscription, cursor: int
+    ) -> None:
+        self.broker = broker
+        self.task_id = task_id
+        self.log = log
+        self.subscription = subscription
+        self.cursor = cursor
+
+    async def refill(self) -> None:
+        await asyncio.sleep(0)  # a turn for everyone else between two batches
+        self.read()
+
+    def read(self) -> None:
+        """The next batch into the queue, or the switch to live events once none is left."""
+        log, subscription = self.log, self.subscription
+        if subscription.refill is None:  # canceled meanwhile
+            return
+        if subscription._error is not None:  # failed: the error ends the stream now
+            subscription.caught_up()
+            return
+        if self.cursor < log.floor:
+            subscription.caught_up()
+            subscription.cancel()
+            # The ring moved on past what this replay had not read yet.
+            subscription._fail(
+                no_longer_kept(self.task_id, str(self.cursor), self.broker.replay_length)
+            )
+            return
+        events = subscription._events
+        batch = min(REPLAY_BATCH, subscription.room)
+        ring = log.events
+        # The ring holds consecutive ids: the first one after the cursor is at this index.
+        start = self.cursor - ring[0][0] + 1 if ring else 0
+        for index in range(max(0, start), len(ring)):
+            if batch == 0:
+                subscription._wakeup.set()
+                return
+            sequence, event, last, interrupted = ring[index]
+            events.append(event)
+            self.cursor = sequence
+            batch -= 1
+            if last or (interrupted and not subscription.until_terminal):
+                subscription._close()
+                subscription.caught_up()
+                subscription.cancel()
+                return
+        if events:
+            subscription._wakeup.set()
+        subscription.caught_up()
+        if log.ended:
+            subscription._close()
+            subscription.cancel()

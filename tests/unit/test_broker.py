@@ -9,7 +9,7 @@ import pytest
 from a2a_grpc.core.errors import EventIdExpiredError
 from a2a_grpc.core.event_ids import event_id
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.tasks.broker import Broker, SubscriberOverflowError
+from a2a_grpc.server.tasks.broker import REPLAY_BATCH, Broker, SubscriberOverflowError
 
 
 def event(n: int) -> a2a_pb2.StreamResponse:
@@ -116,6 +116,40 @@ async def test_an_id_the_ring_no_longer_holds_is_refused() -> None:
         broker.subscribe("t", after="5")
     with pytest.raises(EventIdExpiredError, match="not an event id"):
         broker.subscribe("u", after="0")
+
+
+async def test_a_replay_is_read_a_batch_at_a_time_as_its_reader_takes_them() -> None:
+    broker = Broker(replay_length=1000)
+    broker.subscribe("t").cancel()
+    for n in range(1, 301):
+        broker.publish("t", event(n))
+    caught_up = asyncio.Event()
+    resumed = broker.subscribe("t", until_terminal=True, after="10")
+    resumed.when_caught_up(caught_up.set)
+    # Only the first batch is queued: the rest waits in the ring until the reader takes it.
+    assert resumed.room == broker.queue_size - REPLAY_BATCH
+    reading = aiter(resumed)
+    got = [(await anext(reading)).message.message_id for _ in range(REPLAY_BATCH)]
+    assert not caught_up.is_set() and resumed.room == broker.queue_size
+    broker.publish("t", event(301))  # live while replaying: read from the ring in its turn
+    while not caught_up.is_set():
+        got.append((await anext(reading)).message.message_id)
+    broker.publish("t", event(302), last=True)  # live again: straight into the queue
+    got += [e.message.message_id async for e in reading]
+    assert got == [str(n) for n in range(11, 303)]
+
+
+async def test_a_replay_that_falls_out_of_the_ring_ends_with_its_id_expired() -> None:
+    broker = Broker(replay_length=100)
+    broker.subscribe("t").cancel()
+    for n in range(1, 101):
+        broker.publish("t", event(n))
+    resumed = broker.subscribe("t", until_terminal=True, after="1")
+    for n in range(101, 201):  # the ring moves past what the replay has not read yet
+        broker.publish("t", event(n))
+    expired = "no longer keeps the events of task t after '65'"
+    with pytest.raises(EventIdExpiredError, match=expired):
+        await drain(resumed)  # the first batch (2 to 65) read, the rest gone
 
 
 def _closing(broker: Broker, subscription: object) -> object:

@@ -208,6 +208,33 @@ class StoreContract(StoreSuite):
         last = await store.watch("t1", ALICE, until_terminal=True, after=ids(events)[-1])
         assert last is not None and await drain(last[1]) == []
 
+    async def test_a_long_replay_with_live_events_meanwhile_has_no_gap_and_no_repeat(
+        self, make_store: MakeStore
+    ) -> None:
+        # Longer than a replay reads at once (a store may read kept events in batches, as
+        # the reader takes them): live events written meanwhile come after the kept ones.
+        store = await make_store()
+        sender = await store.subscribe("t1")
+        await created(store, "t1")
+        async with asyncio.timeout(WAIT_S):
+            cursor = ids([await anext(aiter(sender))])[0]  # the task's first event
+        await chunks(store, "t1", range(300))
+        sender.cancel()
+        resumed = await store.watch("t1", ALICE, until_terminal=True, after=cursor)
+        assert resumed is not None
+        seen: list[a2a_pb2.StreamResponse] = []
+        reading = aiter(resumed[1])
+        async with asyncio.timeout(WAIT_S):
+            for n in range(300, 340):  # a live write after every few events read
+                seen += [await anext(reading) for _ in range(5)]
+                await chunks(store, "t1", range(n, n + 1))
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)
+        seen += await drain(resumed[1])
+        assert artifact_ids(seen) == [f"a{n}" for n in range(340)]
+        assert kinds(seen)[-1] == "TASK_STATE_COMPLETED"
+        orders = [self.event_id_order(i) for i in ids(seen)]
+        assert orders == sorted(set(orders))
+
     async def test_exactly_the_last_kept_events_replay_and_older_ids_are_refused(
         self, make_store: MakeStore
     ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a_grpc.core import status
@@ -23,12 +23,19 @@ from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
-from a2a_grpc.server.tasks.broker import Subscription
+from a2a_grpc.server.tasks.broker import REPLAY_BATCH, SubscriberOverflowError, Subscription
 
 if TYPE_CHECKING:
     from a2a_grpc.server.tasks.redis.backend import RedisBackend
 
 log = logging.getLogger(__name__)
+
+ReplayedEvent = tuple[str, bytes, str]
+"""A kept event as read from a task's stream: (its id, StreamResponse bytes, flags)."""
+ReplayedPage = tuple[list[ReplayedEvent], bool]
+"""A page of kept events, and whether the task is terminal."""
+ReplayPage = Callable[[str, int], Awaitable[ReplayedPage]]
+"""Reads the page of at most `count` kept events after an id."""
 
 
 def parse_stream_id(text: str) -> tuple[int, int]:
@@ -153,6 +160,65 @@ class EventReader:
                 if subscription not in self._after:
                     return
 
+    def replay(
+        self,
+        subscription: Subscription,
+        after: str,
+        replayed: list[ReplayedEvent],
+        terminal: bool,
+        *,
+        more: int,
+        next_page: ReplayPage,
+    ) -> None:
+        """Passes on the kept events after `after`, a page at a time, then the live ones:
+        `replayed` (and `terminal`) is the first page; when it holds `more` events, the next
+        pages are read by `next_page` as the reader takes them (broker.py: pacing). Live
+        events seen meanwhile wait, counted against the subscription's queue bound, and pass
+        on after the last page, those not already replayed."""
+        cursor = after
+        for text, payload, flags in replayed:
+            self._deliver(subscription, parse_stream_id(text), text, payload, flags)
+            if subscription not in self._after:  # closed by the event
+                return
+            cursor = text
+        if len(replayed) < more:
+            self._caught_up(subscription, cursor, terminal)
+            return
+
+        async def refill() -> None:
+            nonlocal cursor
+            pending = self._pending.get(subscription)
+            if pending is None:  # canceled meanwhile
+                subscription.caught_up()
+                return
+            count = min(REPLAY_BATCH, subscription.room - len(pending))
+            try:
+                page, terminal = await next_page(cursor, count)
+            except Exception as exc:  # Redis is down, or the events are no longer kept
+                subscription.caught_up()
+                subscription._fail(exc)
+                subscription.cancel()
+                return
+            for text, payload, flags in page:
+                if subscription not in self._pending:
+                    return  # ended meanwhile
+                self._deliver(subscription, parse_stream_id(text), text, payload, flags)
+                if subscription not in self._after:  # closed by the event
+                    return
+                cursor = text
+            if len(page) < count:
+                self._caught_up(subscription, cursor, terminal)
+
+        subscription.refill = refill
+
+    def _caught_up(self, subscription: Subscription, cursor: str, terminal: bool) -> None:
+        """The replay read the last kept event, `cursor`: live events from now on."""
+        subscription.caught_up()
+        self.start_after(subscription, cursor)
+        if terminal and subscription in self._after:  # nothing follows what was kept
+            subscription._close()
+            subscription.cancel()
+
     async def _read(self) -> None:
         pubsub = self._pubsub
         try:
@@ -202,6 +268,9 @@ class EventReader:
         for subscription in list(subscribers):
             pending = self._pending.get(subscription)
             if pending is not None:
+                if len(pending) >= subscription.room:
+                    self._overflowed(subscription)
+                    continue
                 pending.append((event_id, text, payload, flags))
             elif event_id > self._after.get(subscription, (0, 0)):
                 self._deliver(subscription, event_id, text, payload, flags)
@@ -223,6 +292,17 @@ class EventReader:
         if flags == "t" or (flags == "i" and not subscription.until_terminal):
             subscription._close()
             subscription.cancel()
+
+    def _overflowed(self, subscription: Subscription) -> None:
+        """More live events arrived while its replay was read than its queue holds."""
+        subscription.caught_up()
+        subscription._fail(
+            SubscriberOverflowError(
+                f"this stream fell more than {self.queue_size} events behind its task while "
+                "replaying; resume after the last event id it got, or subscribe again"
+            )
+        )
+        subscription.cancel()
 
     def _withdrawn(self, subscribers: list[Subscription], payload: bytes, *, every: bool) -> None:
         """Ends the send streams (every stream with `every`) of a task whose message was not

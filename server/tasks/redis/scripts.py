@@ -75,10 +75,11 @@ return fields
 
 REPLAY = """
 -- KEYS: task, events.  ARGV: an event id as Redis writes one ("<ms>-<seq>", checked by the
--- caller), or "" for a text that is none.  The task's body, tenant, owner and state, then
--- 'ok' and every event after the id ({id, {'e', event, 'f', flags}}), or 'expired' (some were
--- trimmed, or the stream is gone), or 'unknown' (the id is no entry of the task's stream);
--- {} for a task that is not stored.  Marks the task as followed by a stream (see WRITE).
+-- caller), or "" for a text that is none; a count.  The task's body, tenant, owner and state,
+-- then 'ok' and the first <count> events after the id ({id, {'e', event, 'f', flags}}; a replay
+-- reads page after page, each checked as the first), or 'expired' (some were trimmed, or the
+-- stream is gone), or 'unknown' (the id is no entry of the task's stream); {} for a task that
+-- is not stored.  Marks the task as followed by a stream (see WRITE).
 -- Ids are compared by Redis itself (XRANGE), never as Lua numbers (doubles: 53 bits).
 -- Trimming (exact, one entry more than the events kept: the oldest entry is the last event
 -- let go of, for streams to resume after) is the only deletion, from the front.
@@ -103,7 +104,7 @@ if #redis.call('XRANGE', KEYS[2], after, after) == 0 then
   return fields
 end
 table.insert(fields, 'ok')
-local entries = redis.call('XRANGE', KEYS[2], '(' .. after, '+')
+local entries = redis.call('XRANGE', KEYS[2], '(' .. after, '+', 'COUNT', tonumber(ARGV[2]))
 for i = 1, #entries do table.insert(fields, entries[i]) end
 return fields
 """
