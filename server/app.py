@@ -38,6 +38,7 @@ from a2a_grpc.server.compose import ServerRoot
 from a2a_grpc.server.compose import StartupError as StartupError
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.ops.metrics import RpcMetrics, ServerMetrics
+from a2a_grpc.server.protocol.fairness import ShareLimits, Shares
 from a2a_grpc.server.protocol.gate import CallGate
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.housekeeping import CANCEL_SETTLE_S
@@ -594,6 +595,14 @@ def _gate_and_metrics(
         v03_over_grpc=config.compat_03,
         audit=audit,
         metrics=rpc_metrics,
+        shares=Shares(
+            ShareLimits(
+                streams_per_principal=config.max_open_streams_per_principal,
+                streams_per_tenant=config.max_open_streams_per_tenant,
+                replays_per_principal=config.max_replays_per_principal,
+                replays_per_tenant=config.max_replays_per_tenant,
+            )
+        ),
     )
     if rpc_metrics is None:
         return gate, None

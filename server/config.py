@@ -214,6 +214,16 @@ class ServerConfig:
     max_open_streams: int = 10_000
     """A2A streams (SendStreamingMessage, SubscribeToTask) open at once; past it a new one is
     refused like a call. Counted apart so that idle subscriptions never lock out calls."""
+    max_open_streams_per_principal: int = 1000
+    """Streams one caller may hold open at once, across tenants (protocol/fairness.py); past
+    it a new one is refused with RESOURCE_EXHAUSTED and RetryInfo."""
+    max_open_streams_per_tenant: int = 5000
+    """Streams one tenant may hold open at once, across callers."""
+    max_replays_per_principal: int = 16
+    """Resumed SubscribeToTask streams (a Last-Event-ID) of one caller that may replay kept
+    events at once; a stream's replay ends when it has caught up with its task."""
+    max_replays_per_tenant: int = 64
+    """Resumed streams of one tenant that may replay kept events at once."""
     store: str = ""
     """Where tasks are kept: the URL of a store, whose scheme names its kind among the
     registered ones (tasks/registry.py, docs/stores.md): "" or `memory://` for this process's
@@ -304,6 +314,16 @@ class ServerConfig:
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
             (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
             (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
+            (
+                self.max_open_streams_per_principal >= 1,
+                "max_open_streams_per_principal must be at least 1",
+            ),
+            (
+                self.max_open_streams_per_tenant >= 1,
+                "max_open_streams_per_tenant must be at least 1",
+            ),
+            (self.max_replays_per_principal >= 1, "max_replays_per_principal must be at least 1"),
+            (self.max_replays_per_tenant >= 1, "max_replays_per_tenant must be at least 1"),
             (
                 0 < self.task_lease <= MAX_TASK_LEASE,
                 f"task_lease must be more than 0 and at most {MAX_TASK_LEASE:g} seconds",

@@ -3,6 +3,7 @@ with each request (`CallContext`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from a2a_grpc.server.push.configs import V10
@@ -20,3 +21,6 @@ class CallContext(NamedTuple):
     last_event_id: str | None = None
     """The event id a SubscribeToTask resumes after (gRPC `a2a-last-event-id`, SSE
     `Last-Event-ID`; core/event_ids.py); None: from a snapshot."""
+    replay_done: Callable[[], None] | None = None
+    """With `last_event_id`: called once the stream caught up with the task's kept events,
+    which frees the call's replay slot (protocol/fairness.py)."""

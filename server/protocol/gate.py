@@ -49,6 +49,7 @@ from a2a_grpc.core.service import SERVICE_NAME, V03_SERVICE_NAME
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol import log_context
 from a2a_grpc.server.protocol.call_context import CallContext
+from a2a_grpc.server.protocol.fairness import Share, Shares
 from a2a_grpc.server.protocol.ignored_fields import IgnoredFields
 from a2a_grpc.server.protocol.spans import RpcTracing, annotate, failed, task_id_of
 from a2a_grpc.server.push.configs import V10
@@ -108,8 +109,11 @@ class CallGate:
 
     Admission: at most `max_calls` unary calls and, counted apart, `max_streams` streams are
     handled at once, over every transport together; past either, a call is refused at once
-    with RESOURCE_EXHAUSTED, retryable, with RetryInfo. Once `close()`d (the shutdown grace is
-    over), every new call is refused with UNAVAILABLE.
+    with RESOURCE_EXHAUSTED, retryable, with RetryInfo. A stream also takes a share of its
+    principal's and its tenant's (`shares`, fairness.py; and of their replays, for a resumed
+    SubscribeToTask), refused the same way past a cap, once its request names the tenant
+    (`parsed`). Once `close()`d (the shutdown grace is over), every new call is refused with
+    UNAVAILABLE.
     """
 
     def __init__(
@@ -122,6 +126,7 @@ class CallGate:
         v03_over_grpc: bool = False,
         audit: AuditLog | None = None,
         metrics: CallMetrics | None = None,
+        shares: Shares | None = None,
     ) -> None:
         self.max_calls = max_calls
         self.max_streams = max_streams
@@ -133,6 +138,8 @@ class CallGate:
         self.audit = audit
         self.metrics = metrics
         """Where every finished call is counted; None: nowhere."""
+        self.shares = shares
+        """Streams and replays by principal and tenant; None: no caps but `max_streams`."""
         self.ignored_fields = IgnoredFields()
         """Request members the JSON bindings ignored as unknown (spec §5.7), by name."""
         self.tracing = RpcTracing()
@@ -227,6 +234,7 @@ class Call:
 
     __slots__ = (
         "_counted",
+        "_share",
         "_token",
         "gate",
         "params",
@@ -255,6 +263,7 @@ class Call:
         """The call's result, or a stream's first event."""
         self.principal: str | None = None
         self._counted = False
+        self._share: Share | None = None
         self._token: object = None
         tracing = gate.tracing
         started = None
@@ -298,17 +307,26 @@ class Call:
             check_version(params.version)
         elif params.version not in _SERVED_VERSIONS:  # a version seen before needs no call
             gate.check_version(params.version, self.transport)
+        replay_done = self.replayed if self.stream and params.last_event_id else None
         if not params.extension_values:
-            return CallContext(principal, (), V10, params.last_event_id), ()
+            return CallContext(principal, (), V10, params.last_event_id, replay_done), ()
         requested = service_params.parse_extensions(params.extension_values)
         activated = [uri for uri in requested if uri in gate.declared_extensions]
-        return CallContext(principal, requested, V10, params.last_event_id), activated
+        return CallContext(principal, requested, V10, params.last_event_id, replay_done), activated
 
     def parsed(self, request: Any) -> None:
         """The request as the handler takes it: the log's call fields and the audit record
-        name it from now on."""
+        name it from now on. A stream takes its share of its principal's and tenant's here
+        (RESOURCE_EXHAUSTED past a cap: fairness.py); a resumed SubscribeToTask, of their
+        replays too."""
         self.request = request
         log_context.CALL.set((self.rpc, self.principal or "", request))
+        if self.stream and self.gate.shares is not None and self._share is None:
+            self._share = self.gate.shares.take(
+                self.principal or "",
+                getattr(request, "tenant", ""),
+                replay=bool(self.params.last_event_id) and self.rpc == "SubscribeToTask",
+            )
         audit = self.gate.audit
         if audit is not None and isinstance(request, a2a_pb2.SendMessageRequest):
             # The outcome of the run this may start is written after this call's record.
@@ -318,6 +336,11 @@ class Call:
         """The members of the parsed request that were left out as unknown (a JSON binding's
         request; spec §5.7): counted, and each name logged once, with the call's log fields."""
         self.gate.ignored_fields.note(names)
+
+    def replayed(self) -> None:
+        """A resumed stream caught up with its task: its replay slot is free again."""
+        if self._share is not None:
+            self._share.replayed()
 
     def first_event(self, event: Any) -> None:
         """A stream's first event, which names its task (call it once)."""
@@ -352,6 +375,10 @@ class Call:
                 gate.streams -= 1
             else:
                 gate.calls -= 1
+        share = self._share
+        if share is not None:
+            self._share = None
+            share.release()
         span = self.span
         if span is not None:
             annotate(span, self.request, self.result)

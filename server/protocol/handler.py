@@ -13,7 +13,7 @@ applies (the store's check).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from google.protobuf import empty_pb2
 
@@ -235,7 +235,8 @@ class RequestHandler:
         if call.last_event_id:  # an empty Last-Event-ID is none (as an EventSource sends it)
             # Resumed after an event id: exactly the events after it, kept ones first, also
             # after the task finished (while it is stored); no snapshot.
-            async for event in self._replay(request.id, scope, call.last_event_id):
+            replayed = self._replay(request.id, scope, call.last_event_id, call.replay_done)
+            async for event in replayed:
                 yield event
             return
         task = await self._lookup(request.id, scope, None)
@@ -272,10 +273,11 @@ class RequestHandler:
             subscription.cancel()
 
     async def _replay(
-        self, task_id: str, scope: Scope, after: str
+        self, task_id: str, scope: Scope, after: str, done: Callable[[], None] | None = None
     ) -> AsyncIterator[a2a_pb2.StreamResponse]:
         """The task's events after the id `after`, then its live ones until it is terminal
-        (EventIdExpiredError when they are no longer all kept, saying what works instead)."""
+        (EventIdExpiredError when they are no longer all kept, saying what works instead).
+        `done` is called once the kept events are all read (the replay's slot: fairness.py)."""
         try:
             watched = await self.store.watch(task_id, scope, until_terminal=True, after=after)
         except EventIdExpiredError as expired:
@@ -283,6 +285,14 @@ class RequestHandler:
         if watched is None:
             raise TaskNotFoundError(f"task {task_id} not found", metadata={"taskId": task_id})
         subscription = watched[1]
+        if done is not None:
+            # broker.Subscription's; a store's own subscription without it read every kept
+            # event at once (base.Subscription).
+            when_caught_up = getattr(subscription, "when_caught_up", None)
+            if when_caught_up is None:
+                done()
+            else:
+                when_caught_up(done)
         try:
             async for event in subscription:
                 yield event
