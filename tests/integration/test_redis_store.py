@@ -195,12 +195,41 @@ async def test_a_hung_redis_is_a_bounded_unavailable(redis_server: RedisServer) 
         with pytest.raises(StoreUnavailableError):
             async with asyncio.timeout(10):  # a guard: the store's own 0.3 s bound answers
                 await store.get("t1", ALICE)
+        # A timeout alone is not an outage: the health probe, unanswered too, makes it one.
+        await asyncio.wait_for(heard.down.wait(), 10)
         assert heard.health == [False]
     finally:
         redis_server.resume()
     await asyncio.wait_for(heard.recovered.wait(), 10)
     assert await store.get("t1", ALICE) is not None
     await store.close()
+
+
+async def test_a_call_held_up_on_this_side_is_no_outage_while_redis_answers(
+    redis_server: RedisServer,
+) -> None:
+    """A call that times out because this server's own command connection is held up (here a
+    blocking command in its batch; in a replay storm, a backlog of replies) fails, but Redis
+    answers the health probe on its own connection: health stays on and open streams go on."""
+    heard = RecordedListener()
+    store = RedisTaskStore.connect(redis_server.url, timeout=0.5, listener=heard)
+    await store.start()
+    try:
+        await created(store, "t1")
+        watched = await store.watch("t1", ALICE, until_terminal=True)
+        assert watched is not None
+        with pytest.raises(StoreUnavailableError, match="TimeoutError"):
+            async with asyncio.timeout(10):  # a guard: the store's own 0.5 s bound answers
+                await store.backend.call(store.client.blpop(["nothing-comes"], timeout=30))
+        checking = store.backend._checking
+        assert checking is not None
+        await asyncio.wait_for(checking, 10)  # the probe's verdict
+        assert heard.health == [] and store.healthy and store.backend.behind.failures == 1
+        assert store.backend.outage.failures == 0
+        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)  # the stream was not ended
+        assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
+    finally:
+        await store.close()
 
 
 async def test_a_password_in_the_url_is_used_and_a_wrong_one_refused(

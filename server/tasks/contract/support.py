@@ -56,6 +56,8 @@ class RecordedListener:
         """Every health change the store reported, in order."""
         self.recovered = asyncio.Event()
         """Set once the store reported its backend healthy again."""
+        self.down = asyncio.Event()
+        """Set once the store reported its backend unhealthy."""
 
     def task_evicted(self, task_id: str) -> None:
         self.evicted.append(task_id)
@@ -67,6 +69,8 @@ class RecordedListener:
         self.health.append(healthy)
         if healthy:
             self.recovered.set()
+        else:
+            self.down.set()
 
 
 class StoreSuite:

@@ -6,9 +6,11 @@ as redis-py's `Lock` takes a client; the backend knows none of them.
 Contract: every Redis round trip goes through `call` (or `run_script` / `batch`), bounded by
 `timeout`: a refused or slow call raises StoreUnavailableError and turns `healthy` off until a
 probe gets through again (then the hooks given to `after_outage` run); a write Redis refuses at
-its `maxmemory` raises StoreFullError. Before `start`, a failure is `start`'s error, not an
-outage. The failures are logged under the store's logger name (`a2a_grpc.server.tasks.redis.
-store`), as they always were.
+its `maxmemory` raises StoreFullError. A call that only timed out turns `healthy` off only when
+Redis does not answer the health probe either (probe.py: its own connection and thread), so
+this server's own backlog is never taken for Redis being down. Before `start`, a failure is
+`start`'s error, not an outage. The failures are logged under the store's logger name
+(`a2a_grpc.server.tasks.redis.store`), as they always were.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from a2a_grpc.server.tasks.base import StoreFullError, StoreUnavailableError
 from a2a_grpc.server.tasks.redis import client as redis_client
 from a2a_grpc.server.tasks.redis import scripts as redis_scripts
 from a2a_grpc.server.tasks.redis.keys import Keys
+from a2a_grpc.server.tasks.redis.probe import HealthProbe
 
 STORE_LOGGER = "a2a_grpc.server.tasks.redis.store"
 """The logger of the store's outages, leases and reaps (what operators' log filters name)."""
@@ -87,6 +90,12 @@ class RedisBackend:
         self._after_outage: list[Callable[[], None]] = []
         self.outage = FailureLog(log, "the task store (Redis)")
         """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
+        self.probe = None if url is None else HealthProbe(url, timeout)
+        """Asks Redis apart from this process's traffic whether it answers, when a call timed
+        out (None without a URL: a timeout is then an outage)."""
+        self.behind = FailureLog(log, "calls to the task store (Redis)")
+        """Calls that timed out while Redis answered the probe: this server is behind."""
+        self._checking: asyncio.Task[None] | None = None
 
     @classmethod
     def connect(cls, url: str, *, timeout: float = 2.0, **options: Any) -> RedisBackend:
@@ -161,12 +170,18 @@ class RedisBackend:
                 f"the task store (Redis) refused the credentials in its URL: {exc}"
             ) from exc
         except (*REDIS_ERRORS, TimeoutError) as exc:
-            self.report_failure(f"does not answer ({type(exc).__name__}: {exc})")
+            problem = f"does not answer ({type(exc).__name__}: {exc})"
+            if isinstance(exc, TimeoutError | redis.exceptions.TimeoutError) and self.healthy:
+                self._check_health(problem)  # this server may be behind, not Redis down
+            else:
+                self.report_failure(problem)
             raise StoreUnavailableError(
                 f"the task store (Redis) did not answer: {type(exc).__name__}; retry shortly"
             ) from exc
         if not self.healthy:
             self.set_healthy(True)
+        elif self.behind.failing:
+            self.behind.recovered("answer in time again")
         return result
 
     async def run_script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -223,6 +238,29 @@ class RedisBackend:
         self.outage.failed(f"{problem}; calls fail with UNAVAILABLE")
         self.set_healthy(False)
 
+    def _check_health(self, problem: str) -> None:
+        """A call timed out: an outage only when Redis does not answer the probe either (one
+        check at a time; the calls that time out meanwhile wait for its verdict)."""
+        if not self.started:
+            return
+        if self.probe is None:
+            self.report_failure(problem)
+            return
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.get_running_loop().create_task(self._probe_after(problem))
+
+    async def _probe_after(self, problem: str) -> None:
+        probe = self.probe
+        assert probe is not None
+        if await probe.answers():
+            self.behind.failed(
+                "some timed out while Redis answers its health check at once: this server is "
+                "behind (its event loop, or its command connection, is backlogged); those calls "
+                "fail with UNAVAILABLE"
+            )
+        else:
+            self.report_failure(problem)
+
     def set_healthy(self, healthy: bool) -> None:
         if healthy == self.healthy or not self.started:
             return  # before start(), a failure is start()'s error, not a health change
@@ -249,9 +287,13 @@ class RedisBackend:
     def stop_probe(self) -> None:
         if self._probe is not None:
             self._probe.cancel()
+        if self._checking is not None:
+            self._checking.cancel()
 
     async def close(self) -> None:
         """Closes the clients (the parts using them have stopped)."""
         await self.client.aclose()
         if self.pubsub_client is not self.client:
             await self.pubsub_client.aclose()
+        if self.probe is not None:
+            self.probe.close()
