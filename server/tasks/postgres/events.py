@@ -28,7 +28,7 @@ import base64
 import binascii
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from a2a_grpc.core import status
@@ -37,7 +37,7 @@ from a2a_grpc.core.event_ids import stamp
 from a2a_grpc.core.states import SETTLED_STATES
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import Scope, StoreUnavailableError
-from a2a_grpc.server.tasks.broker import SubscriberOverflowError, Subscription
+from a2a_grpc.server.tasks.broker import REPLAY_BATCH, SubscriberOverflowError, Subscription
 from a2a_grpc.server.tasks.postgres.backend import SLOW_CONNECT
 
 if TYPE_CHECKING:
@@ -64,6 +64,12 @@ def notice_payload(task_id: str, every: bool, error: StatusError) -> str:
 
 _Seen = tuple[int, bytes | None, str]
 """An event as a notification told it: (seq, body or None when it is to be read, flags)."""
+Replayed = tuple[int, bytes, str]
+"""A kept event as read from `a2a_events`: (seq, StreamResponse bytes, flags)."""
+ReplayedPage = tuple[Sequence[Replayed], bool]
+"""A page of kept events, and whether the task is terminal."""
+ReplayPage = Callable[[int, int], Awaitable[ReplayedPage]]
+"""Reads the page of at most `count` kept events after a seq."""
 
 
 class Listener:
@@ -189,6 +195,9 @@ class Listener:
         for subscription in list(self._subscribers.get(task_id, ())):
             pending = self._pending.get(subscription)
             if pending is not None:
+                if len(pending) >= subscription.room:
+                    self._overflowed(subscription)
+                    continue
                 pending.append(seen)
             elif seen[0] > self._after.get(subscription, 0):
                 self._deliver(subscription, *seen)
@@ -231,6 +240,76 @@ class Listener:
                 self._deliver(subscription, event_seq, body, event_flags)
                 if subscription not in self._after:
                     return
+
+    def replay(
+        self,
+        subscription: Subscription,
+        after: int,
+        replayed: Sequence[Replayed],
+        terminal: bool,
+        *,
+        more: int,
+        next_page: ReplayPage,
+    ) -> None:
+        """Passes on the kept events after `after`, a page at a time, then the live ones:
+        `replayed` (and `terminal`) is the first page; when it holds `more` events, the next
+        pages are read by `next_page` as the reader takes them (broker.py: pacing). Live
+        events seen meanwhile wait, counted against the subscription's queue bound, and pass
+        on after the last page, those not already replayed."""
+        cursor = after
+        for seq, payload, flags in replayed:
+            self._deliver(subscription, seq, payload, flags)
+            if subscription not in self._after:  # closed by the event
+                return
+            cursor = seq
+        if len(replayed) < more:
+            self._caught_up(subscription, cursor, terminal)
+            return
+
+        async def refill() -> None:
+            nonlocal cursor
+            pending = self._pending.get(subscription)
+            if pending is None:  # canceled meanwhile
+                subscription.caught_up()
+                return
+            count = min(REPLAY_BATCH, subscription.room - len(pending))
+            try:
+                page, terminal = await next_page(cursor, count)
+            except Exception as exc:  # the database is down, or the events are gone
+                subscription.caught_up()
+                subscription._fail(exc)
+                subscription.cancel()
+                return
+            for seq, payload, flags in page:
+                if subscription not in self._pending:
+                    return  # ended meanwhile
+                self._deliver(subscription, seq, payload, flags)
+                if subscription not in self._after:  # closed by the event
+                    return
+                cursor = seq
+            if len(page) < count:
+                self._caught_up(subscription, cursor, terminal)
+
+        subscription.refill = refill
+
+    def _caught_up(self, subscription: Subscription, cursor: int, terminal: bool) -> None:
+        """The replay read the last kept event, `cursor`: live events from now on."""
+        subscription.caught_up()
+        self.start_after(subscription, cursor)
+        if terminal and subscription in self._after:  # nothing follows what was kept
+            subscription._close()
+            subscription.cancel()
+
+    def _overflowed(self, subscription: Subscription) -> None:
+        """More live events arrived while its replay was read than its queue holds."""
+        subscription.caught_up()
+        subscription._fail(
+            SubscriberOverflowError(
+                f"this stream fell more than {self.queue_size} events behind its task while "
+                "replaying; resume after the last event id it got, or subscribe again"
+            )
+        )
+        subscription.cancel()
 
     def _deliver(
         self, subscription: Subscription, seq: int, body: bytes | None, flags: str

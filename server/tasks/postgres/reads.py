@@ -140,12 +140,13 @@ async def list_page(
 
 
 async def replay(
-    backend: PostgresBackend, task_id: str, after: int | None
+    backend: PostgresBackend, task_id: str, after: int | None, count: int
 ) -> tuple[Any, str, list[tuple[int, bytes, str]]]:
-    """The task's row (body, tenant, owner, state; None when it is not stored) and the events
-    after sequence `after`: "ok" with them, "expired" when some are no longer kept, "unknown"
-    when `after` is no event of the task (None: a text that is no sequence; 0: before its
-    first event, which no snapshot names, as a task is created with one; past its last)."""
+    """The task's row (body, tenant, owner, state; None when it is not stored) and the first
+    `count` events after sequence `after`: "ok" with them, "expired" when some are no longer
+    kept, "unknown" when `after` is no event of the task (None: a text that is no sequence; 0:
+    before its first event, which no snapshot names, as a task is created with one; past its
+    last). A replay reads page after page, each checked as the first."""
 
     async def read(connection: Connection) -> tuple[Any, str, list[tuple[int, bytes, str]]]:
         cursor = await connection.execute(
@@ -159,8 +160,9 @@ async def replay(
         if after is None or after < 1 or after > int(row[4]):
             return row, "unknown", []
         cursor = await connection.execute(
-            "SELECT seq, body, flags FROM a2a_events WHERE task_id = %s AND seq > %s ORDER BY seq",
-            (task_id, after),
+            "SELECT seq, body, flags FROM a2a_events WHERE task_id = %s AND seq > %s "
+            "ORDER BY seq LIMIT %s",
+            (task_id, after, count),
         )
         events = [(int(seq), bytes(body), flags) for seq, body, flags in await cursor.fetchall()]
         first_wanted = after + 1

@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from a2a_grpc.core.errors import StatusError
+from a2a_grpc.core.errors import EventIdExpiredError, StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -55,13 +55,19 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     Webhooks,
 )
-from a2a_grpc.server.tasks.broker import Subscription
+from a2a_grpc.server.tasks.broker import REPLAY_BATCH, Subscription
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
 from a2a_grpc.server.tasks.index import trim_history
 from a2a_grpc.server.tasks.postgres import reads, schema, writes
 from a2a_grpc.server.tasks.postgres.backend import STORE_LOGGER, Connection, PostgresBackend
 from a2a_grpc.server.tasks.postgres.claims import PostgresClaims
-from a2a_grpc.server.tasks.postgres.events import Listener, event_payload, notice_payload
+from a2a_grpc.server.tasks.postgres.events import (
+    Listener,
+    Replayed,
+    ReplayedPage,
+    event_payload,
+    notice_payload,
+)
 from a2a_grpc.server.tasks.postgres.leases import Leases
 from a2a_grpc.server.tasks.postgres.push import Deliveries, PostgresPushConfigs
 from a2a_grpc.server.tasks.postgres.reads import Loaded
@@ -597,22 +603,49 @@ class PostgresTaskStore:
     ) -> tuple[a2a_pb2.Task, Subscription] | None:
         """`watch(after=)`: the kept events after the id, then the live ones."""
         seq = parse_sequence(after)
-        row, verdict, events = await reads.replay(self.backend, task_id, seq)
-        if row is None or Scope(row[1], row[2]) != scope:
+        count = min(REPLAY_BATCH, subscription.room)
+        try:
+            row, events = await self._replay_page(task_id, scope, seq, after, count)
+        except BaseException:
+            subscription.cancel()
+            raise
+        if row is None:
             subscription.cancel()
             return None
+        assert seq is not None  # "ok" only for a sequence
+        subscription.snapshot_id = after
+
+        async def next_page(cursor: int, count: int) -> ReplayedPage:
+            row, events = await self._replay_page(task_id, scope, cursor, str(cursor), count)
+            if row is None:
+                raise EventIdExpiredError(
+                    f"task {task_id} is no longer stored: its events after {cursor} are gone"
+                )
+            return events, int(row[3]) in TERMINAL_STATES
+
+        self.events.replay(
+            subscription,
+            seq,
+            events,
+            int(row[3]) in TERMINAL_STATES,
+            more=count,
+            next_page=next_page,
+        )
+        return a2a_pb2.Task.FromString(row[0]), subscription
+
+    async def _replay_page(
+        self, task_id: str, scope: Scope, seq: int | None, after: str, count: int
+    ) -> tuple[Any, Sequence[Replayed]]:
+        """The task's row and `count` kept events after `seq`; (None, ()) when the task is
+        not stored in `scope`; EventIdExpiredError when they are not all kept."""
+        row, verdict, events = await reads.replay(self.backend, task_id, seq, count)
+        if row is None or Scope(row[1], row[2]) != scope:
+            return None, ()
         if verdict != "ok":
-            subscription.cancel()
             if verdict == "unknown":
                 raise not_an_id(task_id, after)
             raise no_longer_kept(task_id, after, self.stream_length)
-        assert seq is not None  # "ok" only for a sequence
-        subscription.snapshot_id = after
-        self.events.start_after(subscription, seq, events)
-        if int(row[3]) in TERMINAL_STATES:  # nothing follows what was kept
-            subscription._close()
-            subscription.cancel()
-        return a2a_pb2.Task.FromString(row[0]), subscription
+        return row, events
 
     async def subscribe(self, task_id: str) -> Subscription:
         subscription = self.events.open(task_id, until_terminal=False)
