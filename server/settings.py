@@ -584,9 +584,9 @@ SETTINGS: tuple[Setting, ...] = (
         "max_open_streams_per_principal",
         help="A2A streams one caller may hold open at once (default: %(default)s)",
         doc="streams one caller (across tenants), or one tenant (across callers), may hold "
-        "open at once; past either, a new stream gets RESOURCE_EXHAUSTED with a 1 s "
-        "RetryInfo at once (see Limits). Without authentication every caller is the same "
-        "principal, so the first is a cap on all streams",
+        "open at once; past either, a new stream gets RESOURCE_EXHAUSTED with a RetryInfo "
+        "of 0.5-1.5 s at once (see Limits). Without authentication every caller is the "
+        "same principal, so the first is a cap on all streams",
     ),
     Setting(
         "max_open_streams_per_tenant",
@@ -600,7 +600,7 @@ SETTINGS: tuple[Setting, ...] = (
         doc="resumed `SubscribeToTask` streams (a Last-Event-ID) of one caller, or of one "
         "tenant, that may replay the task's kept events at once; a replay ends when its stream "
         "has caught up with the task, and past either cap a resumed stream gets "
-        "RESOURCE_EXHAUSTED with a 1 s RetryInfo at once (see Limits)",
+        "RESOURCE_EXHAUSTED with a RetryInfo of 0.5-1.5 s at once (see Limits)",
     ),
     Setting(
         "max_replays_per_tenant",

@@ -12,13 +12,18 @@ never grow with the callers seen.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from a2a_grpc.core.errors import ResourceExhaustedError
 
 SHARE_RETRY_DELAY = 1.0
-"""Seconds a stream refused over its principal's or tenant's share is told to wait: replays
-are paced to finish in about that (a thousand kept events, in batches)."""
+"""Seconds a stream refused over its principal's or tenant's share is told to wait, on average:
+replays are paced to finish in about that (a thousand kept events, in batches). Each refusal
+says a delay drawn evenly from half of it to one and a half times it, so that a thousand
+streams refused together do not all come back in the same instant (measured: with one fixed
+delay, the retries of a 1,000-stream storm came in waves that held another caller's call up
+for seconds)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,5 +123,5 @@ def _refusal(what: str) -> ResourceExhaustedError:
     return ResourceExhaustedError(
         f"too many {what}: this stream is refused; retry after the delay in RetryInfo, or end "
         "a stream first",
-        retry_delay=SHARE_RETRY_DELAY,
+        retry_delay=SHARE_RETRY_DELAY * random.uniform(0.5, 1.5),
     )

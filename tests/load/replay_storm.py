@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -55,6 +56,7 @@ STREAM_DEADLINE = 30.0
 RETRY_FOR = 120.0
 """With retries: seconds a stream keeps trying before it counts as never served."""
 STORE_HEALTH = "a2a_grpc.store"
+THIS_FILE = str(Path(__file__).resolve())
 
 
 @dataclass
@@ -210,14 +212,17 @@ class OtherCaller:
         self._called = asyncio.Event()
 
     async def start(self) -> None:
+        # This file by its path, with the working directory (the checkout) importable: the
+        # same code also measures another checkout's server (its tests.load.servers).
+        path = os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH"))))
         self._child = child = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "tests.load.replay_storm",
+            THIS_FILE,
             "other",
             self.target,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path},
         )
         assert child.stdout is not None
         assert (await asyncio.wait_for(child.stdout.readline(), 60)).strip() == b"READY"
