@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Container
+from itertools import islice
 from typing import Protocol
 
 from a2a_grpc.core.event_ids import stamp
@@ -383,12 +384,11 @@ class _Replay:
         batch = min(REPLAY_BATCH, subscription.room)
         ring = log.events
         # The ring holds consecutive ids: the first one after the cursor is at this index.
-        start = self.cursor - ring[0][0] + 1 if ring else 0
-        for index in range(max(0, start), len(ring)):
+        start = max(0, self.cursor - ring[0][0] + 1) if ring else 0
+        for sequence, event, last, interrupted in islice(ring, start, None):
             if batch == 0:
                 subscription._wakeup.set()
                 return
-            sequence, event, last, interrupted = ring[index]
             events.append(event)
             self.cursor = sequence
             batch -= 1
