@@ -52,7 +52,8 @@ def test_a_replay_holds_its_slot_until_it_caught_up_and_counts_nothing_when_idle
     assert set(shares._streams) == {"p:alice", "t:t1"} and not shares._replays
 
 
-def test_the_gate_refuses_a_resumed_subscription_past_the_replay_cap_until_one_caught_up() -> None:
+async def test_the_gate_refuses_a_resumed_stream_past_the_replay_cap_until_one_caught_up() -> None:
+    # Async: a task of its own, so the call's log fields the gate sets stay in its context.
     limits = ShareLimits(streams_per_principal=5, replays_per_principal=1)
     gate = CallGate(max_calls=10, max_streams=10, shares=Shares(limits))
     resumed = ServiceParams("1.0", (), (), last_event_id="7")

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_grpc.core import status
-from a2a_grpc.core.errors import EventIdExpiredError, StatusError
+from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.core.states import INTERRUPTED_STATES, SETTLED_STATES, TERMINAL_STATES
 from a2a_grpc.generated import a2a_pb2
@@ -57,21 +57,20 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     Webhooks,
 )
-from a2a_grpc.server.tasks.broker import REPLAY_BATCH, Subscription
+from a2a_grpc.server.tasks.broker import Subscription
 from a2a_grpc.server.tasks.changes import StatusClock, apply_status, status_event
 from a2a_grpc.server.tasks.index import trim_history
-from a2a_grpc.server.tasks.redis import reads
+from a2a_grpc.server.tasks.redis import reads, replays
 from a2a_grpc.server.tasks.redis.backend import STORE_LOGGER, RedisBackend, ScriptCall
 from a2a_grpc.server.tasks.redis.claims import RedisClaims
 from a2a_grpc.server.tasks.redis.deliveries import Deliveries
-from a2a_grpc.server.tasks.redis.events import EventReader, ReplayedEvent, ReplayedPage
+from a2a_grpc.server.tasks.redis.events import EventReader
 from a2a_grpc.server.tasks.redis.eviction import Eviction
 from a2a_grpc.server.tasks.redis.keys import Keys, index_member
 from a2a_grpc.server.tasks.redis.leases import Leases
 from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
 from a2a_grpc.server.tasks.redis.reads import Loaded
 from a2a_grpc.server.tasks.redis.room import Room
-from a2a_grpc.server.tasks.replay_ids import no_longer_kept, not_an_id, parse_entry_id
 from a2a_grpc.server.tasks.sealing import CredentialKeys, PushConfigCodec
 
 log = logging.getLogger(STORE_LOGGER)
@@ -674,18 +673,14 @@ class RedisTaskStore:
         keys = self.backend.keys
         try:
             if after is not None:
-                count = min(REPLAY_BATCH, subscription.room)
-                return self._replayed(
+                return await replays.watch_after(
+                    self.backend,
+                    self.events,
+                    self.stream_length,
                     task_id,
                     scope,
                     subscription,
                     after,
-                    count,
-                    await self.backend.run_script(
-                        "REPLAY",
-                        [keys.task(task_id), keys.events(task_id)],
-                        ["" if parse_entry_id(after) is None else after, count],
-                    ),
                 )
             fields = await self.backend.run_script(
                 "SNAPSHOT", [keys.task(task_id), keys.events(task_id)], ["1"]
@@ -700,61 +695,6 @@ class RedisTaskStore:
         subscription.snapshot_id = fields[6].decode()
         self.events.start_after(subscription, subscription.snapshot_id)
         return a2a_pb2.Task.FromString(body), subscription
-
-    def _replayed(
-        self,
-        task_id: str,
-        scope: Scope,
-        subscription: Subscription,
-        after: str,
-        count: int,
-        fields: Any,
-    ) -> tuple[a2a_pb2.Task, Subscription] | None:
-        """`watch(after=)` once REPLAY answered its first page: the kept events, a page at a
-        time (`EventReader.replay`), then the live ones."""
-        try:
-            page = self._replay_page(task_id, scope, after, fields)
-        except EventIdExpiredError:
-            subscription.cancel()
-            raise
-        if page is None:
-            subscription.cancel()
-            return None
-        subscription.snapshot_id = after
-
-        async def next_page(cursor: str, count: int) -> ReplayedPage:
-            keys = self.backend.keys
-            fields = await self.backend.run_script(
-                "REPLAY", [keys.task(task_id), keys.events(task_id)], [cursor, count]
-            )
-            page = self._replay_page(task_id, scope, cursor, fields)
-            if page is None:
-                raise EventIdExpiredError(
-                    f"task {task_id} is no longer stored: its events after {cursor!r} are gone"
-                )
-            return page
-
-        self.events.replay(subscription, after, *page, more=count, next_page=next_page)
-        return a2a_pb2.Task.FromString(fields[0]), subscription
-
-    def _replay_page(
-        self, task_id: str, scope: Scope, after: str, fields: Any
-    ) -> ReplayedPage | None:
-        """REPLAY's answer: its events and whether the task is terminal; None when the task
-        is not stored in `scope`; EventIdExpiredError when the events after `after` are not
-        all kept."""
-        if not fields or Scope(fields[1].decode(), fields[2].decode()) != scope:
-            return None
-        verdict = fields[4].decode()
-        if verdict != "ok":
-            if verdict == "unknown":
-                raise not_an_id(task_id, after)
-            raise no_longer_kept(task_id, after, self.stream_length)
-        replayed: list[ReplayedEvent] = []
-        for entry_id, entry in fields[5:]:
-            values = dict(zip(entry[::2], entry[1::2], strict=True))
-            replayed.append((entry_id.decode(), values[b"e"], values[b"f"].decode()))
-        return replayed, int(fields[3]) in TERMINAL_STATES
 
     async def subscribe(self, task_id: str) -> Subscription:
         subscription = await self.events.open(task_id, until_terminal=False)
