@@ -595,14 +595,7 @@ def _gate_and_metrics(
         v03_over_grpc=config.compat_03,
         audit=audit,
         metrics=rpc_metrics,
-        shares=Shares(
-            ShareLimits(
-                streams_per_principal=config.max_open_streams_per_principal,
-                streams_per_tenant=config.max_open_streams_per_tenant,
-                replays_per_principal=config.max_replays_per_principal,
-                replays_per_tenant=config.max_replays_per_tenant,
-            )
-        ),
+        shares=Shares(ShareLimits.of(config)),
     )
     if rpc_metrics is None:
         return gate, None

@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 
 from a2a_grpc.core.errors import ResourceExhaustedError
+from a2a_grpc.server.config import ServerConfig
 
 SHARE_RETRY_DELAY = 1.0
 """Seconds a stream refused over its principal's or tenant's share is told to wait, on average:
@@ -34,6 +35,16 @@ class ShareLimits:
     streams_per_tenant: int = 5000
     replays_per_principal: int = 16
     replays_per_tenant: int = 64
+
+    @classmethod
+    def of(cls, config: ServerConfig) -> ShareLimits:
+        """The caps `config` sets."""
+        return cls(
+            streams_per_principal=config.max_open_streams_per_principal,
+            streams_per_tenant=config.max_open_streams_per_tenant,
+            replays_per_principal=config.max_replays_per_principal,
+            replays_per_tenant=config.max_replays_per_tenant,
+        )
 
 
 class Shares:
