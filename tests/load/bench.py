@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.load.sdk_sql.sdk_sql_env import SDK_SQL
+from tests.postgres_servers import PostgresServer
 from tests.redis_servers import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +66,9 @@ SERVER_CPU, LOAD_CPU = 0, 1
 SERVICE = "lf.a2a.v1.A2AService"
 METADATA = '{"a2a-version":"1.0"}'
 GHZ_DATA = '{"message":{"messageId":"{{.UUID}}","role":"ROLE_USER","parts":[{"text":"hello"}]}}'
-KINDS = ("ours", "previous", "limit", "sdk", "redis")
+KINDS = ("ours", "previous", "limit", "sdk", "redis", "postgres", "sdk-sql")
+SDK_KINDS = ("sdk", "sdk-sql")
+"""The SDK's servers: ghz finds their RPCs in a descriptor set, not through reflection."""
 PREVIOUS = "3c32e76"
 """Our previous configuration, measured beside ours as "previous": main before the last round
 of hot-path work (issue #30's cuts). `--previous REV` names another commit (it must serve
@@ -76,12 +80,28 @@ RPCS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
 # Ours on Redis runs blocking SendMessage only: the row the Redis/in-memory target reads, and
 # 45 s of the full run per RPC added.
 KIND_RPCS = {"redis": ("send",)}
+KIND_CONCURRENCY = {"sdk-sql": (32,)}
+"""The SDK on its SQL store runs at c=32 only: the row the PostgreSQL/SDK target reads."""
 REDIS_MAX_TASKS = 20_000
 """The redis row's store size: small enough that it is full after the first round, so that
 from then on every new task deletes an old one, as in the in-memory server (100,000 tasks,
 full after its first rounds) and in any replica that has run for a while. A replica at
 capacity measured 5 % slower than one that is not (1526 against 1609 req/s, 2026-12-01)."""
+STORE_MAX_TASKS = REDIS_MAX_TASKS
+"""The postgres row's store size, full after the first round for the same reason (the SDK's
+store has no bound: its table only grows)."""
+POSTGRES_DURABLE = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+"""The bench's PostgreSQL keeps PostgreSQL's production defaults (each commit flushed to disk
+before it returns), not the test servers' `fsync=off`; `--pg-fsync off` measures without."""
 CONCURRENCY = (1, 32, 256)
+TTFE_KINDS = {
+    "ours": "ours",
+    "limit": "limit",
+    "sdk": "SDK",
+    "postgres": "ours on PostgreSQL",
+    "sdk-sql": "SDK on PostgreSQL",
+}
+"""The servers whose time to first stream event is measured, and their columns."""
 LIST_ROUNDS = 5
 """Alternating rounds of the ListTasks page timing, each of `Settings.list_calls` calls."""
 HTTP_SERVER_ARGS = {
@@ -115,13 +135,19 @@ class Settings:
     replica_samples: int
     redis_memory_tasks: int
     python_load: bool
+    pg_bytes_tasks: int = 10_000
+    """Tasks written for the PostgreSQL bytes-per-task figure."""
+    pg_fsync: bool = True
+    """The bench's PostgreSQL flushes each commit (production); False: `fsync=off`."""
     client_calls: int = 2000
     """Timed calls per client-side cell (after `client_warmup` untimed ones)."""
     client_warmup: int = 300
 
 
 FULL = Settings(3, 5.0, 2.0, 100, 1000, 2.0, (1_000, 100_000), 200, 100_000, 200, 100_000, False)
-QUICK = Settings(1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False, 200, 50)
+QUICK = Settings(
+    1, 0.4, 0.2, 10, 50, 0.5, (1_000, 5_000), 20, 5_000, 20, 10_000, False, 1_000, True, 200, 50
+)
 
 
 @dataclass
@@ -177,12 +203,16 @@ class ServerProcess:
     `http_port` if it printed `PORT <grpc> <http>`)."""
 
     def __init__(
-        self, name: str, module_args: Sequence[str], env: Mapping[str, str] | None = None
+        self,
+        name: str,
+        module_args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        python: str = PYTHON,
     ) -> None:
         self.name = name
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            pinned([PYTHON, "-m", *module_args], SERVER_CPU),
+            pinned([python, "-m", *module_args], SERVER_CPU),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -224,13 +254,17 @@ SERVER_ARGS = {
 
 @contextlib.contextmanager
 def servers(
-    kinds: dict[str, Sequence[str]], envs: Mapping[str, Mapping[str, str]] | None = None
+    kinds: dict[str, Sequence[str]],
+    envs: Mapping[str, Mapping[str, str]] | None = None,
+    pythons: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, ServerProcess]]:
-    """The servers of `kinds` (module arguments), each with its environment in `envs` if any."""
+    """The servers of `kinds` (module arguments), each with its environment in `envs` and its
+    interpreter in `pythons` if any (default: this one)."""
     started: dict[str, ServerProcess] = {}
     try:
         for name, module_args in kinds.items():
-            started[name] = ServerProcess(name, module_args, (envs or {}).get(name))
+            python = (pythons or {}).get(name, PYTHON)
+            started[name] = ServerProcess(name, module_args, (envs or {}).get(name), python)
         yield started
     finally:
         for server in started.values():
@@ -272,6 +306,37 @@ def redis_server() -> Iterator[RedisServer]:
         yield redis
     finally:
         redis.close()
+
+
+@contextlib.contextmanager
+def postgres_server(fsync: bool = True) -> Iterator[PostgresServer]:
+    """A fresh PostgreSQL (tests.postgres_servers), with PostgreSQL's production durability
+    unless `fsync` is off, its postmaster and every process it forks pinned to the servers'
+    CPU as redis-server is."""
+    settings = POSTGRES_DURABLE if fsync else {"fsync": "off", "full_page_writes": "off"}
+    server = PostgresServer(extra_settings=settings).start()
+    try:
+        if pinned(["x"], SERVER_CPU)[0] == "taskset":
+            for pid in server._processes():  # the backends to come are forked from these
+                command = ["taskset", "-a", "-p", "-c", str(SERVER_CPU), str(pid)]
+                subprocess.run(command, check=True, capture_output=True)
+        yield server
+    finally:
+        server.close()
+
+
+def sdk_sql_bytes(url: str) -> dict[str, float]:
+    """The SDK's `tasks` table (heap, TOAST, indexes; after VACUUM) per row it holds."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("VACUUM ANALYZE tasks")
+        row = connection.execute(
+            "SELECT pg_total_relation_size('tasks'), (SELECT count(*) FROM tasks)"
+        ).fetchone()
+    assert row is not None
+    size, count = int(row[0]), int(row[1])
+    return {"tasks": count, "bytes_per_task": size / count if count else 0.0}
 
 
 def run_json(
@@ -398,15 +463,21 @@ def throughput(
     cells: dict[tuple[str, int, str], Cell] = {}
     for name, target in targets.items():  # warm every server up (imports, caches, allocators)
         for rpc in KIND_RPCS.get(name, RPCS):
-            load.run(target, rpc, 32, settings.warmup, reflection=name != "sdk")
+            load.run(target, rpc, 32, settings.warmup, reflection=name not in SDK_KINDS)
     for round_number in range(settings.rounds):
         for rpc in RPCS:
             for concurrency in concurrencies:
                 for name, target in targets.items():  # A B C D, then again next round
                     if rpc not in KIND_RPCS.get(name, RPCS):
                         continue
+                    if concurrency not in KIND_CONCURRENCY.get(name, concurrencies):
+                        continue
                     figures = load.run(
-                        target, rpc, concurrency, settings.duration, reflection=name != "sdk"
+                        target,
+                        rpc,
+                        concurrency,
+                        settings.duration,
+                        reflection=name not in SDK_KINDS,
                     )
                     cells.setdefault((rpc, concurrency, name), Cell()).add(figures)
                     print(
@@ -603,19 +674,31 @@ def memory(settings: Settings) -> dict[str, float]:
     return run_json(command, timeout=900)
 
 
-def replica_latency(settings: Settings) -> dict[str, dict[str, float]]:
-    """Replicas A and B on one Redis: SubscribeToTask on B sees A's event; CancelTask on B
-    reaches A's stream (tests.load.replica_scenarios)."""
+def replica_latency(settings: Settings, store: str = "redis") -> dict[str, dict[str, float]]:
+    """Replicas A and B on one Redis (or one PostgreSQL database: `store="postgres"`):
+    SubscribeToTask on B sees A's event; CancelTask on B reaches A's stream
+    (tests.load.replica_scenarios)."""
     figures: dict[str, dict[str, float]] = {}
-    with redis_server() as redis:
-        args = ["tests.load.servers", "ours", "--store", redis.url, "--agent", "hold"]
-        with servers({"A": args, "B": args}) as started:
-            for scenario in ("subscribe", "cancel"):
-                command = [PYTHON, "-m", "tests.load.replica_scenarios", scenario]
-                command += [started["A"].target, started["B"].target, redis.url]
-                command += ["--samples", str(settings.replica_samples)]
-                figures[scenario] = run_json(pinned(command, LOAD_CPU), timeout=600)
+    with contextlib.ExitStack() as stack:
+        if store == "postgres":
+            url = stack.enter_context(postgres_server(settings.pg_fsync)).create_database("a2a")
+        else:
+            url = stack.enter_context(redis_server()).url
+        args = ["tests.load.servers", "ours", "--store", url, "--agent", "hold"]
+        started = stack.enter_context(servers({"A": args, "B": args}))
+        for scenario in ("subscribe", "cancel"):
+            command = [PYTHON, "-m", "tests.load.replica_scenarios", scenario]
+            command += [started["A"].target, started["B"].target, url]
+            command += ["--samples", str(settings.replica_samples)]
+            figures[scenario] = run_json(pinned(command, LOAD_CPU), timeout=600)
     return figures
+
+
+def postgres_bytes(settings: Settings) -> dict[str, Any]:
+    """Bytes per small finished task in the PostgreSQL store's tables
+    (tests.load.postgres_bytes)."""
+    command = [PYTHON, "-m", "tests.load.postgres_bytes", str(settings.pg_bytes_tasks), "--json"]
+    return run_json(pinned(command, LOAD_CPU), timeout=1800)
 
 
 def redis_memory(settings: Settings) -> dict[str, Any]:
@@ -633,34 +716,39 @@ def ratio(numerator: float, denominator: float) -> str:
 
 
 def throughput_table(cells: dict[tuple[str, int, str], Cell]) -> list[str]:
+    """The gRPC rows. "ours/SDK" is ours in memory against the SDK in memory, and ours on
+    PostgreSQL against the SDK on its SQL store (the same PostgreSQL); "store/in-memory" is ours
+    on Redis or PostgreSQL against ours in memory."""
     lines = [
         "| RPC | c | server | req/s | p50 ms | p99 ms | errors | ours/limit req/s "
-        "| ours/SDK req/s | ours/limit p99 | Redis/in-memory req/s | ours/previous req/s |",
+        "| ours/SDK req/s | ours/limit p99 | store/in-memory req/s | ours/previous req/s |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def versus(cell: Cell, rpc: str, concurrency: int, name: str, field: str = "rps") -> str:
+        other = cells.get((rpc, concurrency, name))
+        return "" if other is None else ratio(cell.median(field), other.median(field))
+
     for rpc in RPCS:
         for concurrency in CONCURRENCY:
-            ours = cells[(rpc, concurrency, "ours")]
-            limit = cells[(rpc, concurrency, "limit")]
-            sdk = cells[(rpc, concurrency, "sdk")]
             for name in KINDS:
                 cell = cells.get((rpc, concurrency, name))
                 if cell is None:  # a server that does not run this RPC
                     continue
                 ratios = ["", "", "", "", ""]
-                previous = cells.get((rpc, concurrency, "previous"))
                 if name == "ours":
                     ratios = [
-                        ratio(ours.median("rps"), limit.median("rps")),
-                        ratio(ours.median("rps"), sdk.median("rps")),
-                        ratio(ours.median("p99"), limit.median("p99")),
+                        versus(cell, rpc, concurrency, "limit"),
+                        versus(cell, rpc, concurrency, "sdk"),
+                        versus(cell, rpc, concurrency, "limit", "p99"),
                         "",
-                        ""
-                        if previous is None
-                        else ratio(ours.median("rps"), previous.median("rps")),
+                        versus(cell, rpc, concurrency, "previous"),
                     ]
                 elif name == "redis":
-                    ratios = ["", "", "", ratio(cell.median("rps"), ours.median("rps")), ""]
+                    ratios = ["", "", "", versus(cell, rpc, concurrency, "ours"), ""]
+                elif name == "postgres":
+                    ratios[1] = versus(cell, rpc, concurrency, "sdk-sql")
+                    ratios[3] = versus(cell, rpc, concurrency, "ours")
                 lines.append(
                     f"| {RPCS[rpc]} | {concurrency} | {name} | {cell.median('rps'):.0f} "
                     f"| {cell.median('p50'):.2f} | {cell.median('p99'):.2f} "
@@ -715,6 +803,112 @@ def verdicts(
     return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
 
 
+def ttfe_table(ttfe: Mapping[str, float]) -> list[str]:
+    names = [name for name in TTFE_KINDS if name in ttfe]
+    return [
+        "| measurement | " + " | ".join(TTFE_KINDS[name] for name in names) + " |",
+        "|---|" + "---:|" * len(names),
+        "| time to first stream event, p50 ms (c=1, Python client) | "
+        + " | ".join(f"{ttfe[name]:.2f}" for name in names)
+        + " |",
+    ]
+
+
+def postgres_lines(
+    replicas: dict[str, dict[str, float]], stored: dict[str, Any], sdk_bytes: dict[str, float]
+) -> list[str]:
+    """The PostgreSQL rows beside the throughput table: two replicas on one database, and what
+    a task takes in the database, ours against the SDK's store."""
+    subscribe, cancel = replicas["subscribe"], replicas["cancel"]
+    tables = stored["bytes_per_task_by_table"]
+    return [
+        f"| ours on PostgreSQL: replicas A and B, one database, {int(subscribe['samples'])} "
+        "samples each | p50 ms | p99 ms |",
+        "|---|---:|---:|",
+        "| SubscribeToTask on B, time to first event: client's release -> the event A writes "
+        f"arrives on B's stream | {subscribe['p50_ms']:.2f} | {subscribe['p99_ms']:.2f} |",
+        "| the same, from the agent's emit on A (its timestamp) "
+        f"| {subscribe['emit_p50_ms']:.2f} | {subscribe['emit_p99_ms']:.2f} |",
+        "| CancelTask sent to B -> CANCELED on a SubscribeToTask stream on A "
+        f"| {cancel['p50_ms']:.2f} | {cancel['p99_ms']:.2f} |",
+        "",
+        "| on PostgreSQL | figure |",
+        "|---|---:|",
+        f"| ours: KiB per small finished task at {stored['tasks']} tasks (task, events, "
+        f"claims, indexes; after VACUUM) | {stored['bytes_per_task'] / 1024:.2f} |",
+        "| of which, bytes per task: "
+        + ", ".join(f"{table} {value:.0f}" for table, value in tables.items())
+        + " | |",
+        f"| SDK DatabaseTaskStore: KiB per task of its `tasks` table after the bench "
+        f"({sdk_bytes['tasks']:.0f} tasks, indexes included) "
+        f"| {sdk_bytes['bytes_per_task'] / 1024:.2f} |",
+    ]
+
+
+def postgres_verdicts(
+    cells: dict[tuple[str, int, str], Cell], replicas: dict[str, dict[str, float]]
+) -> list[str]:
+    """The PostgreSQL store's targets (issue #39)."""
+    checks: list[tuple[str, float, bool]] = []
+    for rpc in RPCS:
+        postgres = cells[(rpc, 32, "postgres")].median("rps")
+        memory = cells[(rpc, 32, "ours")].median("rps")
+        sdk = cells[(rpc, 32, "sdk-sql")].median("rps")
+        checks.append(
+            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / in-memory >= 0.35", postgres / memory,
+             postgres >= 0.35 * memory)
+        )  # fmt: skip
+        checks.append(
+            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / SDK on its SQL store >= 5", postgres / sdk,
+             postgres >= 5 * sdk)
+        )  # fmt: skip
+    subscribe_p50, cancel_p99 = replicas["subscribe"]["p50_ms"], replicas["cancel"]["p99_ms"]
+    checks += [
+        ("PostgreSQL: SubscribeToTask on B, time to first event from A p50 ms <= 5",
+         subscribe_p50, subscribe_p50 <= 5),
+        ("PostgreSQL: CancelTask on B -> CANCELED on A's stream p99 ms <= 100", cancel_p99,
+         cancel_p99 <= 100),
+    ]  # fmt: skip
+    return [f"- {'PASS' if ok else 'FAIL'} {label}: {value:.2f}" for label, value, ok in checks]
+
+
+def postgres_report(
+    load: LoadGenerator,
+    settings: Settings,
+    cells: dict[tuple[str, int, str], Cell],
+    ttfe: Mapping[str, float],
+    sdk_bytes: dict[str, float],
+    started: float,
+) -> list[str]:
+    """`--only postgres`: the throughput rows of ours in memory, on Redis and on PostgreSQL and
+    of the SDK on its SQL store, then the PostgreSQL rows."""
+    replicas = replica_latency(settings, "postgres")
+    stored = postgres_bytes(settings)
+    return [
+        f"machine: {machine()}",
+        f"load: {load.name}; {pinning()}; {settings.rounds} round(s) of "
+        f"{settings.duration:g} s per cell, medians over rounds",
+        f"PostgreSQL: {postgres_durability(settings)}",
+        "",
+        *throughput_table(cells),
+        "",
+        *ttfe_table(ttfe),
+        "",
+        *postgres_lines(replicas, stored, sdk_bytes),
+        "",
+        "targets (checked, never asserted):",
+        *postgres_verdicts(cells, replicas),
+        "",
+        f"took {time.time() - started:.0f} s",
+    ]
+
+
+def postgres_durability(settings: Settings) -> str:
+    if settings.pg_fsync:
+        return "fsync=on, synchronous_commit=on (its production defaults)"
+    return "fsync=off (each commit's WAL reaches the OS, not the disk, before it returns)"
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
@@ -728,7 +922,8 @@ def machine() -> str:
 def pinning() -> str:
     if pinned(["x"], 0)[0] == "taskset":
         return (
-            f"servers and redis-server on CPU {SERVER_CPU}, load generators and clients on "
+            f"servers, redis-server and PostgreSQL on CPU {SERVER_CPU}, load generators and "
+            f"clients on "
             f"CPU {LOAD_CPU} (taskset)"
         )
     return "not pinned (fewer than 2 CPUs or no taskset)"
@@ -740,7 +935,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--duration", type=float, help="seconds per measured cell")
     parser.add_argument("--python-load", action="store_true", help="never use ghz")
-    parser.add_argument("--only", choices=("clients",), help="run this part alone")
+    parser.add_argument(
+        "--only",
+        choices=("clients", "postgres"),
+        help="run this part alone (postgres: the PostgreSQL rows, beside in-memory and Redis)",
+    )
+    parser.add_argument(
+        "--pg-fsync",
+        choices=("on", "off"),
+        default="on",
+        help="the bench's PostgreSQL flushes each commit (on: its production default)",
+    )
     parser.add_argument(
         "--previous",
         default=PREVIOUS,
@@ -754,6 +959,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rounds=args.rounds or base.rounds,
         duration=args.duration or base.duration,
         python_load=args.python_load,
+        pg_fsync=args.pg_fsync == "on",
     )
     started = time.time()
     if args.only == "clients":
@@ -776,18 +982,35 @@ def main(argv: Sequence[str] | None = None) -> None:
         ghz = None if settings.python_load else find_ghz()
         load = LoadGenerator(ghz, build_protoset(Path(scratch)) if ghz else None)
         print(f"load generator: {load.name}", file=sys.stderr, flush=True)
-        with redis_server() as redis:
+        sdk_python = str(SDK_SQL.ensure())
+        with redis_server() as redis, postgres_server(settings.pg_fsync) as postgres:
             redis_args = ["tests.load.servers", "ours", "--store", redis.url]
             redis_args += ["--config", f"max_tasks={REDIS_MAX_TASKS}"]
-            kinds = {**SERVER_ARGS, "redis": redis_args}
+            postgres_args = ["tests.load.servers", "ours", "--store"]
+            postgres_args += [postgres.create_database("a2a")]
+            postgres_args += ["--config", f"max_tasks={STORE_MAX_TASKS}"]
+            sdk_url = postgres.create_database("sdk")
+            kinds = {
+                **SERVER_ARGS,
+                "redis": redis_args,
+                "postgres": postgres_args,
+                "sdk-sql": ["tests.load.sdk_sql_server", sdk_url],
+            }
+            if args.only == "postgres":
+                kinds = {name: kinds[name] for name in ("ours", "redis", "postgres", "sdk-sql")}
             envs = {}
-            if args.previous:
+            if args.previous and args.only is None:
                 kinds["previous"] = SERVER_ARGS["ours"]
                 envs["previous"] = previous_build(args.previous, Path(scratch) / "previous")
-            with servers(kinds, envs) as started_servers:
+            kinds = {name: kinds[name] for name in KINDS if name in kinds}  # the rounds' order
+            with servers(kinds, envs, {"sdk-sql": sdk_python}) as started_servers:
                 targets = {name: server.target for name, server in started_servers.items()}
                 cells = throughput(load, settings, targets)
-                ttfe = first_event(settings, {name: targets[name] for name in SERVER_ARGS})
+                ttfe = first_event(settings, {n: targets[n] for n in TTFE_KINDS if n in targets})
+            sdk_bytes = sdk_sql_bytes(sdk_url)
+        if args.only == "postgres":
+            print("\n".join(postgres_report(load, settings, cells, ttfe, sdk_bytes, started)))
+            return
         audit_figures = audit_cost(load, settings, Path(scratch))
     http_cells = http_throughput(settings)
     client_cells = client_cost(settings)
@@ -796,6 +1019,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     memory_figures = memory(settings)
     replicas = replica_latency(settings)
     redis_figures = redis_memory(settings)
+    postgres_replicas = replica_latency(settings, "postgres")
+    postgres_figures = postgres_bytes(settings)
     small, large = sorted(list_figures)
     subscribe, cancel = replicas["subscribe"], replicas["cancel"]
     redis_kib = redis_figures["kib_per_task"]
@@ -805,6 +1030,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"load: {load.name}; {pinning()}; {settings.rounds} round(s) of "
         f"{settings.duration:g} s per cell, medians over rounds",
         "previous: " + (f"ours as of commit {args.previous}" if args.previous else "not measured"),
+        f"PostgreSQL: {postgres_durability(settings)}",
         "",
         *throughput_table(cells),
         "",
@@ -815,11 +1041,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
         *client_table(client_cells),
         "",
-        "| measurement | ours | limit | SDK |",
-        "|---|---:|---:|---:|",
-        "| time to first stream event, p50 ms (c=1, Python client) | "
-        + " | ".join(f"{ttfe[name]:.2f}" for name in SERVER_ARGS)
-        + " |",
+        *ttfe_table(ttfe),
         "",
         "| ours only | figure |",
         "|---|---:|",
@@ -857,8 +1079,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         + ", ".join(f"{kind} {value}" for kind, value in by_kind.items())
         + " | |",
         "",
+        *postgres_lines(postgres_replicas, postgres_figures, sdk_bytes),
+        "",
         "targets (checked, never asserted):",
         *verdicts(cells, list_figures, memory_figures, replicas, redis_kib, http_cells),
+        *postgres_verdicts(cells, postgres_replicas),
         *client_verdicts(client_cells),
         "",
         f"took {time.time() - started:.0f} s",

@@ -3,15 +3,17 @@
 N tasks (default 10,000) go through the store as a blocking SendMessage of the demo agent
 writes them: created with its first status (WORKING), an echo artifact, COMPLETED, each with
 its message-id claim; then the tables' sizes (heap, TOAST and indexes,
-`pg_total_relation_size`, after VACUUM) divided by N, per table and in all.
+`pg_total_relation_size`, after VACUUM) divided by N, per table and in all. `--json` prints
+one JSON line instead (`make bench` reads it).
 
-    .venv/bin/python -m tests.load.postgres_bytes [N]
+    .venv/bin/python -m tests.load.postgres_bytes [N] [--json]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
+import json
 import uuid
 
 import psycopg
@@ -55,7 +57,12 @@ async def write(store: PostgresTaskStore, count: int) -> None:
 
 
 async def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", type=int, nargs="?", default=10_000)
+    parser.add_argument("--json", action="store_true", help="one JSON line")
+    args = parser.parse_args()
+    count = args.tasks
+    by_table: dict[str, float] = {}
     with PostgresServer() as server:
         url = server.create_database("bytes")
         store = PostgresTaskStore.connect(url, max_tasks=2 * count)
@@ -72,8 +79,18 @@ async def main() -> None:
                 row = await cursor.fetchone()
                 size = int(row[0]) if row else 0
                 total += size
-                print(f"{table:<18} {size / count:8.0f} bytes per task")
-            print(f"{'all':<18} {total / count:8.0f} bytes per task ({count} tasks)")
+                by_table[table] = size / count
+    if args.json:
+        figures = {
+            "tasks": count,
+            "bytes_per_task": total / count,
+            "bytes_per_task_by_table": by_table,
+        }
+        print(json.dumps(figures))
+        return
+    for table, size in by_table.items():
+        print(f"{table:<18} {size:8.0f} bytes per task")
+    print(f"{'all':<18} {total / count:8.0f} bytes per task ({count} tasks)")
 
 
 if __name__ == "__main__":
