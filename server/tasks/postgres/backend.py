@@ -47,8 +47,10 @@ Connection = psycopg.AsyncConnection[Any]
 MAX_CONNECTIONS = 16
 """Connections one replica opens at most (its round trips beyond wait for one); the event
 listener has one more of its own."""
-MAX_IDLE = 8
-"""Idle connections kept for the next round trips."""
+MAX_IDLE = MAX_CONNECTIONS
+"""Idle connections kept for the next round trips: as many as may be open. Under load every
+connection is wanted again a moment later; closing those above a lower mark made the store
+open a new one (a backend forked and set up on the database) for every few requests."""
 SLOW_CONNECT = 10.0
 """Seconds a connection that no call waits on may take to open (at start, the listener's, the
 probe's): a database that refuses fails at once, a slow one gets this long before it counts
