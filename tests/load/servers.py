@@ -46,7 +46,6 @@ from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import Scope
 from tests.load.hold_agent import HoldAgent
-from tests.load.store_memory import small_task
 
 BURST_KEYWORD = "burst"
 BURST_HOLD_SECONDS = 1.0
@@ -81,6 +80,8 @@ class BurstAgent:
 
 def canned_task() -> a2a_pb2.Task:
     """A finished small task shaped like our echo's answer (one message in, its echo out)."""
+    from tests.load.store_memory import small_task  # see `preload`
+
     task = small_task()
     task.status.timestamp.GetCurrentTime()
     return task
@@ -121,6 +122,10 @@ class LimitServicer(a2a_pb2_grpc.A2AServiceServicer):  # type: ignore[misc]
 
 def preload(store: Any, count: int) -> None:
     """Stores `count` small finished tasks in the anonymous scope (what ListTasks then pages)."""
+    # Imported here: tests.load.store_memory imports parts of the package that an older
+    # checkout (the bench's "previous", which runs this file) may not have.
+    from tests.load.store_memory import small_task
+
     scope = Scope("", "")
     template = small_task()
     for _ in range(count):
