@@ -222,9 +222,11 @@ class ServerProcess:
         assert self.process.stdout is not None
         line = self.process.stdout.readline().split()
         if len(line) not in (2, 3) or line[0] != "PORT":
-            self.stop()
+            self._end()
             self._log.seek(0)
-            raise RuntimeError(f"{name} did not start:\n{self._log.read().decode()[-3000:]}")
+            log = self._log.read().decode()[-3000:]
+            self.stop()
+            raise RuntimeError(f"{name} did not start:\n{log}")
         self.port = int(line[1])
         self.http_port = int(line[2]) if len(line) == 3 else None
 
@@ -233,6 +235,12 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        self._end()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log.close()
+
+    def _end(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -240,9 +248,6 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._log.close()
 
 
 SERVER_ARGS = {
@@ -855,12 +860,12 @@ def postgres_verdicts(
         memory = cells[(rpc, 32, "ours")].median("rps")
         sdk = cells[(rpc, 32, "sdk-sql")].median("rps")
         checks.append(
-            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / in-memory >= 0.35", postgres / memory,
-             postgres >= 0.35 * memory)
+            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / in-memory >= 0.35",
+             postgres / memory if memory else 0.0, postgres >= 0.35 * memory > 0)
         )  # fmt: skip
         checks.append(
-            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / SDK on its SQL store >= 5", postgres / sdk,
-             postgres >= 5 * sdk)
+            (f"{RPCS[rpc]} c=32 ours on PostgreSQL / SDK on its SQL store >= 5",
+             postgres / sdk if sdk else 0.0, postgres >= 5 * sdk > 0)
         )  # fmt: skip
     subscribe_p50, cancel_p99 = replicas["subscribe"]["p50_ms"], replicas["cancel"]["p99_ms"]
     checks += [
