@@ -1,39 +1,48 @@
 """`make bench`: ours against the bare gRPC limit and the official SDK, side by side, one table.
 
     .venv/bin/python -m tests.load.bench [--quick] [--rounds N] [--duration S] [--python-load]
+                                         [--only clients|postgres] [--pg-fsync on|off]
 
-Five servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
-servicer, the a2a-sdk 1.3.0 echo server, ours again on a Redis task store, "redis", and our
-previous configuration, "previous": ours as of commit `PREVIOUS`, imported from a copy of that
-commit's package; each imports only its own generated code), pinned to CPU 0; every load
-generator is pinned to CPU 1, so a server never competes with its load for a core. Rounds go A B
-C D E A B C D E ... at concurrency 1, 32 and 256 for blocking SendMessage and the four-event
-SendStreamingMessage (ours on Redis: SendMessage only, on a store of `REDIS_MAX_TASKS` so that
-it runs full); the table shows medians over rounds. Load comes from ghz when it is installed
-(`make ghz`; it finds the RPCs through server reflection, or a descriptor set for the SDK's
-server), else from tests.load.closed_loop. Then: time to first event of a stream,
-SubscribeToTask fan-out, ListTasks page latency at two store sizes, memory per stored small
-task; and on Redis, with two replicas A and B of ours on one redis-server
-(tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask stream on B,
-CancelTask on B reaching a stream on A, and Redis memory per small finished task
-(tests.load.redis_memory). The HTTP bindings at c=32: JSON-RPC SendMessage and SSE streaming,
-ours against the SDK's JSON-RPC server (tests.load.sdk_jsonrpc_server: its Starlette routes
-under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load (aiohttp, pinned to
-the load CPU like the others. The client side (tests.load.client_cpu, each client in a child
-process of its own on the load CPU, against one server of ours on the server CPU serving gRPC
-and JSON-RPC): our A2AClient, the SDK's client and a bare loop (a raw-bytes grpc.aio
-multicallable; an httpx.AsyncClient POST), blocking SendMessage and the four-event
+Seven servers run as child processes on 127.0.0.1 (ours with the demo agent, the limit's canned
+servicer, the a2a-sdk 1.3.0 echo server, ours again on a Redis task store, "redis", and on a
+PostgreSQL database, "postgres", the SDK's server on its own SQL store in that PostgreSQL, "sdk-sql"
+(tests.load.sdk_sql_server, in its own environment), and our previous configuration,
+"previous": ours as of commit `PREVIOUS`, imported from a copy of that commit's package; each
+imports only its own generated code), pinned to CPU 0; every load generator is pinned to CPU 1,
+so a server never competes with its load for a core. Rounds go A B C ... G A B C ... G at
+concurrency 1, 32 and 256 for blocking SendMessage and the four-event SendStreamingMessage (ours
+on Redis: SendMessage only; ours on Redis and on PostgreSQL on a store of `REDIS_MAX_TASKS` so
+that it runs full; the SDK on its SQL store at c=32 only); the table shows medians over rounds.
+Load comes from ghz when it is installed (`make ghz`; it finds the RPCs through server
+reflection, or a descriptor set for the SDK's server), else from tests.load.closed_loop. Then:
+time to first event of a stream, SubscribeToTask fan-out, ListTasks page latency at two store
+sizes, memory per stored small task; and on Redis, with two replicas A and B of ours on one
+redis-server (tests.load.replica_scenarios): an event written on A reaching a SubscribeToTask
+stream on B, CancelTask on B reaching a stream on A, and Redis memory per small finished task
+(tests.load.redis_memory); the same two replica figures with A and B on one PostgreSQL database,
+and the bytes a small finished task takes in it (tests.load.postgres_bytes) beside the bytes per
+task of the SDK's table after its rounds. The HTTP bindings at c=32: JSON-RPC SendMessage and
+SSE streaming, ours against the SDK's JSON-RPC server (tests.load.sdk_jsonrpc_server: its
+Starlette routes under uvicorn), and HTTP+JSON SendMessage (ours), from tests.load.http_load
+(aiohttp, pinned to the load CPU like the others). The client side (tests.load.client_cpu, each
+client in a child process of its own on the load CPU, against one server of ours on the server
+CPU serving gRPC and JSON-RPC): our A2AClient, the SDK's client and a bare loop (a raw-bytes
+grpc.aio multicallable; an httpx.AsyncClient POST), blocking SendMessage and the four-event
 SendStreamingMessage, on each transport, at c=32, in rounds ours, sdk, bare, ours, ...: the CPU
 per call of the client's own process (process_time over a fixed number of calls after a warm-up)
 and its req/s. `--only clients` runs that part alone. The targets are checked and printed, never
 asserted: the exit status is 0 whenever the harness itself worked. `--quick` runs everything
 tiny (a smoke run for CI).
 
-Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB,
-no AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the
-only placement that keeps CPU 1 to the load generator alone, as for the other rows: the
-replica and its Redis share one core, so the redis row is what one core buys with Redis in the
-path, not Redis on a machine of its own. With more cores the placement stays the same.
+Each Redis measurement starts its own redis-server (tests.redis_servers.RedisServer: no RDB, no
+AOF) and pins it, every thread of it, to CPU 0 with the servers. With 2 cores that is the only
+placement that keeps CPU 1 to the load generator alone, as for the other rows: the replica and
+its Redis share one core, so the redis row is what one core buys with Redis in the path, not
+Redis on a machine of its own. With more cores the placement stays the same. The same holds for
+PostgreSQL: each PostgreSQL measurement starts its own (tests.postgres_servers.PostgresServer,
+with PostgreSQL's production `fsync=on` unless `--pg-fsync off`, where the tests' servers run
+`fsync=off`) and pins it, every process of it, to CPU 0. `--only postgres` runs the PostgreSQL
+rows alone, beside ours in memory and on Redis.
 """
 
 from __future__ import annotations
