@@ -468,6 +468,11 @@ class LoadGenerator:
 # -- the measurements -----------------------------------------------------------------------
 
 
+FAILED_CELL = {"rps": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "errors": 1}
+"""A cell whose load generator could not run (a starved server answered nothing in its
+deadline): no throughput, one error, and the run goes on."""
+
+
 def throughput(
     load: LoadGenerator,
     settings: Settings,
@@ -486,13 +491,17 @@ def throughput(
                         continue
                     if concurrency not in KIND_CONCURRENCY.get(name, concurrencies):
                         continue
-                    figures = load.run(
-                        target,
-                        rpc,
-                        concurrency,
-                        settings.duration,
-                        reflection=name not in SDK_KINDS,
-                    )
+                    try:
+                        figures = load.run(
+                            target,
+                            rpc,
+                            concurrency,
+                            settings.duration,
+                            reflection=name not in SDK_KINDS,
+                        )
+                    except RuntimeError as failed:  # e.g. ghz found no RPC in its deadline
+                        print(f"  {name}: the load generator failed: {failed}", file=sys.stderr)
+                        figures = FAILED_CELL
                     cells.setdefault((rpc, concurrency, name), Cell()).add(figures)
                     print(
                         f"  round {round_number + 1} {RPCS[rpc]} c={concurrency} {name}: "
