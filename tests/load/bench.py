@@ -872,11 +872,15 @@ def postgres_verdicts(
     cells: dict[tuple[str, int, str], Cell], replicas: dict[str, dict[str, float]]
 ) -> list[str]:
     """The PostgreSQL store's targets (issue #39)."""
+
+    def served(name: str, rpc: str) -> float:
+        """req/s of a cell none of whose calls failed, else 0 (ghz counts failed calls too)."""
+        cell = cells[(rpc, 32, name)]
+        return cell.median("rps") if sum(cell.errors) == 0 else 0.0
+
     checks: list[tuple[str, float, bool]] = []
     for rpc in RPCS:
-        postgres = cells[(rpc, 32, "postgres")].median("rps")
-        memory = cells[(rpc, 32, "ours")].median("rps")
-        sdk = cells[(rpc, 32, "sdk-sql")].median("rps")
+        postgres, memory, sdk = (served(name, rpc) for name in ("postgres", "ours", "sdk-sql"))
         checks.append(
             (f"{RPCS[rpc]} c=32 ours on PostgreSQL / in-memory >= 0.35",
              postgres / memory if memory else 0.0, postgres >= 0.35 * memory > 0)
