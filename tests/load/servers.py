@@ -11,9 +11,9 @@ Each binds 127.0.0.1:0, prints `PORT <n>` once serving, and stops on SIGTERM / S
   `--config max_streams_per_connection=100` sets a ServerConfig field; `--http` serves the
   HTTP port too, JSON-RPC and HTTP+JSON, and prints that port instead of gRPC's; `--both`
   serves it too and prints `PORT <grpc> <http>`, for the client-side rows of the bench).
-  `--store URL` keeps the tasks in that Redis, as `a2a-grpc serve --store` does (a replica);
-  `--agent hold` (Redis only) adds tests.load.hold_agent, which emits an event when the bench
-  client says so.
+  `--store URL` keeps the tasks in that Redis or PostgreSQL, as `a2a-grpc serve --store` does
+  (a replica); `--agent hold` (a shared store only) adds tests.load.hold_agent, which emits an
+  event when the bench client says so.
 - `limit`: a bare grpc.aio servicer on our generated stubs returning canned responses (a
   completed Task; a four-event stream), with server reflection and no A2A logic at all.
 """
@@ -211,7 +211,7 @@ def main() -> None:
     parser.add_argument("kind", choices=("ours", "limit"))
     parser.add_argument("--agent", choices=("demo", "burst", "hold"), default="demo")
     parser.add_argument("--preload", type=int, default=0, help="ours, in memory only")
-    parser.add_argument("--store", default="", help="ours: a Redis URL (a replica)")
+    parser.add_argument("--store", default="", help="ours: a Redis or PostgreSQL URL (a replica)")
     parser.add_argument("--audit-log", help="ours: write the audit trail to this file")
     parser.add_argument(
         "--http", action="store_true", help="ours: serve HTTP too and print its port, not gRPC's"
