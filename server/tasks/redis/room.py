@@ -64,13 +64,14 @@ class Room:
             ],
         )
         verdict = result[0].decode()
-        if verdict == "ok":
-            # The room of finished tasks the reservation evicted (they left the room with it):
-            # their keys go now, together.
+        if verdict in ("ok", "full"):
+            # The finished tasks that left the room with the reservation (expired, or evicted
+            # to make room): their keys go now, together.
             evicted = [member.decode() for member in result[1:]]
             if evicted:
                 await self.eviction.forget(evicted)
-            return
+            if verdict == "ok":
+                return
         if verdict == "owner":
             raise LiveTaskLimitError(
                 f"this caller already has {result[1]} unfinished tasks, the most one caller "
@@ -86,7 +87,11 @@ class Room:
     async def settle(self, task_id: str, scope: Scope, how: str) -> None:
         await self.backend.run_script(*self.settle_call(task_id, scope, how))
 
-    def settle_call(self, task_id: str, scope: Scope, how: str) -> ScriptCall:
+    def settle_call(
+        self, task_id: str, scope: Scope, how: str, runner: str | None = None
+    ) -> ScriptCall:
+        """The SETTLE of `task_id`; `runner`, the replica whose task set holds it (default:
+        this one), e.g. a task canceled here while another replica runs it."""
         keys = self.backend.keys
         names = keys.scope(scope)
         return (
@@ -96,7 +101,7 @@ class Room:
                 names.live_owner,
                 names.live_tenant,
                 keys.parked,
-                keys.replica_tasks(self.backend.replica_id),
+                keys.replica_tasks(runner or self.backend.replica_id),
             ],
             [task_id, how, int(time.time() * 1000), self._expiry_ms(), names.text],
         )

@@ -113,11 +113,13 @@ RESERVE = """
 -- KEYS: all, owner live, tenant live, this replica's tasks.  ARGV: task id, now ms, max tasks,
 -- max per owner, max per tenant ("" = no bound), scope, how many finished tasks one eviction
 -- takes.  Returns {'ok', evicted ids...} | {'owner' | 'tenant', live count} | {'full'}.
--- A full room evicts its oldest finished tasks (finite scores; live ones, +inf, never) here,
+-- Finished tasks past their time to live (up to one eviction batch) leave the room here, and a
+-- full room evicts its oldest finished tasks (finite scores; live ones, +inf, never), both
 -- atomically with this reservation, so no other reservation can take the room they free; the
--- caller deletes their keys.  The replica's tasks hash gets the id at once, so a reaper can
--- give the room back if the replica dies before it creates the task.
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+-- caller deletes their keys (every id that leaves the room is returned: one dropped unreturned
+-- would keep its keys until their backstop TTL, and its index entries for good).  The
+-- replica's tasks hash gets the id at once, so a reaper can give the room back if the replica
+-- dies before it creates the task.
 if ARGV[4] ~= '' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
   return {'owner', redis.call('ZCARD', KEYS[2])}
 end
@@ -125,13 +127,24 @@ if ARGV[5] ~= '' and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then
   return {'tenant', redis.call('ZCARD', KEYS[3])}
 end
 local reply = {'ok'}
+local batch = tonumber(ARGV[7])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, batch)
+if #expired > 0 then
+  redis.call('ZREM', KEYS[1], unpack(expired))
+  for i = 1, #expired do reply[#reply + 1] = expired[i] end
+end
 local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3]) + 1
 if excess > 0 then
-  local batch = math.max(excess, tonumber(ARGV[7]))
-  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(+inf', 'LIMIT', 0, batch)
-  if #oldest < excess then return {'full'} end
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(+inf', 'LIMIT', 0,
+                            math.max(excess, batch))
+  if #oldest < excess then
+    -- Full of live tasks: the expired ones taken above go all the same (the caller deletes
+    -- them); nothing else changed.
+    reply[1] = 'full'
+    return reply
+  end
   redis.call('ZREM', KEYS[1], unpack(oldest))
-  for i = 1, #oldest do reply[i + 1] = oldest[i] end
+  for i = 1, #oldest do reply[#reply + 1] = oldest[i] end
 end
 redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])

@@ -325,10 +325,12 @@ class RedisTaskStore:
         runner: str | None,
         force: bool = False,
         creation: _Creation | None = None,
+        ran_on: str | None = None,
     ) -> None:
         """Writes a status change of `owned` (its runner too, when given), after its
-        `creation` in the same batch when given. _VersionMoved when another replica wrote the
-        task since it was read (see `_write`)."""
+        `creation` in the same batch when given; `ran_on`, the replica that was running it
+        when that is not this one (its task set lets the task go). _VersionMoved when another
+        replica wrote the task since it was read (see `_write`)."""
         task = owned.task
         previous_state = task.status.state
         calls: list[ScriptCall] = []
@@ -347,9 +349,9 @@ class RedisTaskStore:
             self._index_call(owned.scope, task, owned.member, previous_state, member),
         )
         if terminal:
-            calls.append(self.room.settle_call(task.id, owned.scope, "terminal"))
+            calls.append(self.room.settle_call(task.id, owned.scope, "terminal", ran_on))
         elif state in INTERRUPTED_STATES:
-            calls.append(self.room.settle_call(task.id, owned.scope, "interrupted"))
+            calls.append(self.room.settle_call(task.id, owned.scope, "interrupted", ran_on))
         results = await self.backend.batch(calls)
         if creation is not None:
             await self._written(owned, creation.member, creation.event, results[0])
@@ -604,7 +606,9 @@ class RedisTaskStore:
             message.context_id = task.context_id
         owned = _Owned(task, loaded.scope, loaded.version, loaded.member)
         try:
-            await self._change_status(owned, state, message, None, runner="", force=True)
+            await self._change_status(
+                owned, state, message, None, runner="", force=True, ran_on=loaded.runner or None
+            )
         except _VersionMoved:
             return None  # e.g. the run wrote an event meanwhile: read it again
         runner = loaded.runner
