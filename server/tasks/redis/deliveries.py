@@ -4,7 +4,9 @@ replica that reaps a stopped one goes on with its deliveries from those cursors 
 at least once, in order.
 
 Each replica keeps the set of tasks whose webhooks it delivers (`a2a:{room}:d:<replica>`), and
-mirrors a task's push configs into its dispatcher when their version moved on any replica.
+mirrors a task's push configs into its dispatcher when their version moved on any replica. A
+task leaves the set when this replica deletes it (`forget`), or, when another replica did, at
+the set's bounded sweep (`sweep`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from a2a_grpc.server.tasks.redis import reads
 from a2a_grpc.server.tasks.redis.backend import RedisBackend
 from a2a_grpc.server.tasks.redis.events import parse_stream_id
 from a2a_grpc.server.tasks.redis.push import RedisPushConfigs
+
+SWEEP_COUNT = 256
+"""Members of this replica's delivery set one step of `sweep` checks (SSCAN's COUNT hint)."""
 
 
 class Deliveries:
@@ -32,6 +37,7 @@ class Deliveries:
         agent offers no push notifications)."""
         self._push_versions: dict[str, int] = {}  # configs version last mirrored, per task
         self._delivering: set[str] = set()  # tasks in this replica's delivery set
+        self._sweep_cursor = 0
 
     async def deliver(
         self,
@@ -111,3 +117,29 @@ class Deliveries:
             backend = self.backend
             key = backend.keys.replica_deliveries(backend.replica_id)
             await backend.call(backend.client.srem(key, *delivering))
+
+    async def sweep(self) -> list[str]:
+        """One step of an SSCAN round this replica's delivery set: the tasks in it that left
+        the store on another replica (their keys are gone) leave it, and are returned (their
+        mirrored configs go too, by the caller's `on_evict`)."""
+        backend = self.backend
+        client = backend.client
+        key = backend.keys.replica_deliveries(backend.replica_id)
+        cursor, members = await backend.call(
+            client.sscan(key, self._sweep_cursor, count=SWEEP_COUNT)
+        )
+        self._sweep_cursor = int(cursor)
+        task_ids = list(dict.fromkeys(member.decode() for member in members))
+        if not task_ids:
+            return []
+        async with client.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.exists(backend.keys.task(task_id))
+            found = await backend.call(pipe.execute())
+        gone = [task_id for task_id, exists in zip(task_ids, found, strict=True) if not exists]
+        if gone:
+            self._delivering.difference_update(gone)
+            for task_id in gone:
+                self._push_versions.pop(task_id, None)
+            await backend.call(client.srem(key, *gone))
+        return gone

@@ -3,18 +3,39 @@ and the finished tasks a reservation evicted to make room (`forget`). Whoever re
 from the room (ZREM) deletes its keys, its index entries and its place in this replica's
 delivery set, then tells `on_evict`. A task's keys also expire on their own a while later, as
 a backstop.
+
+The ListTasks index keys have no TTL of their own (a live task may sit in one for days): a
+task's entries go with it. Entries whose task went without them (its keys expired by the
+backstop while no replica swept, or a Cluster write whose index move never ran) are found by
+a bounded sweep (`sweep_indexes`): every `INDEX_SWEEP_SECONDS`, the next `INDEX_SWEEP_KEYS`
+index keys of a SCAN that goes round the keyspace, the oldest `INDEX_SWEEP_MEMBERS` entries of
+each checked against their task's hash and the stale ones removed (ZREM; a set emptied so is
+deleted by Redis). ListTasks also removes the stale entries it meets (reads.py). At the same
+pace, a step of this replica's delivery-set sweep (`Deliveries.sweep`) lets go of the tasks
+another replica deleted, and tells `on_evict` of them here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from a2a_grpc.server.tasks.base import Scope
 from a2a_grpc.server.tasks.redis.backend import RedisBackend
 from a2a_grpc.server.tasks.redis.deliveries import Deliveries
+
+INDEX_SWEEP_SECONDS = 10.0
+"""Seconds between two steps of the index sweep, on each replica."""
+INDEX_SWEEP_KEYS = 64
+"""Index keys one step of the index sweep looks at."""
+INDEX_SWEEP_MEMBERS = 64
+"""Entries of one index key (its oldest) one step checks."""
+
+
+def _glob_escaped(text: str) -> str:
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
 
 
 class Eviction:
@@ -30,6 +51,8 @@ class Eviction:
         self.backend = backend
         self.deliveries = deliveries
         self.on_evict = on_evict
+        self._index_scan: AsyncIterator[bytes] | None = None
+        self._index_swept_at = float("-inf")
 
     async def evict_expired(self) -> int:
         """Deletes finished tasks past their time to live, with their events and index
@@ -42,7 +65,55 @@ class Eviction:
         gone = 0
         for member in expired:
             gone += await self._delete(member.decode())
+        if time.monotonic() - self._index_swept_at >= INDEX_SWEEP_SECONDS:
+            self._index_swept_at = time.monotonic()
+            await self.sweep_indexes()
+            for task_id in await self.deliveries.sweep():
+                if self.on_evict is not None:
+                    self.on_evict(task_id)
         return gone
+
+    async def sweep_indexes(self) -> int:
+        """One step of the index sweep (see the module docstring): the stale entries removed."""
+        backend = self.backend
+        client = backend.client
+        if self._index_scan is None:
+            pattern = _glob_escaped(backend.keys.prefix) + ":{t:*}:o:*"
+            self._index_scan = client.scan_iter(match=pattern, count=INDEX_SWEEP_KEYS * 4)
+        names: list[bytes] = []
+        scan = self._index_scan
+        try:
+            while len(names) < INDEX_SWEEP_KEYS:
+                names.append(await backend.call(anext(scan)))
+        except StopAsyncIteration:
+            self._index_scan = None  # round the keyspace once: the next step starts again
+        except BaseException:
+            self._index_scan = None
+            raise
+        removed = 0
+        for name in dict.fromkeys(names):  # SCAN may return a key twice
+            removed += await self._sweep_index(name.decode())
+        return removed
+
+    async def _sweep_index(self, index_key: str) -> int:
+        backend = self.backend
+        client = backend.client
+        members = await backend.call(client.zrange(index_key, 0, INDEX_SWEEP_MEMBERS - 1))
+        if not members:
+            return 0
+        decoded = [member.decode() for member in members]
+        async with client.pipeline(transaction=False) as pipe:
+            for member in decoded:
+                pipe.hget(backend.keys.task(member.partition("|")[2]), "ik")
+            current = await backend.call(pipe.execute())
+        stale = [
+            member
+            for member, ik in zip(decoded, current, strict=True)
+            if (ik or b"").decode() != member
+        ]
+        if stale:
+            await backend.call(client.zrem(index_key, *stale))
+        return len(stale)
 
     async def _delete(self, task_id: str) -> int:
         """Deletes one finished task (whoever wins the ZREM does it); 1 when this call did."""
