@@ -208,6 +208,11 @@ class ServerConfig:
     """HTTP/2 streams one connection may hold (gRPC's MAX_CONCURRENT_STREAMS): what bounds a
     rapid-reset flood. Above any one client's burst: a client waits for a free stream rather
     than go past it, but at the edge gRPC refuses streams (the caller sees UNAVAILABLE)."""
+    max_connection_age: float = 300.0
+    """Seconds a connection is served before gRPC sends it GOAWAY (grpc.max_connection_age_ms,
+    ±10 % jitter); its open streams go on to their end, and gRPC clients reconnect for new
+    calls by themselves. What ends a rapid-reset flood's connection (docs/server.md, Limits),
+    and spreads long-lived clients over replicas. 0: never."""
     max_concurrent_calls: int = 1000
     """A2A unary calls handled at once; past it a call is refused with RESOURCE_EXHAUSTED and
     RetryInfo. Streams are not counted here (see max_open_streams)."""
@@ -312,6 +317,10 @@ class ServerConfig:
             ),
             (self.max_push_configs >= 1, "max_push_configs must be at least 1"),
             (self.max_streams_per_connection >= 1, "max_streams_per_connection must be at least 1"),
+            (
+                self.max_connection_age >= 0,
+                "max_connection_age must not be negative (0 turns it off)",
+            ),
             (self.max_concurrent_calls >= 1, "max_concurrent_calls must be at least 1"),
             (self.max_open_streams >= 1, "max_open_streams must be at least 1"),
             (

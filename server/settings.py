@@ -569,6 +569,13 @@ SETTINGS: tuple[Setting, ...] = (
         doc="HTTP/2 streams one connection may hold; what bounds a rapid-reset flood (see Limits)",
     ),
     Setting(
+        "max_connection_age",
+        help="seconds a connection is served before GOAWAY asks its client to reconnect; "
+        "0: never (default: %(default)s)",
+        doc="seconds a connection is served before GOAWAY asks its client to reconnect (open "
+        "streams go on); what ends a rapid-reset flood's connection (see Limits). 0: never",
+    ),
+    Setting(
         "max_concurrent_calls",
         help="A2A unary calls handled at once; more get RESOURCE_EXHAUSTED + RetryInfo "
         "(default: %(default)s)",

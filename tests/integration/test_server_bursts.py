@@ -189,6 +189,36 @@ async def test_a_rapid_reset_flood_does_not_shed_other_connections_calls(
     assert flood.refused > 0 or flood.goaway is not None, flood
 
 
+@pytest.mark.timeout(120)
+async def test_a_rapid_reset_flood_is_sent_goaway_and_its_connection_closed(
+    make_server: Factory,
+) -> None:
+    """gRPC core has no RST_STREAM budget: the connection's age ends the flood. Its connection
+    gets GOAWAY once `max_connection_age` old and is then closed; the well-behaved callers on
+    another connection (which gets GOAWAY at that age too) are all served meanwhile."""
+    harness = await make_server(max_streams_per_connection=100, max_connection_age=1.0)
+    port = harness.running.port
+    running = asyncio.Event()
+    running.set()
+    answered = asyncio.Event()
+    calls = asyncio.create_task(rapid_reset.call_while(port, running, 4, answered))
+    await asyncio.wait_for(answered.wait(), 30)
+    try:
+        # 60 s at most; the GOAWAY comes after 0.9-1.1 s (gRPC's jitter) of flooding, and the
+        # connection closes once the GOAWAY's PING is answered (or after gRPC's PING timeout,
+        # 20 s here) and the streams gRPC accepted are released: 30 s at most.
+        flood = await rapid_reset.flood_in_child(
+            port, streams=10_000_000, seconds=60, batch=1000, drain=30
+        )
+    finally:
+        running.clear()
+    outcomes = await calls
+    assert flood.goaway is not None, flood
+    assert flood.closed_by_server, flood
+    assert flood.seconds < 30, flood
+    assert set(outcomes) == {"OK"}, outcomes
+
+
 def test_serve_command_takes_the_limits() -> None:
     limits = ["--max-concurrent-calls", "7", "--max-open-streams", "9"]
     limits += ["--max-streams-per-connection", "11"]

@@ -3,21 +3,24 @@
     .venv/bin/python -m tests.load.rapid_reset [--seconds 10] [--streams N] [--callers 4]
                                                [--config FIELD=INT ...]
     .venv/bin/python -m tests.load.rapid_reset flood --port P [--streams N] [--seconds S]
-                                                     [--batch 50]
+                                                     [--batch 50] [--drain 1]
 
 The first form starts our server (`tests.load.servers ours`, demo agent, `--config` passed on)
 as a child process, floods it from a second child process for `--seconds` (or until `--streams`
 streams were sent), and meanwhile runs `--callers` closed-loop SendMessage callers on their own
 grpc.aio channel. It prints one JSON line: what the well-behaved calls got (OK / CANCELLED /
-other codes) and what the flooding connection was told (REFUSED_STREAM and other resets,
-GOAWAY, a closed or stalled connection).
+other codes), what the flooding connection was told (REFUSED_STREAM and other resets,
+GOAWAY, a closed or stalled connection), and the server's resident memory before, at its peak
+during, and after the flood (`server_rss_mib`, sampled every 0.1 s).
 
 `flood` is the flooder alone: one plain TCP connection to 127.0.0.1 (never another host). It
 completes the HTTP/2 handshake (acknowledging the server's SETTINGS, like any client), then
 sends HEADERS for /lf.a2a.v1.A2AService/SendMessage followed at once by RST_STREAM(CANCEL),
 `--batch` streams per write (50), until the count or the time is spent, the server sends
 GOAWAY or closes the connection, or a write waits 5 s (the server stopped reading). It reads
-`DRAIN` seconds more (a GOAWAY may be on its way) and prints one JSON line (`FloodResult`).
+`DRAIN` seconds more (a GOAWAY may be on its way; the PING of a graceful one is acknowledged,
+as any client does, and the server then closes the connection) and prints one JSON line
+(`FloodResult`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import grpc
 import h2.config
@@ -41,7 +45,7 @@ import h2.errors
 import h2.exceptions
 
 from a2a_grpc.generated import a2a_pb2, a2a_pb2_grpc
-from tests.load.servers import ours_in_child
+from tests.load.servers import ours_child_process
 
 LOOPBACK = "127.0.0.1"
 PATH = "/lf.a2a.v1.A2AService/SendMessage"
@@ -97,16 +101,18 @@ class _Flooder:
         ]
         self._sock = socket.create_connection((LOOPBACK, port), timeout=5)
         self._inbound = bytearray()
+        self._acks = bytearray()
 
-    def run(self, streams: int, seconds: float, batch: int) -> FloodResult:
+    def run(self, streams: int, seconds: float, batch: int, drain: float = DRAIN) -> FloodResult:
         try:
             self._handshake()
             start = time.monotonic()
             self._flood(streams, start + seconds, batch)
             self.result.seconds = round(time.monotonic() - start, 3)
-            drain_until = time.monotonic() + DRAIN
+            drain_until = time.monotonic() + drain
             while not self.result.closed_by_server and time.monotonic() < drain_until:
                 self._read(0.05)
+                self._send()  # acknowledges the PING of a graceful GOAWAY, as clients do
         except (BrokenPipeError, ConnectionResetError):
             self.result.closed_by_server = True
         except TimeoutError:
@@ -140,7 +146,8 @@ class _Flooder:
             self._send()  # PING / SETTINGS acknowledgements
 
     def _send(self) -> None:
-        data = self._h2.data_to_send()
+        data = self._h2.data_to_send() + self._acks
+        self._acks.clear()
         if data:
             self._sock.sendall(data)
 
@@ -184,14 +191,20 @@ class _Flooder:
                 result.goaway_after_streams = result.streams
             elif kind == PING and not flags & ACK:
                 result.pings += 1
+                if result.goaway is not None:  # h2 answers nothing once it has seen a GOAWAY
+                    ack = len(payload).to_bytes(3, "big") + bytes((PING, ACK)) + bytes(4)
+                    self._acks += ack + payload
 
 
-def flood(port: int, *, streams: int, seconds: float, batch: int = BATCH) -> FloodResult:
+def flood(
+    port: int, *, streams: int, seconds: float, batch: int = BATCH, drain: float = DRAIN
+) -> FloodResult:
     """Rapid-resets up to `streams` streams on one connection to 127.0.0.1:`port`.
 
-    Stops after `seconds`, or once the server sends GOAWAY or closes the connection.
+    Stops after `seconds`, or once the server sends GOAWAY or closes the connection; then
+    reads for `drain` seconds at most, until the server closes the connection.
     """
-    return _Flooder(port).run(streams, seconds, batch)
+    return _Flooder(port).run(streams, seconds, batch, drain)
 
 
 def _code_name(code: int) -> str:
@@ -244,7 +257,7 @@ def echo_request(text: str = "hello") -> a2a_pb2.SendMessageRequest:
 
 
 async def flood_in_child(
-    port: int, *, streams: int, seconds: float, batch: int = BATCH
+    port: int, *, streams: int, seconds: float, batch: int = BATCH, drain: float = DRAIN
 ) -> FloodResult:
     """Runs `flood` in a child process (so it has its own interpreter) and returns its result."""
     child = await asyncio.create_subprocess_exec(
@@ -260,6 +273,8 @@ async def flood_in_child(
         str(seconds),
         "--batch",
         str(batch),
+        "--drain",
+        str(drain),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await child.communicate()
@@ -282,10 +297,35 @@ async def measure(port: int, *, streams: int, seconds: float, callers: int) -> d
     return {"calls": dict(outcomes), "flood": dataclasses.asdict(result)}
 
 
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+    return round(int(line.split()[1]) / 1024, 1)
+
+
+async def _rss_while(pid: int, running: asyncio.Event, peak: list[float]) -> None:
+    while running.is_set():
+        peak[0] = max(peak[0], _rss_mib(pid))
+        await asyncio.sleep(0.1)
+
+
 async def _with_server(args: argparse.Namespace) -> dict[str, object]:
     settings = [arg for setting in args.config for arg in ("--config", setting)]
-    async with ours_in_child(*settings) as port:
-        return await measure(port, streams=args.streams, seconds=args.seconds, callers=args.callers)
+    async with ours_child_process(*settings) as (port, pid):
+        before = _rss_mib(pid)
+        peak = [before]
+        running = asyncio.Event()
+        running.set()
+        sampler = asyncio.create_task(_rss_while(pid, running, peak))
+        try:
+            result = await measure(
+                port, streams=args.streams, seconds=args.seconds, callers=args.callers
+            )
+        finally:
+            running.clear()
+            await sampler
+        result["server_rss_mib"] = {"before": before, "peak": peak[0], "after": _rss_mib(pid)}
+        return result
 
 
 def main() -> None:
@@ -295,6 +335,9 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1_000_000, help="at most this many")
     parser.add_argument("--seconds", type=float, default=10.0, help="at most this long")
     parser.add_argument("--batch", type=int, default=BATCH, help="flood: streams per write")
+    parser.add_argument(
+        "--drain", type=float, default=DRAIN, help="flood: seconds to read after the last stream"
+    )
     parser.add_argument("--callers", type=int, default=4, help="well-behaved closed-loop callers")
     parser.add_argument(
         "--config", action="append", default=[], metavar="FIELD=INT", help="a server setting"
@@ -303,7 +346,13 @@ def main() -> None:
     if args.mode == "flood":
         if args.port is None:
             parser.error("flood needs --port")
-        result = flood(args.port, streams=args.streams, seconds=args.seconds, batch=args.batch)
+        result = flood(
+            args.port,
+            streams=args.streams,
+            seconds=args.seconds,
+            batch=args.batch,
+            drain=args.drain,
+        )
         print(json.dumps(dataclasses.asdict(result), sort_keys=True), flush=True)
         return
     print(json.dumps(asyncio.run(_with_server(args)), sort_keys=True), flush=True)

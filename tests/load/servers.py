@@ -193,6 +193,13 @@ async def _until_signalled(*ports: int) -> None:
 @contextlib.asynccontextmanager
 async def ours_in_child(*args: str) -> AsyncIterator[int]:
     """Runs `tests.load.servers ours ARGS...` as a child process; yields its port, then stops it."""
+    async with ours_child_process(*args) as (port, _):
+        yield port
+
+
+@contextlib.asynccontextmanager
+async def ours_child_process(*args: str) -> AsyncIterator[tuple[int, int]]:
+    """`ours_in_child`, yielding the child's port and process id (to read its memory)."""
     child = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "tests.load.servers", "ours", *args),
         stdout=asyncio.subprocess.PIPE,
@@ -200,7 +207,7 @@ async def ours_in_child(*args: str) -> AsyncIterator[int]:
     assert child.stdout is not None
     try:
         line = (await asyncio.wait_for(child.stdout.readline(), 30)).decode()
-        yield int(line.split()[1])
+        yield int(line.split()[1]), child.pid
     finally:
         child.terminate()
         await child.wait()
