@@ -221,3 +221,30 @@ async def test_index_entries_whose_task_expired_are_swept(redis_server: RedisSer
         assert await store.eviction.sweep_indexes() == 0
     finally:
         await store.close()
+
+
+async def test_a_replica_forgets_the_channels_of_ended_streams(redis_server: RedisServer) -> None:
+    """Each stream follows its task's channel while it is open; once it ended, the replica
+    keeps nothing of the channel (redis-py's bookkeeping included: it once kept every channel
+    a replica had ever followed, ~1 MiB a minute under load)."""
+    store = RedisTaskStore.connect(redis_server.url)
+    await store.start()
+    try:
+        events = store.events
+        pubsub = events._pubsub
+        assert pubsub is not None
+        before = set(pubsub.channels)  # the replica's cancel channel
+        for index in range(50):
+            await created(store, f"t{index}")
+            subscription = await store.subscribe(f"t{index}")
+            assert store.keys.channel(f"t{index}").encode() in pubsub.channels
+            subscription.cancel()
+        for _ in range(500):  # until Redis confirmed the last UNSUBSCRIBE: 5 s at most
+            if set(pubsub.channels) == before and not pubsub.pending_unsubscribe_channels:
+                break
+            await asyncio.sleep(0.01)
+        assert set(pubsub.channels) == before
+        assert not pubsub.pending_unsubscribe_channels
+        assert not events._confirmations and not events._subscribers
+    finally:
+        await store.close()
