@@ -80,7 +80,8 @@ __all__ = ["REPLICA_STOPPED_TEXT", "RedisTaskStore"]
 SETTLED_COPIES = 4096
 """Tasks this replica settled whose last write it keeps for `SETTLED_COPY_AGE` seconds, for
 the blocking caller's reply (`copy_into`, a moment later): one read of Redis less per blocking
-SendMessage."""
+SendMessage. Older copies go as new ones come: a copy nobody took (a streamed, canceled or
+answered task) once stayed until 4,096 newer ones had come, ~6 MiB a replica filled slowly."""
 SETTLED_COPY_AGE = 1.0
 STREAMED_MARKS = 65_536
 """Send streams opened here whose task's first write is still to come, at most (see
@@ -359,10 +360,12 @@ class RedisTaskStore:
         await self._written(owned, member, event, results[0], terminal)
         if state in SETTLED_STATES:
             self._owned.pop(task.id, None)
-            copy = (owned.scope, task.SerializeToString(), time.monotonic())
-            self._settled_copies[task.id] = copy
-            if len(self._settled_copies) > SETTLED_COPIES:
-                self._settled_copies.popitem(last=False)
+            copies, now = self._settled_copies, time.monotonic()
+            copies.pop(task.id, None)  # (kept in the order of their times)
+            copies[task.id] = (owned.scope, task.SerializeToString(), now)
+            stale = now - SETTLED_COPY_AGE  # older copies serve no one: they go as new ones come
+            while len(copies) > SETTLED_COPIES or next(iter(copies.values()))[2] < stale:
+                copies.popitem(last=False)
 
     async def _write(
         self,
