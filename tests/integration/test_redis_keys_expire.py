@@ -3,17 +3,19 @@ its task, the ListTasks indexes (the context's too) and the replicas' task sets 
 
 Two replicas (servers on 127.0.0.1:0) on one real redis-server, or a 3-master Cluster, run
 tasks of every kind with `task_ttl` and `dedup_window` of a second; once they have expired the
-only key left is the replicas' leases."""
+only key left is the replicas' leases. The same on PostgreSQL: no row of a task is left."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+import types
 import uuid
 from collections.abc import AsyncIterator
 
 import grpc
+import psycopg
 import pytest
 import redis.asyncio
 import redis.asyncio.cluster
@@ -25,6 +27,7 @@ from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.demo_agent import DemoAgent
 from a2a_grpc.server.tasks.base import TaskQuery
 from a2a_grpc.server.tasks.contract import ALICE, created
+from a2a_grpc.server.tasks.redis import store as redis_store
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from tests.integration.webhook_receiver import Receiver
 from tests.redis_servers import RedisServer
@@ -246,5 +249,74 @@ async def test_a_replica_forgets_the_channels_of_ended_streams(redis_server: Red
         assert set(pubsub.channels) == before
         assert not pubsub.pending_unsubscribe_channels
         assert not events._confirmations and not events._subscribers
+    finally:
+        await store.close()
+
+
+PER_TASK_TABLES = ("a2a_tasks", "a2a_events", "a2a_push_configs", "a2a_replies", "a2a_claims")
+
+
+async def rows_left(url: str) -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(url) as connection:
+        counts = {}
+        for table in PER_TASK_TABLES:
+            cursor = await connection.execute(f"SELECT count(*) FROM {table}")
+            row = await cursor.fetchone()
+            counts[table] = 0 if row is None else int(row[0])
+        cursor = await connection.execute("SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts")
+        row = await cursor.fetchone()
+        counts["counted"] = 0 if row is None else int(row[0])
+        return counts
+
+
+@pytest.mark.timeout(180)
+async def test_no_row_outlives_its_tasks_on_postgres(postgres_database: str) -> None:
+    receiver = await Receiver().start()
+    try:
+        async with replicas(postgres_database) as (one, two):
+            channel_a = grpc.aio.insecure_channel(f"127.0.0.1:{one.port}")
+            channel_b = grpc.aio.insecure_channel(f"127.0.0.1:{two.port}")
+            try:
+                a = a2a_pb2_grpc.A2AServiceStub(channel_a)
+                b = a2a_pb2_grpc.A2AServiceStub(channel_b)
+                await run_every_kind(a, b, receiver.url)
+                finished = time.monotonic()
+                listed = await a.ListTasks(a2a_pb2.ListTasksRequest(), metadata=VERSION)
+                while listed.tasks:  # bounded by LISTED_BOUND
+                    assert time.monotonic() - finished < LISTED_BOUND, listed.tasks
+                    await asyncio.sleep(0.1)
+                    listed = await b.ListTasks(a2a_pb2.ListTasksRequest(), metadata=VERSION)
+                left = await rows_left(postgres_database)
+                while any(left.values()):  # bounded by KEYS_BOUND
+                    assert time.monotonic() - finished < KEYS_BOUND, left
+                    await asyncio.sleep(0.2)
+                    left = await rows_left(postgres_database)
+            finally:
+                await channel_a.close()
+                await channel_b.close()
+    finally:
+        await receiver.stop()
+
+
+async def test_settled_copies_older_than_their_age_go(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copies a replica keeps of what it settled, for the blocking reply a moment later,
+    go once older than `SETTLED_COPY_AGE` as new ones come, not only past 4,096 of them."""
+    clock = [1000.0]
+    monkeypatch.setattr(
+        redis_store, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time)
+    )
+    store = RedisTaskStore.connect(redis_server.url)
+    await store.start()
+    try:
+        for index in range(3):
+            await created(store, f"t{index}")
+            await store.set_status(f"t{index}", a2a_pb2.TASK_STATE_COMPLETED)
+        assert list(store._settled_copies) == ["t0", "t1", "t2"]
+        clock[0] += redis_store.SETTLED_COPY_AGE + 0.5
+        await created(store, "t3")
+        await store.set_status("t3", a2a_pb2.TASK_STATE_COMPLETED)
+        assert list(store._settled_copies) == ["t3"]
     finally:
         await store.close()
