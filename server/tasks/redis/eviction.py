@@ -7,19 +7,20 @@ a backstop.
 The ListTasks index keys have no TTL of their own (a live task may sit in one for days): a
 task's entries go with it. Entries whose task went without them (its keys expired by the
 backstop while no replica swept, or a Cluster write whose index move never ran) are found by
-a bounded sweep (`sweep_indexes`): every `INDEX_SWEEP_SECONDS`, the next `INDEX_SWEEP_KEYS`
-index keys of a SCAN that goes round the keyspace, the oldest `INDEX_SWEEP_MEMBERS` entries of
-each checked against their task's hash and the stale ones removed (ZREM; a set emptied so is
-deleted by Redis). ListTasks also removes the stale entries it meets (reads.py). At the same
-pace, a step of this replica's delivery-set sweep (`Deliveries.sweep`) lets go of the tasks
-another replica deleted, and tells `on_evict` of them here too.
+a bounded sweep (`sweep_indexes`): every `INDEX_SWEEP_SECONDS`, one SCAN round trip per node
+(`INDEX_SCAN_COUNT` keys) of a cursor that goes round the keyspace; of each index key it finds,
+the oldest `INDEX_SWEEP_MEMBERS` entries are checked against their task's hash and the stale
+ones removed (ZREM; a set emptied so is deleted by Redis). At 100,000 keys a round takes
+~200 steps, about half an hour. ListTasks also removes the stale entries it meets (reads.py).
+At the same pace, a step of this replica's delivery-set sweep (`Deliveries.sweep`) lets go of
+the tasks another replica deleted, and tells `on_evict` of them here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2a_grpc.server.tasks.base import Scope
@@ -28,8 +29,9 @@ from a2a_grpc.server.tasks.redis.deliveries import Deliveries
 
 INDEX_SWEEP_SECONDS = 10.0
 """Seconds between two steps of the index sweep, on each replica."""
-INDEX_SWEEP_KEYS = 64
-"""Index keys one step of the index sweep looks at."""
+INDEX_SCAN_COUNT = 512
+"""SCAN's COUNT in one step of the index sweep: keys of any kind it walks past, per node (the
+index keys among them are swept)."""
 INDEX_SWEEP_MEMBERS = 64
 """Entries of one index key (its oldest) one step checks."""
 
@@ -51,7 +53,7 @@ class Eviction:
         self.backend = backend
         self.deliveries = deliveries
         self.on_evict = on_evict
-        self._index_scan: AsyncIterator[bytes] | None = None
+        self._scan_cursors: dict[str, int] = {}  # SCAN's cursor by node name ("": standalone)
         self._index_swept_at = float("-inf")
 
     async def evict_expired(self) -> int:
@@ -75,25 +77,37 @@ class Eviction:
 
     async def sweep_indexes(self) -> int:
         """One step of the index sweep (see the module docstring): the stale entries removed."""
-        backend = self.backend
-        client = backend.client
-        if self._index_scan is None:
-            pattern = _glob_escaped(backend.keys.prefix) + ":{t:*}:o:*"
-            self._index_scan = client.scan_iter(match=pattern, count=INDEX_SWEEP_KEYS * 4)
-        names: list[bytes] = []
-        scan = self._index_scan
-        try:
-            while len(names) < INDEX_SWEEP_KEYS:
-                names.append(await backend.call(anext(scan)))
-        except StopAsyncIteration:
-            self._index_scan = None  # round the keyspace once: the next step starts again
-        except BaseException:
-            self._index_scan = None
-            raise
+        names = await self._scan_step()
         removed = 0
         for name in dict.fromkeys(names):  # SCAN may return a key twice
             removed += await self._sweep_index(name.decode())
         return removed
+
+    async def _scan_step(self) -> list[bytes]:
+        """One SCAN round trip (per node on a Cluster) on from where the last step stopped,
+        for index keys; a node's cursor back at 0 starts its round again."""
+        backend = self.backend
+        client = backend.client
+        pattern = _glob_escaped(backend.keys.prefix) + ":{t:*}:o:*"
+        if not backend.on_cluster:
+            cursor, names = await backend.call(
+                client.scan(self._scan_cursors.get("", 0), match=pattern, count=INDEX_SCAN_COUNT)
+            )
+            self._scan_cursors[""] = int(cursor)
+            return list(names)
+        found: list[bytes] = []
+        for node in client.get_primaries():
+            cursors, names = await backend.call(
+                client.scan(
+                    self._scan_cursors.get(node.name, 0),
+                    match=pattern,
+                    count=INDEX_SCAN_COUNT,
+                    target_nodes=node,
+                )
+            )
+            self._scan_cursors[node.name] = int(cursors[node.name])
+            found += names
+        return found
 
     async def _sweep_index(self, index_key: str) -> int:
         backend = self.backend
