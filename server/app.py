@@ -755,9 +755,7 @@ def connection_limits(config: ServerConfig) -> list[tuple[str, int]]:
         ("grpc.keepalive_timeout_ms", PING_TIMEOUT_MS),
         ("grpc.http2.ping_timeout_ms", PING_TIMEOUT_MS),
         ("grpc.http2.max_pings_without_data", 0),
-        # GOAWAY at --max-connection-age: gRPC core has no RST_STREAM budget, so this is what
-        # ends a rapid-reset flood's connection. The grace stays gRPC's (unbounded): streams
-        # open then, long subscriptions too, go on to their end (docs/server.md, Limits).
+        # GOAWAY at --max-connection-age: what ends a rapid-reset flood (docs/server.md, Limits)
         *[("grpc.max_connection_age_ms", max(1, round(config.max_connection_age * 1000)))]
         * (config.max_connection_age > 0),
     ]

@@ -80,8 +80,7 @@ __all__ = ["REPLICA_STOPPED_TEXT", "RedisTaskStore"]
 SETTLED_COPIES = 4096
 """Tasks this replica settled whose last write it keeps for `SETTLED_COPY_AGE` seconds, for
 the blocking caller's reply (`copy_into`, a moment later): one read of Redis less per blocking
-SendMessage. Older copies go as new ones come: a copy nobody took (a streamed, canceled or
-answered task) once stayed until 4,096 newer ones had come, ~6 MiB a replica filled slowly."""
+SendMessage."""
 SETTLED_COPY_AGE = 1.0
 STREAMED_MARKS = 65_536
 """Send streams opened here whose task's first write is still to come, at most (see
@@ -329,9 +328,8 @@ class RedisTaskStore:
         ran_on: str | None = None,
     ) -> None:
         """Writes a status change of `owned` (its runner too, when given), after its
-        `creation` in the same batch when given; `ran_on`, the replica that was running it
-        when that is not this one (its task set lets the task go). _VersionMoved when another
-        replica wrote the task since it was read (see `_write`)."""
+        `creation` in the same batch when given; `ran_on`: the replica running it, if not this
+        one. _VersionMoved when another replica wrote the task since it was read (`_write`)."""
         task = owned.task
         previous_state = task.status.state
         calls: list[ScriptCall] = []
@@ -361,10 +359,9 @@ class RedisTaskStore:
         if state in SETTLED_STATES:
             self._owned.pop(task.id, None)
             copies, now = self._settled_copies, time.monotonic()
-            copies.pop(task.id, None)  # (kept in the order of their times)
-            copies[task.id] = (owned.scope, task.SerializeToString(), now)
-            stale = now - SETTLED_COPY_AGE  # older copies serve no one: they go as new ones come
-            while len(copies) > SETTLED_COPIES or next(iter(copies.values()))[2] < stale:
+            copies.pop(task.id, None)  # kept in the order they expire; expired ones go now
+            copies[task.id] = (owned.scope, task.SerializeToString(), now + SETTLED_COPY_AGE)
+            while len(copies) > SETTLED_COPIES or next(iter(copies.values()))[2] < now:
                 copies.popitem(last=False)
 
     async def _write(
@@ -658,11 +655,7 @@ class RedisTaskStore:
         history_length: int | None = None,
     ) -> bool:
         settled = self._settled_copies.pop(task_id, None)
-        if (
-            settled is not None
-            and settled[0] == scope
-            and time.monotonic() - settled[2] < SETTLED_COPY_AGE
-        ):
+        if settled is not None and settled[0] == scope and time.monotonic() < settled[2]:
             # Settled here a moment ago (the blocking reply, or a repeat of its message): a
             # terminal task no longer changes, an interrupted one is answered as it settled.
             target.ParseFromString(settled[1])
