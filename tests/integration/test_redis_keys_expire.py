@@ -199,6 +199,8 @@ async def test_no_key_outlives_its_tasks(kind: str, request: pytest.FixtureReque
                 b = a2a_pb2_grpc.A2AServiceStub(channel_b)
                 await run_every_kind(a, b, receiver.url)
                 await expire_and_count(a, b, url, cluster)
+                for server in (one, two):  # nor in what a replica keeps of the runs it wrote
+                    assert not server.handler.store._owned  # type: ignore[attr-defined]
             finally:
                 await channel_a.close()
                 await channel_b.close()

@@ -165,11 +165,8 @@ class RedisTaskStore:
         self._trim_length = stream_length + 1
         self._owned: dict[str, _Owned] = {}
         self._stamp = StatusClock().stamp
-        self.events = EventReader(
-            backend,
-            queue_size,
-            on_remote_cancel=None if listener is None else listener.canceled_elsewhere,
-        )
+        self._listener = listener
+        self.events = EventReader(backend, queue_size, on_remote_cancel=self._canceled_elsewhere)
         backend.after_outage(self.events.restart)
         self.push_configs = RedisPushConfigs(backend, PushConfigCodec(push_credentials))
         self.deliveries = Deliveries(backend, self.push_configs, webhooks)
@@ -193,6 +190,12 @@ class RedisTaskStore:
         # Tasks a send stream here follows from their first event: the next write marks them
         # (field rs), so their stream is kept after they finish, for resumed streams.
         self._streamed: set[str] = set()
+
+    def _canceled_elsewhere(self, task_id: str) -> None:
+        """A run here was canceled (on any replica): it writes no more, so its `_Owned` goes."""
+        self._owned.pop(task_id, None)
+        if self._listener is not None:
+            self._listener.canceled_elsewhere(task_id)
 
     @classmethod
     def connect(
@@ -358,8 +361,7 @@ class RedisTaskStore:
         await self._written(owned, member, event, results[0], terminal)
         if state in SETTLED_STATES:
             self._owned.pop(task.id, None)
-            copies, now = self._settled_copies, time.monotonic()
-            copies.pop(task.id, None)  # kept in the order they expire; expired ones go now
+            copies, now = self._settled_copies, time.monotonic()  # expired ones go as new come
             copies[task.id] = (owned.scope, task.SerializeToString(), now + SETTLED_COPY_AGE)
             while len(copies) > SETTLED_COPIES or next(iter(copies.values()))[2] < now:
                 copies.popitem(last=False)
@@ -499,8 +501,9 @@ class RedisTaskStore:
         """Reads a task this replica writes without having created it (e.g. a status change
         after a restart of the run's bookkeeping)."""
         loaded = await reads.load(self.backend, task_id)
-        if loaded is None:
-            raise TaskFinishedError(task_id, a2a_pb2.TASK_STATE_CANCELED)
+        state = a2a_pb2.TASK_STATE_CANCELED if loaded is None else loaded.task.status.state
+        if loaded is None or state in TERMINAL_STATES:  # finished: written no more, not kept
+            raise TaskFinishedError(task_id, state)
         owned = _Owned(loaded.task, loaded.scope, loaded.version, loaded.member)
         self._owned[task_id] = owned
         return owned
