@@ -227,6 +227,10 @@ def message_digest(message: a2a_pb2.Message) -> str:
     ).hexdigest()
 
 
+_CLAIM_ATTEMPTS = 3
+"""Claims a delivery makes of its message id while earlier deliveries are withdrawn under it."""
+
+
 class SharedDedupWindow(DedupWindow):
     """The idempotency window shared by replicas: this process's window for repeats of runs it
     holds, plus a claim in the shared store (`claims`, e.g. in Redis) that decides, across
@@ -246,20 +250,32 @@ class SharedDedupWindow(DedupWindow):
         digest = self._key_digest(key)
         content = message_digest(message)
         value = f"{content}|{task_id}"
-        existing = await self.claims.claim(digest, value, self.window)
-        if existing is None:
-            self._claimed[key] = (digest, value)
-            return None
-        first_content, _, first_task = existing.partition("|")
-        if first_content != content:
-            raise InvalidParamsError(
-                f"message_id {key[2]!r} was already used for a different "
-                "message: mint a new message_id for new content",
-                field_violations=[
-                    FieldViolation("message.message_id", "already used for different content")
-                ],
+        outcome: Outcome | None = None
+        # The first delivery may be withdrawn between its claim seen here and its outcome
+        # followed (`Claims.outcome` says so): its id was given back, so this delivery claims
+        # it again and runs, as it would have a moment later. Bounded: a run withdrawn over
+        # and over is answered with its refusal.
+        for _ in range(_CLAIM_ATTEMPTS):
+            existing = await self.claims.claim(digest, value, self.window)
+            if existing is None:
+                self._claimed[key] = (digest, value)
+                return None
+            first_content, _, first_task = existing.partition("|")
+            if first_content != content:
+                raise InvalidParamsError(
+                    f"message_id {key[2]!r} was already used for a different "
+                    "message: mint a new message_id for new content",
+                    field_violations=[
+                        FieldViolation("message.message_id", "already used for different content")
+                    ],
+                )
+            outcome = await self.claims.outcome(
+                first_task, Scope(key[0], key[1]), key[2], (digest, existing)
             )
-        return await self.claims.outcome(first_task, Scope(key[0], key[1]), key[2])
+            if not (outcome.settled.is_set() and outcome.unavailable is not None):
+                return outcome
+        assert outcome is not None
+        return outcome
 
     async def unclaim(self, key: Key) -> None:
         claimed = self._claimed.pop(key, None)

@@ -81,8 +81,8 @@ class RunOwner(Protocol):
         ...
 
     async def run_withdrawn(self, run: TaskRun) -> None:
-        """The run did not take its message (`run.unavailable`): awaited before it settles,
-        so that the message id is free again before anyone is told."""
+        """The run did not take its message (its agent could not work on it now): awaited
+        before it settles, so that the message id is free again before anyone is told."""
         ...
 
 
@@ -284,6 +284,13 @@ class TaskRun:
         if answered is not None:
             text = NOT_TAKEN_TEXT.format(why=error.message)
             waiting = (answered.status.state, self._agent_message(text))
+        else:
+            # The message's own task goes: its id is given back first, so that a repeat on
+            # another replica that saw the claim and opens its stream after the withdrawal's
+            # notice finds the claim gone with the task (`Claims.outcome`), not a task that
+            # will never come. (An answer keeps its id until the task waits again: a repeat
+            # in between follows the task, where the notice reaches it.)
+            await self._give_back()
         try:
             await self.store.withdraw(self.task_id, self.scope, error, waiting)
         except TaskFinishedError as finished:  # canceled meanwhile: that is its outcome
@@ -296,11 +303,17 @@ class TaskRun:
             self.last_state = waiting[0]
         self.unavailable = error
         try:
+            if waiting is not None:
+                await self._give_back()
+        finally:
+            self._mark_settled()
+
+    async def _give_back(self) -> None:
+        """The owner forgets the message id, on every replica (`Idempotency.withdraw`)."""
+        try:
             await self._owner.run_withdrawn(self)
         except Exception:  # the id stays claimed until the window forgets it
             log.exception("could not give back the message id of task %s", self.task_id)
-        finally:
-            self._mark_settled()
 
     async def _settle_safely(self, state: int, text: str | None) -> None:
         # Whatever goes wrong here, waiting callers must be answered rather than left hanging.

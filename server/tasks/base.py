@@ -239,10 +239,18 @@ class Claims(Protocol):
         """Gives back the claim `value` on `digest` (only if it still holds it)."""
         ...
 
-    async def outcome(self, task_id: str, scope: Scope, message_id: str) -> Outcome:
+    async def outcome(
+        self, task_id: str, scope: Scope, message_id: str, claim: tuple[str, str]
+    ) -> Outcome:
         """What the first delivery of message `message_id`, as task `task_id` (the task it
         made, or the one it answered), led to, on any process: only what follows its arrival
-        in the task's history counts (the task an answer continues may not have taken it yet)."""
+        in the task's history counts (the task an answer continues may not have taken it yet).
+
+        `claim` is that delivery's claim, (digest, value). When nothing of the delivery is
+        stored yet and the claim no longer holds, the delivery was withdrawn before this
+        outcome's stream opened (its notice came too early to be seen: a delivery gives its id
+        back before `TaskStore.withdraw` removes the task it made): the outcome is returned
+        settled, `unavailable`, rather than waiting on a task that will not come."""
         ...
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from a2a_grpc.core.errors import ServiceUnavailableError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import (
     REPLICA_STOPPED_TEXT,
@@ -21,7 +22,7 @@ from a2a_grpc.server.tasks.base import (
     TaskQuery,
     TaskStore,
 )
-from a2a_grpc.server.tasks.contract.single import StoreContract
+from a2a_grpc.server.tasks.contract.single import NOT_NOW, StoreContract
 from a2a_grpc.server.tasks.contract.support import (
     ALICE,
     BOB,
@@ -80,6 +81,34 @@ class SharedStoreContract(StoreContract):
         assert await one.claims.claim("digest-1", "third", 60) == "first"
         await one.claims.unclaim("digest-1", "first")
         assert await two.claims.claim("digest-1", "second", 60) is None
+
+    async def test_the_outcome_of_a_delivery_withdrawn_before_it_is_followed_is_unavailable(
+        self, make_store: MakeStore
+    ) -> None:
+        """A replica sees a delivery's claim on a message id; the delivery is then withdrawn
+        (its id given back, its task removed, the notice sent) before that replica follows its
+        outcome, whose stream opens too late for the notice: the outcome is unavailable at
+        once, not a wait on a task that will not come. While the claim holds, a delivery with
+        nothing stored yet is one still to come, and its outcome follows it to its end."""
+        one, two = await self.replicas(make_store)
+        assert one.claims is not None and two.claims is not None
+        assert await one.claims.claim("digest-1", "content|t1", 60) is None
+        await created(one, "t1")
+        await one.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+        assert await two.claims.claim("digest-1", "content|t9", 60) == "content|t1"
+        await one.claims.unclaim("digest-1", "content|t1")
+        await one.withdraw("t1", ALICE, NOT_NOW)
+        late = await two.claims.outcome("t1", ALICE, "m1", ("digest-1", "content|t1"))
+        assert late.settled.is_set()
+        assert isinstance(late.unavailable, ServiceUnavailableError)
+        assert late.unavailable.retryable
+        assert await one.claims.claim("digest-2", "content|t2", 60) is None
+        coming = await two.claims.outcome("t2", ALICE, "m2", ("digest-2", "content|t2"))
+        assert not coming.started.is_set()
+        await created(one, "t2")
+        await one.set_status("t2", a2a_pb2.TASK_STATE_COMPLETED)
+        await asyncio.wait_for(coming.settled.wait(), WAIT_S)
+        assert coming.unavailable is None and coming.task_id == "t2"
 
     async def test_a_cancel_on_another_replica_reaches_the_run(self, make_store: MakeStore) -> None:
         heard = RecordedListener()

@@ -30,5 +30,9 @@ class PostgresClaims:
             "DELETE FROM a2a_claims WHERE digest = %s AND value = %s", (digest, value)
         )
 
-    async def outcome(self, task_id: str, scope: Scope, message_id: str) -> Outcome:
-        return await RemoteOutcome.follow(self.backend, self.listener, task_id, scope, message_id)
+    async def outcome(
+        self, task_id: str, scope: Scope, message_id: str, claim: tuple[str, str]
+    ) -> Outcome:
+        return await RemoteOutcome.follow(
+            self.backend, self.listener, task_id, scope, message_id, claim
+        )

@@ -400,10 +400,13 @@ class RemoteOutcome:
         task_id: str,
         scope: Scope,
         message_id: str,
+        claim: tuple[str, str],
     ) -> RemoteOutcome:
         """Follows the delivery of message `message_id` as task `task_id`. A task whose
         history does not hold the message yet (an answer the delivery has not handed to the
-        task so far) is not its outcome: only the events after it are."""
+        task so far) is not its outcome: only the events after it are. With nothing of it
+        stored, `claim` (digest, value) tells a delivery not made yet (it still holds) from
+        one withdrawn before this subscription opened (see `Claims.outcome`)."""
         outcome = cls(task_id, scope)
         subscription = listener.open(task_id, until_terminal=False)
         try:
@@ -428,6 +431,13 @@ class RemoteOutcome:
                     (task_id,),
                 ):
                     outcome._saw(a2a_pb2.StreamResponse.FromString(body))
+            if not outcome.started.is_set():
+                holder = await backend.fetchone(
+                    "SELECT value FROM a2a_claims WHERE digest = %s AND expires_at > now()",
+                    (claim[0],),
+                )
+                if holder is None or holder[0] != claim[1]:
+                    outcome._not_taken(message_id)
         except BaseException:
             subscription.cancel()
             raise
@@ -453,6 +463,15 @@ class RemoteOutcome:
             subscription.cancel()
             self.started.set()
             self.settled.set()
+
+    def _not_taken(self, message_id: str) -> None:
+        """The delivery was withdrawn, and its notice was not seen here."""
+        self.unavailable = ServiceUnavailableError(
+            f"the first delivery of message {message_id!r} was not taken (its agent could "
+            "not work on it then); send it again"
+        )
+        self.started.set()
+        self.settled.set()
 
     def _saw(self, event: a2a_pb2.StreamResponse) -> None:
         kind = event.WhichOneof("payload")

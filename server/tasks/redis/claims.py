@@ -28,6 +28,10 @@ class RedisClaims:
     async def unclaim(self, digest: str, value: str) -> None:
         await self.backend.run_script("UNCLAIM", [self.backend.keys.claim(digest)], [value])
 
-    async def outcome(self, task_id: str, scope: Scope, message_id: str) -> Outcome:
+    async def outcome(
+        self, task_id: str, scope: Scope, message_id: str, claim: tuple[str, str]
+    ) -> Outcome:
         """What the first delivery of a message id, on any replica, led to (see dedup)."""
-        return await RemoteOutcome.follow(self.backend, self.events, task_id, scope, message_id)
+        return await RemoteOutcome.follow(
+            self.backend, self.events, task_id, scope, message_id, claim
+        )

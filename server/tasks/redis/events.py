@@ -386,10 +386,13 @@ class RemoteOutcome:
         task_id: str,
         scope: Scope,
         message_id: str,
+        claim: tuple[str, str],
     ) -> RemoteOutcome:
         """Follows the delivery of message `message_id` as task `task_id`. A task whose
         history does not hold the message yet (an answer the delivery has not handed to the
-        task so far) is not its outcome: only the events after it are."""
+        task so far) is not its outcome: only the events after it are. With nothing of it
+        stored, `claim` (digest, value) tells a delivery not made yet (it still holds) from
+        one withdrawn before this subscription opened (see `Claims.outcome`)."""
         outcome = cls(task_id, scope)
         subscription = await events.open(task_id, until_terminal=False)
         try:
@@ -408,6 +411,10 @@ class RemoteOutcome:
                     backend.client.xrange(backend.keys.events(task_id), "-", "+", count=4)
                 ):
                     outcome._saw(a2a_pb2.StreamResponse.FromString(entry[b"e"]))
+            if not outcome.started.is_set():
+                holder = await backend.call(backend.client.get(backend.keys.claim(claim[0])))
+                if holder is None or holder.decode() != claim[1]:
+                    outcome._not_taken(message_id)
         except BaseException:
             subscription.cancel()
             raise
@@ -433,6 +440,15 @@ class RemoteOutcome:
             subscription.cancel()
             self.started.set()  # whoever waits reads the task as it stands
             self.settled.set()
+
+    def _not_taken(self, message_id: str) -> None:
+        """The delivery was withdrawn, and its notice was not seen here."""
+        self.unavailable = ServiceUnavailableError(
+            f"the first delivery of message {message_id!r} was not taken (its agent could "
+            "not work on it then); send it again"
+        )
+        self.started.set()
+        self.settled.set()
 
     def _saw(self, event: a2a_pb2.StreamResponse) -> None:
         kind = event.WhichOneof("payload")
