@@ -277,7 +277,7 @@ class PostgresBackend:
         the server shuts down), then runs the `after_outage` hooks."""
         while not self.healthy and not self.closing:
             try:
-                async with self.dedicated() as connection, asyncio.timeout(self.timeout):
+                async with self.dedicated(keep=True) as connection, asyncio.timeout(self.timeout):
                     await connection.execute("SELECT 1")
             except (StoreUnavailableError, psycopg.Error, OSError, TimeoutError):
                 await asyncio.sleep(min(1.0, self.timeout / 2))
@@ -289,16 +289,24 @@ class PostgresBackend:
             hook()
 
     @contextlib.asynccontextmanager
-    async def dedicated(self) -> AsyncIterator[Connection]:
+    async def dedicated(self, *, keep: bool = False) -> AsyncIterator[Connection]:
         """A connection of its own for the caller (the listener, the probe, start and
-        migrations), closed after; it may take `SLOW_CONNECT` seconds to open."""
+        migrations), closed after; it may take `SLOW_CONNECT` seconds to open. With `keep`,
+        one that served without an error is kept for the next round trips instead: the
+        probe's, so that the first calls after an outage need not open one within their
+        `timeout` (on a loaded machine, a new connection can take longer than a short one)."""
         try:
             connection = await self.connect(max(self.timeout, SLOW_CONNECT))
         except (psycopg.Error, OSError, TimeoutError) as exc:
             raise self._failed("refuses connections", exc) from exc
         try:
             yield connection
-        finally:
+        except BaseException:
+            self._discard(connection)
+            raise
+        if keep:
+            self._release(connection, healthy=True)
+        else:
             self._discard(connection)
 
     async def start(self) -> None:
