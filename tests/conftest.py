@@ -13,6 +13,16 @@ where the official SDK owns the lf.a2a.v1 proto symbols.
 
 from __future__ import annotations
 
+import os
+
+# The tests start real servers (redis-server, postgres, nginx, replicas) with fork and exec from
+# a process that runs gRPC. gRPC's own fork handlers, on by default in grpcio, restart its
+# event-engine threads in the child between fork and exec: once in a full run under load such a
+# thread ran Python in the child and crashed it (SIGSEGV in an "event_engine" thread, so a
+# postgres "exited with -11 before it was ready" with no log). Nothing here uses gRPC in a forked
+# child, so the handlers stay off; set before anything imports grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from collections.abc import Iterator
 from typing import Any
 
