@@ -209,6 +209,8 @@ class PostgresBackend:
                 if not job.done():
                     self._finish_later(job, connection)
                     connection = None
+                elif not job.cancelled():
+                    job.exception()  # the shut connection's error: the timeout is the news
                 raise self._failed("did not answer in time", TimeoutError())
             try:
                 result = job.result()
