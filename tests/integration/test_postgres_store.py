@@ -333,37 +333,6 @@ async def test_a_call_that_finds_no_connection_free_is_no_outage(postgres_databa
         await store.close()
 
 
-async def test_a_round_trip_slow_while_the_database_answers_others_is_no_outage(
-    postgres_database: str,
-) -> None:
-    """A round trip that outlives the store's bound while the database answers the calls sent
-    after it (a lock wait, a database busier than it can serve at once) fails UNAVAILABLE
-    alone: health stays on and streams go on. A database that answers nothing is an outage
-    (test_a_hung_database_is_a_bounded_unavailable)."""
-    heard = RecordedListener()
-    store = PostgresTaskStore.connect(postgres_database, timeout=0.5, listener=heard)
-    await store.start()
-    try:
-        await created(store, "t1")
-        watched = await store.watch("t1", ALICE, until_terminal=True)
-        assert watched is not None
-
-        async def sleep(connection: Any) -> None:
-            await connection.execute("SELECT pg_sleep(5)")
-
-        slow = asyncio.create_task(store.backend.run(sleep))
-        await asyncio.sleep(0)  # it is sent
-        assert await store.get("t1", ALICE) is not None  # answered meanwhile
-        with pytest.raises(StoreUnavailableError, match="did not answer this call in time"):
-            await slow
-        assert heard.health == [] and store.healthy
-        assert (store.backend.behind.failures, store.backend.outage.failures) == (1, 0)
-        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)  # the stream was not ended
-        assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
-    finally:
-        await store.close()
-
-
 async def test_the_kept_counts_match_the_rows_under_concurrent_writers(
     postgres_database: str,
 ) -> None:

@@ -5,13 +5,11 @@ events.py) takes a `PostgresBackend`; the backend knows none of them.
 Contract: every round trip goes through `run` (one connection, autocommit: each statement is
 atomic on its own) or `transaction` (one connection, one transaction), bounded by `timeout`: a
 refused, broken or slow call raises StoreUnavailableError (retryable) and turns `healthy` off
-until a probe gets through again (then the hooks given to `after_outage` run). Two slow calls
-raise StoreUnavailableError too but leave health on (`behind`): one that waited `timeout` for
-one of the replica's `max_connections` connections (it never reached the database), and one
-whose round trip outlived `timeout` while the database answered others after it was sent (a
-lock wait, or more load than it serves at once: the database is busy, not down; a database
-that stopped answering answers none, so the calls sent after it stopped find it down).
-Nothing is retried inside: the caller's own retry (our client honours RetryInfo) decides.
+until a probe gets through again (then the hooks given to `after_outage` run). A call that
+waited `timeout` for one of the replica's `max_connections` connections never reached the
+database: it raises StoreUnavailableError too, but that is this server being busy (`behind`),
+and health stays on. Nothing is retried inside: the caller's own retry (our client honours
+RetryInfo) decides.
 
 Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
 caller wait its whole timeout for a connection while the database is down; here a call that
@@ -91,11 +89,8 @@ class PostgresBackend:
         self.outage = FailureLog(log, "the task store (PostgreSQL)")
         """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
         self.behind = FailureLog(log, "calls to the task store (PostgreSQL)")
-        """Calls that waited longer than `timeout` for one of this replica's connections, or
-        whose round trip outlived it while the database answered others meanwhile: the
-        database is busy or this server is, not down."""
-        self._answered_at = 0.0
-        """When (event loop time) a round trip last ended with the database's answer."""
+        """Calls that waited longer than `timeout` for one of this replica's connections: this
+        server is busy, not the database down (that shows in the round trips themselves)."""
 
     def after_outage(self, hook: Callable[[], None]) -> None:
         """Runs `hook` each time the database answers again after an outage."""
@@ -213,7 +208,6 @@ class PostgresBackend:
                 connection = await self._acquire()
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 raise self._failed("refuses connections", exc) from exc
-            sent = loop.time()
             job = loop.create_task(self._work(connection, work, transaction))
             try:
                 done, _ = await asyncio.wait({job}, timeout=max(0.0, deadline - loop.time()))
@@ -232,16 +226,6 @@ class PostgresBackend:
                     connection = None
                 elif not job.cancelled():
                     job.exception()  # the shut connection's error: the timeout is the news
-                if self._answered_at > sent:  # it answered other round trips meanwhile
-                    self.behind.failed(
-                        f"some round trips took over {self.timeout:g} s while the database "
-                        "answered others (lock waits, or more load than it serves at once); "
-                        "those calls fail with UNAVAILABLE"
-                    )
-                    raise StoreUnavailableError(
-                        "the task store (PostgreSQL) did not answer this call in time; retry "
-                        "shortly"
-                    )
                 raise self._failed("did not answer in time", TimeoutError())
             try:
                 result = job.result()
@@ -249,11 +233,10 @@ class PostgresBackend:
                 if isinstance(exc, psycopg.errors.QueryCanceled):
                     raise self._failed("canceled a statement", exc) from exc
                 raise self._failed("does not answer", exc) from exc
-            self._answered_at = loop.time()
             if not self.healthy:
                 self.set_healthy(True)
             elif self.behind.failing:
-                self.behind.recovered("calls are answered in time again")
+                self.behind.recovered("calls get a connection in time again")
             return result
         finally:
             if connection is not None:
@@ -263,8 +246,6 @@ class PostgresBackend:
     def _finish_later(self, job: asyncio.Task[Any], connection: Connection) -> None:
         def finished(done: asyncio.Task[Any]) -> None:
             healthy = not done.cancelled() and done.exception() is None
-            if healthy:
-                self._answered_at = asyncio.get_running_loop().time()
             self._release(connection, healthy=healthy)
             self._slots.release()
 
