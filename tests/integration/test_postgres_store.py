@@ -304,35 +304,6 @@ async def test_a_hung_database_is_a_bounded_unavailable(
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
-async def test_a_call_that_finds_no_connection_free_is_no_outage(postgres_database: str) -> None:
-    """Every connection of this replica busy (here: held) is this server being busy, not the
-    database down: the call that waited fails UNAVAILABLE after the store's bound, health stays
-    on (streams go on, readiness holds), and one line says so."""
-    heard = RecordedListener()
-    store = PostgresTaskStore.connect(postgres_database, timeout=0.3, listener=heard)
-    await store.start()
-    try:
-        await created(store, "t1")
-        watched = await store.watch("t1", ALICE, until_terminal=True)
-        assert watched is not None
-        slots = store.backend._slots
-        for _ in range(store.backend.max_connections):
-            await slots.acquire()  # as calls in flight on every connection would
-        try:
-            with pytest.raises(StoreUnavailableError, match="no connection free in time"):
-                await store.get("t1", ALICE)
-        finally:
-            for _ in range(store.backend.max_connections):
-                slots.release()
-        assert heard.health == [] and store.healthy
-        assert (store.backend.behind.failures, store.backend.outage.failures) == (1, 0)
-        await store.set_status("t1", a2a_pb2.TASK_STATE_COMPLETED)  # the stream was not ended
-        assert kinds(await drain(watched[1])) == ["TASK_STATE_COMPLETED"]
-        assert not store.backend.behind.failing
-    finally:
-        await store.close()
-
-
 async def test_the_kept_counts_match_the_rows_under_concurrent_writers(
     postgres_database: str,
 ) -> None:

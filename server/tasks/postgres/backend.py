@@ -5,11 +5,8 @@ events.py) takes a `PostgresBackend`; the backend knows none of them.
 Contract: every round trip goes through `run` (one connection, autocommit: each statement is
 atomic on its own) or `transaction` (one connection, one transaction), bounded by `timeout`: a
 refused, broken or slow call raises StoreUnavailableError (retryable) and turns `healthy` off
-until a probe gets through again (then the hooks given to `after_outage` run). A call that
-waited `timeout` for one of the replica's `max_connections` connections never reached the
-database: it raises StoreUnavailableError too, but that is this server being busy (`behind`),
-and health stays on. Nothing is retried inside: the caller's own retry (our client honours
-RetryInfo) decides.
+until a probe gets through again (then the hooks given to `after_outage` run). Nothing is
+retried inside: the caller's own retry (our client honours RetryInfo) decides.
 
 Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
 caller wait its whole timeout for a connection while the database is down; here a call that
@@ -81,16 +78,12 @@ class PostgresBackend:
         self.closing = False
         """Set as the store closes (or is abandoned): the probe and the lease keeper stop."""
         self._idle: list[Connection] = []
-        self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._background: set[asyncio.Task[Any]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._after_outage: list[Callable[[], None]] = []
         self.outage = FailureLog(log, "the task store (PostgreSQL)")
         """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
-        self.behind = FailureLog(log, "calls to the task store (PostgreSQL)")
-        """Calls that waited longer than `timeout` for one of this replica's connections: this
-        server is busy, not the database down (that shows in the round trips themselves)."""
 
     def after_outage(self, hook: Callable[[], None]) -> None:
         """Runs `hook` each time the database answers again after an outage."""
@@ -193,15 +186,7 @@ class PostgresBackend:
             async with asyncio.timeout(self.timeout):
                 await self._slots.acquire()
         except TimeoutError:
-            self.behind.failed(
-                f"some waited over {self.timeout:g} s for one of its {self.max_connections} "
-                "connections: this server has more calls in flight than they serve; those "
-                "calls fail with UNAVAILABLE"
-            )
-            raise StoreUnavailableError(
-                "the task store (PostgreSQL) had no connection free in time: this server is "
-                "busy; retry shortly"
-            ) from None
+            raise self._failed("no connection was free in time", TimeoutError()) from None
         connection: Connection | None = None
         try:
             try:
@@ -235,8 +220,6 @@ class PostgresBackend:
                 raise self._failed("does not answer", exc) from exc
             if not self.healthy:
                 self.set_healthy(True)
-            elif self.behind.failing:
-                self.behind.recovered("calls get a connection in time again")
             return result
         finally:
             if connection is not None:
