@@ -77,6 +77,22 @@ async def calls_in_flight(replica: Replica, *, at_least: int) -> None:
             await asyncio.sleep(0.02)
 
 
+async def subscribe_through_recovery(
+    replica: Replica, task_id: str, attempts: int = 5
+) -> list[a2a_pb2.StreamResponse]:
+    """Every event of a SubscribeToTask stream on `replica`, subscribing again, as a client
+    does, when the stream ends UNAVAILABLE: around its store's recovery a replica ends the
+    streams it had open ("subscribe again"), one opened just before it included."""
+    for attempt in range(attempts):
+        stream = replica.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
+        try:
+            return [await stream.read(), *await collect(stream)]
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 async def collect(stream: grpc.aio.UnaryStreamCall) -> list[a2a_pb2.StreamResponse]:  # type: ignore[type-arg]
     """The rest of a stream read with read() (grpc does not mix read() with iteration)."""
     events = []
@@ -682,8 +698,7 @@ async def test_a_replica_stopped_while_redis_is_down_says_so_once_and_its_lease_
         down = [line for line in a.output[before:] if "could not record" in line]
         assert len(down) == 1, said
         await asyncio.to_thread(store.restart)
-        stream = b.stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id=task_id))
-        events = [await stream.read(), *await collect(stream)]
+        events = await subscribe_through_recovery(b, task_id)
         assert describe(events)[-1] == "TASK_STATE_FAILED", describe(events)
         assert events[-1].status_update.status.message.parts[0].text == REPLICA_STOPPED_TEXT
     finally:
