@@ -38,6 +38,7 @@ from a2a_grpc.server.protocol.dedup import window_for
 from a2a_grpc.server.protocol.handler import RequestHandler
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.protocol.unrecorded import UnrecordedEnds
 from a2a_grpc.server.push.configs import PushConfigStore
 from a2a_grpc.server.push.delivery import WebhookDispatcher
 from a2a_grpc.server.tasks.base import (
@@ -67,7 +68,8 @@ class StartupError(RuntimeError):
 class StoreEvents:
     """The server's `StoreListener`: a task the store let go of drops its webhooks; a task a
     run here works on, canceled by a caller on another replica, stops its run; the backend's
-    health goes to `on_health` (the health board)."""
+    health goes to `on_health` (the health board), and once it answers again the ends of runs
+    it could not write meanwhile are written (`unrecorded`)."""
 
     def __init__(
         self,
@@ -75,9 +77,11 @@ class StoreEvents:
         *,
         webhooks: WebhookDispatcher | None = None,
         on_health: Callable[[bool], None] | None = None,
+        unrecorded: UnrecordedEnds | None = None,
     ) -> None:
         self._runs = runs
         self._on_health = on_health
+        self._unrecorded = unrecorded
         # The dispatcher's own method, with no call in between: a full store evicts a task
         # per new one.
         self.task_evicted: Callable[[str], None] = (
@@ -92,6 +96,8 @@ class StoreEvents:
     def health_changed(self, healthy: bool) -> None:
         if self._on_health is not None:
             self._on_health(healthy)
+        if healthy and self._unrecorded is not None:
+            self._unrecorded.store_recovered()
 
 
 def _ignore(task_id: str) -> None:
@@ -145,7 +151,10 @@ def build_handler(
     else:
         webhooks = None
     runs: dict[str, TaskRun] = {}
-    listener = StoreEvents(runs, webhooks=webhooks, on_health=on_store_health)
+    unrecorded = UnrecordedEnds()
+    listener = StoreEvents(
+        runs, webhooks=webhooks, on_health=on_store_health, unrecorded=unrecorded
+    )
     settings = store_settings(config, push_credentials)
     if store is None:
         store = open_store(config.store, settings, listener, webhooks)
@@ -172,6 +181,7 @@ def build_handler(
         audit=audit,
         verifier=verifier,
         runs=runs,
+        unrecorded=unrecorded,
         extended_card=extended_card,
     )
 
@@ -284,7 +294,10 @@ class ServerRoot:
 
             self._opened_now("the signature verifier", close_verifier)
 
+        unrecorded = handler.intake.unrecorded
+
         async def close_store(grace: float) -> None:
+            await unrecorded.close()  # what it has not written is the lease failover's
             await opened_store.close()
 
         self._opened_now("the task store", close_store)

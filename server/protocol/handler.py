@@ -42,6 +42,7 @@ from a2a_grpc.server.protocol.intake import Intake
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.protocol.unrecorded import UnrecordedEnds
 from a2a_grpc.server.tasks.base import (
     InvalidPageTokenError,
     Scope,
@@ -71,6 +72,7 @@ class RequestHandler:
         audit: AuditLog | None = None,
         verifier: MessageVerifier | None = None,
         runs: dict[str, TaskRun] | None = None,
+        unrecorded: UnrecordedEnds | None = None,
         extended_card: a2a_pb2.AgentCard | None = None,
     ) -> None:
         """Built by `server/compose.py` (`build_handler`). `push` serves the push-config RPCs
@@ -78,7 +80,8 @@ class RequestHandler:
         `verifier` checks signed messages (see `server/trust/signers.py`; None: they are not
         verified); `audit` records what each message led to. `runs`: the unsettled runs by
         task id, shared with the store's listener (a run whose task is canceled on another
-        replica stops)."""
+        replica stops); `unrecorded`: the ends of runs the store was unavailable to write,
+        shared with the store's listener too (written once the store answers again)."""
         self.agent = agent
         self.card = card
         self.extended_card = extended_card
@@ -102,6 +105,7 @@ class RequestHandler:
             verifier=verifier,
             outcomes=self.outcomes,
             active={} if runs is None else runs,
+            unrecorded=UnrecordedEnds() if unrecorded is None else unrecorded,
         )
         self.housekeeping = Housekeeping(
             config,

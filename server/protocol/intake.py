@@ -40,6 +40,7 @@ from a2a_grpc.server.protocol.dedup import Idempotency, Outcome
 from a2a_grpc.server.protocol.outcomes import Outcomes
 from a2a_grpc.server.protocol.push_config_rpcs import PushConfigService
 from a2a_grpc.server.protocol.run import TaskRun
+from a2a_grpc.server.protocol.unrecorded import UnrecordedEnds
 from a2a_grpc.server.tasks.base import (
     Scope,
     Subscription,
@@ -67,6 +68,7 @@ class Intake:
         verifier: MessageVerifier | None,
         outcomes: Outcomes,
         active: dict[str, TaskRun],
+        unrecorded: UnrecordedEnds,
     ) -> None:
         self.agent = agent
         self.config = config
@@ -78,6 +80,9 @@ class Intake:
         self.outcomes = outcomes
         self.active = active
         """Unsettled runs by task id (shared with the store's listener)."""
+        self.unrecorded = unrecorded
+        """Ends of runs the store was unavailable to write (shared with the store's listener,
+        which has them written once it answers again)."""
         self.runners: set[asyncio.Task[None]] = set()
         """The runs' asyncio tasks, until they end."""
         self._traced = tracing_configured()  # give each agent run a span of its own
@@ -307,6 +312,9 @@ class Intake:
         runs again instead of getting this refusal."""
         key = (run.scope.tenant, run.scope.owner, run.context.message.message_id)
         await self.dedup.withdraw(key, run)
+
+    def run_unrecorded(self, run: TaskRun, state: int, text: str | None) -> None:
+        self.unrecorded.add(run, state, text)
 
     def run_settled(self, run: TaskRun) -> None:
         if self.active.get(run.task_id) is run:

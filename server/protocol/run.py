@@ -50,6 +50,12 @@ tracer = trace.get_tracer("a2a_grpc.server")
 
 AGENT_FAILED_TEXT = "the agent failed while working on this task"
 
+STORE_DOWN_TEXT = (
+    "the task store was unavailable while the agent worked on this task, so the task ended "
+    "here; retry as a new task, listing this one in reference_task_ids"
+)
+"""The status message of a task FAILED because an event of its agent could not be stored."""
+
 TASK_MEMORY_FULL_TEXT = (
     "the server's task memory is full of unfinished tasks: the agent's {what} ({size} bytes) "
     "could not be stored, so the task ended here; what it stored before is kept. Retry later "
@@ -83,6 +89,11 @@ class RunOwner(Protocol):
     async def run_withdrawn(self, run: TaskRun) -> None:
         """The run did not take its message (its agent could not work on it now): awaited
         before it settles, so that the message id is free again before anyone is told."""
+        ...
+
+    def run_unrecorded(self, run: TaskRun, state: int, text: str | None) -> None:
+        """The run settled, but the store was unavailable to write its end (`state`, status
+        `text`): the owner writes it once the store answers again (protocol/unrecorded.py)."""
         ...
 
 
@@ -257,6 +268,12 @@ class TaskRun:
                 state, text = self.stop_outcome
                 await self._settle_safely(state, text)
             raise
+        except StoreUnavailableError as down:
+            # Not the agent's fault: one of its events met the store down, which the store
+            # logged once for every call it failed (no line per task here).
+            log.debug("task %s: an event of the agent was not stored: %s", self.task_id, down)
+            if not self.is_settled:
+                await self._settle_safely(a2a_pb2.TASK_STATE_FAILED, STORE_DOWN_TEXT)
         except Exception:
             log.exception("agent raised while working on task %s", self.task_id)
             if not self.is_settled:
@@ -297,6 +314,8 @@ class TaskRun:
             self.last_state = finished.state
             self._mark_settled()
             return
+        except StoreUnavailableError as down:  # the store logged its outage once
+            log.debug("could not withdraw the message of task %s: %s", self.task_id, down)
         except Exception:
             log.exception("could not withdraw the message of task %s", self.task_id)
         if waiting is not None:
@@ -312,6 +331,8 @@ class TaskRun:
         """The owner forgets the message id, on every replica (`Idempotency.withdraw`)."""
         try:
             await self._owner.run_withdrawn(self)
+        except StoreUnavailableError as down:  # the store logged its outage once
+            log.debug("could not give back the message id of task %s: %s", self.task_id, down)
         except Exception:  # the id stays claimed until the window forgets it
             log.exception("could not give back the message id of task %s", self.task_id)
 
@@ -320,16 +341,16 @@ class TaskRun:
         try:
             await self._settle_with(state, text)
         except StoreUnavailableError as down:
-            # Not this process's fault, and the store said it once already: one line. The task
-            # stays as last written, under this process's lease; on a shared store, once the
-            # lease runs out (this process stopped), another process fails it.
-            log.warning(
-                "could not record the end of task %s (%s): %s",
+            # Not this process's fault, and the store logged its outage once: no line per
+            # task. The end is written once the store answers again (protocol/unrecorded.py).
+            log.debug(
+                "could not record the end of task %s (%s) yet: %s",
                 self.task_id,
                 a2a_pb2.TaskState.Name(state),
                 down,
             )
             self._mark_settled()
+            self._owner.run_unrecorded(self, state, text)
         except Exception:
             log.exception("could not record the end of task %s", self.task_id)
             self._mark_settled()
@@ -628,6 +649,11 @@ class TaskRun:
         self._task_exists = True
         self._mark_started()
         return backlog
+
+    async def record_end(self, state: int, text: str | None) -> None:
+        """Writes the end this run settled with while the store was unavailable (raises
+        StoreUnavailableError while it still is)."""
+        await self._settle_with(state, text)
 
     async def _settle_with(self, state: int, text: str | None) -> None:
         await self._ensure_task()

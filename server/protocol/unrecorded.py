@@ -1,0 +1,66 @@
+"""Ends of runs the task store could not write, written once it answers again.
+
+A run whose end (COMPLETED, FAILED, ...) meets a store that is down settles all the same, so
+that its callers are answered; its task stays in the store as last written, under this
+process's lease. Without a second attempt it would stay so for as long as this process runs
+(another replica fails a task only when the lease of the process running it runs out). Such
+ends wait here, one per task, and are written when the store's backend reports that it answers
+again (`StoreEvents.health_changed`): the store has logged the outage once, so nothing is
+logged per task. A process that stops first leaves them to the lease failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from a2a_grpc.server.tasks.base import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from a2a_grpc.server.protocol.run import TaskRun
+
+log = logging.getLogger(__name__)
+
+
+class UnrecordedEnds:
+    """The ends waiting for the store, by task id: (run, state, status text)."""
+
+    def __init__(self) -> None:
+        self._ends: dict[str, tuple[TaskRun, int, str | None]] = {}
+        self._writer: asyncio.Task[None] | None = None
+        self.empty = asyncio.Event()
+        """Set while no end waits."""
+        self.empty.set()
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def add(self, run: TaskRun, state: int, text: str | None) -> None:
+        """`run` settled without its end (`state`, `text`) written."""
+        self._ends[run.task_id] = (run, state, text)
+        self.empty.clear()
+
+    def store_recovered(self) -> None:
+        """Writes the waiting ends, in the background (once at a time)."""
+        if self._ends and (self._writer is None or self._writer.done()):
+            self._writer = asyncio.get_running_loop().create_task(self._write_all())
+
+    async def _write_all(self) -> None:
+        for task_id, (run, state, text) in list(self._ends.items()):
+            try:
+                await run.record_end(state, text)
+            except StoreUnavailableError:
+                return  # down again: its next recovery writes the rest
+            except Exception:
+                log.exception("could not record the end of task %s", task_id)
+            del self._ends[task_id]
+        if not self._ends:
+            self.empty.set()
+
+    async def close(self) -> None:
+        """Stops a write in progress (the ends left are the lease failover's)."""
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.done():
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
