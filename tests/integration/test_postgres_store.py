@@ -462,3 +462,41 @@ async def test_runs_that_meet_the_database_down_log_nothing_and_end_once_it_is_b
             postgres_server.start()
         await handler.intake.unrecorded.close()
         await handler.store.close()
+
+
+async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
+    postgres_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """More round trips than connections is this replica being busy, not the database down:
+    with its 2 connections held (by a lock another session keeps) and 2 calls waiting, a new
+    message's claim is refused at once with the store's retryable error, health stays on, one
+    line says so; the calls already in flight finish once the lock goes."""
+    heard = RecordedListener()
+    store = PostgresTaskStore.connect(
+        postgres_database, listener=heard, timeout=30, max_connections=2, max_waiting=2
+    )
+    await store.start()
+    claims = store.claims
+    try:
+        async with admin(postgres_database) as holder:
+            await holder.execute("BEGIN")
+            await holder.execute("LOCK TABLE a2a_claims IN ACCESS EXCLUSIVE MODE")
+            queued = [
+                asyncio.create_task(claims.claim(f"digest-{number}", f"task-{number}", 60))
+                for number in range(4)
+            ]
+            for _ in range(100):  # each started: two hold the connections, two wait for one
+                if store.backend.waiting == 2:
+                    break
+                await asyncio.sleep(0)
+            assert store.backend.waiting == 2
+            with pytest.raises(StoreUnavailableError, match="busy"):  # at once: no wait
+                await asyncio.wait_for(claims.claim("digest-new", "task-new", 60), 5)
+            await holder.execute("COMMIT")
+        assert await asyncio.gather(*queued) == [None] * 4
+        assert await claims.claim("digest-new", "task-new", 60) is None
+        assert heard.health == []
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warned) == 1 and "busy, not the database down" in warned[0], warned
+    finally:
+        await store.close()

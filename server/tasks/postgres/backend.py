@@ -8,6 +8,13 @@ refused, broken or slow call raises StoreUnavailableError (retryable) and turns 
 until a probe gets through again (then the hooks given to `after_outage` run). Nothing is
 retried inside: the caller's own retry (our client honours RetryInfo) decides.
 
+A replica with more round trips than connections is busy, not facing a database that is down:
+a call that waits `timeout` for a connection fails with the same retryable error but leaves
+`healthy` on (logged by `busy`, one line as it starts, at most one a minute), and `admit`
+refuses new work at once while `max_waiting` round trips already wait, so that a backlog stays
+short enough for the work accepted to finish in time. Declaring an outage then would turn the
+replica's readiness off under load and refuse every call, reads included.
+
 Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
 caller wait its whole timeout for a connection while the database is down; here a call that
 finds no idle connection connects itself, so a refused connection fails at once (a database
@@ -51,6 +58,10 @@ MAX_IDLE = MAX_CONNECTIONS
 """Idle connections kept for the next round trips: as many as may be open. Under load every
 connection is wanted again a moment later; closing those above a lower mark made the store
 open a new one (a backend forked and set up on the database) for every few requests."""
+MAX_WAITING = 4 * MAX_CONNECTIONS
+"""Round trips that may wait for a connection before `admit` refuses new work: a blocking
+SendMessage makes five, one after another, so 64 waiting is about a dozen sends' worth queued
+behind the 16 in flight. Beyond it, a new task would mostly wait out its calls' `timeout`."""
 SLOW_CONNECT = 10.0
 """Seconds a connection that no call waits on may take to open (at start, the listener's, the
 probe's): a database that refuses fails at once, a slow one gets this long before it counts
@@ -68,6 +79,7 @@ class PostgresBackend:
         replica_id: str | None = None,
         on_health: Callable[[bool], None] | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        max_waiting: int = MAX_WAITING,
     ) -> None:
         self.url = url
         self.timeout = timeout
@@ -79,11 +91,31 @@ class PostgresBackend:
         """Set as the store closes (or is abandoned): the probe and the lease keeper stop."""
         self._idle: list[Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
+        self.max_waiting = max_waiting
+        self.waiting = 0
+        """Round trips waiting for a connection now."""
         self._background: set[asyncio.Task[Any]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._after_outage: list[Callable[[], None]] = []
         self.outage = FailureLog(log, "the task store (PostgreSQL)")
         """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
+        self.busy = FailureLog(log, "calls to the task store (PostgreSQL)")
+        """Calls that found no connection in time, and new work refused by `admit`."""
+
+    def admit(self) -> None:
+        """Before new work (a task, an answer to one): StoreUnavailableError (retryable) while
+        `max_waiting` round trips already wait for a connection."""
+        if self.waiting >= self.max_waiting:
+            raise self._busy(f"{self.waiting} calls wait for one of its connections")
+
+    def _busy(self, problem: str) -> StoreUnavailableError:
+        self.busy.failed(
+            f"{problem}: this replica is busy, not the database down; new work and calls that "
+            "wait too long fail with UNAVAILABLE"
+        )
+        return StoreUnavailableError(
+            f"the task store (PostgreSQL) is busy here ({problem}); retry shortly"
+        )
 
     def after_outage(self, hook: Callable[[], None]) -> None:
         """Runs `hook` each time the database answers again after an outage."""
@@ -182,11 +214,16 @@ class PostgresBackend:
     async def _bounded(self, work: Callable[[Connection], Awaitable[T]], transaction: bool) -> T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        self.waiting += 1
         try:
             async with asyncio.timeout(self.timeout):
                 await self._slots.acquire()
         except TimeoutError:
-            raise self._failed("no connection was free in time", TimeoutError()) from None
+            raise self._busy(f"no connection was free within {self.timeout:g} s") from None
+        finally:
+            self.waiting -= 1
+        if self.busy.failing and not self.waiting:
+            self.busy.recovered("calls get a connection in time again")
         connection: Connection | None = None
         try:
             try:

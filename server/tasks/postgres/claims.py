@@ -20,6 +20,9 @@ class PostgresClaims:
         self.listener = listener
 
     async def claim(self, digest: str, value: str, window: float) -> str | None:
+        # Every message's first store call: a busy replica refuses it here, before anything
+        # is claimed or reserved that a refusal would have to undo (backend.py, `admit`).
+        self.backend.admit()
         row = await self.backend.fetchone(
             "SELECT a2a_claim(%s, %s, %s)", (digest, value, max(0.001, window))
         )
