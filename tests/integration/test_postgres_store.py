@@ -468,12 +468,13 @@ async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
     postgres_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """More round trips than connections is this replica being busy, not the database down:
-    with its 2 connections held (by a lock another session keeps) and 2 calls waiting, a new
-    message's claim is refused at once with the store's retryable error, health stays on, one
-    line says so; the calls already in flight finish once the lock goes."""
+    with its 2 connections held (by a lock another session keeps) and 2 calls waiting for one
+    (here as long as `busy_wait`, 0, allows), a new message's claim is refused at once with the
+    store's retryable error, health stays on, one line says so; the calls already in flight
+    finish once the lock goes, and a new claim is taken again."""
     heard = RecordedListener()
     store = PostgresTaskStore.connect(
-        postgres_database, listener=heard, timeout=30, max_connections=2, max_waiting=2
+        postgres_database, listener=heard, timeout=30, max_connections=2, busy_wait=0
     )
     await store.start()
     claims = store.claims
@@ -481,10 +482,11 @@ async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
         async with admin(postgres_database) as holder:
             await holder.execute("BEGIN")
             await holder.execute("LOCK TABLE a2a_claims IN ACCESS EXCLUSIVE MODE")
-            queued = [
+            holding = [
                 asyncio.create_task(claims.claim(f"digest-{number}", f"task-{number}", 60))
-                for number in range(4)
+                for number in range(2)
             ]
+            reads = [asyncio.create_task(store.get("t1", ALICE)) for _ in range(2)]
             for _ in range(100):  # each started: two hold the connections, two wait for one
                 if store.backend.waiting == 2:
                     break
@@ -493,10 +495,39 @@ async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
             with pytest.raises(StoreUnavailableError, match="busy"):  # at once: no wait
                 await asyncio.wait_for(claims.claim("digest-new", "task-new", 60), 5)
             await holder.execute("COMMIT")
-        assert await asyncio.gather(*queued) == [None] * 4
+        assert await asyncio.gather(*holding) == [None] * 2
+        assert await asyncio.gather(*reads) == [None] * 2  # no such task: answered all the same
         assert await claims.claim("digest-new", "task-new", 60) is None
         assert heard.health == []
         warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(warned) == 1 and "busy, not the database down" in warned[0], warned
     finally:
+        await store.close()
+
+
+async def test_calls_refused_a_connection_give_their_slot_back(
+    postgres_server: PostgresServer,
+) -> None:
+    """A round trip that could not open a connection (the database down) gives back its slot:
+    with 2 slots, 3 refused calls, then the database back, calls are served (a slot kept by
+    each refused call would leave none, and every call would wait out its bound)."""
+    url = postgres_server.create_database()
+    heard = RecordedListener()
+    store = PostgresTaskStore.connect(url, listener=heard, timeout=5, max_connections=2)
+    await store.start()
+    try:
+        await created(store, "t1")
+        postgres_server.stop()
+        with pytest.raises(StoreUnavailableError):  # on the idle connection the stop broke
+            await store.get("t1", ALICE)
+        for _ in range(3):
+            with pytest.raises(StoreUnavailableError, match="refuses connections"):
+                await store.get("t1", ALICE)
+        postgres_server.start()
+        await asyncio.wait_for(heard.recovered.wait(), 20)
+        for _ in range(3):
+            assert await asyncio.wait_for(store.get("t1", ALICE), 4) is not None
+    finally:
+        if not postgres_server.running:
+            postgres_server.start()
         await store.close()

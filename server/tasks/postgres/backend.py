@@ -11,9 +11,11 @@ retried inside: the caller's own retry (our client honours RetryInfo) decides.
 A replica with more round trips than connections is busy, not facing a database that is down:
 a call that waits `timeout` for a connection fails with the same retryable error but leaves
 `healthy` on (logged by `busy`, one line as it starts, at most one a minute), and `admit`
-refuses new work at once while `max_waiting` round trips already wait, so that a backlog stays
-short enough for the work accepted to finish in time. Declaring an outage then would turn the
-replica's readiness off under load and refuse every call, reads included.
+refuses new work at once while a round trip has waited `busy_wait` (half the `timeout`) for a
+connection, so that the queue drains and the work accepted finishes within its bound. The
+bound is on the wait, not on how many wait: how many a replica can serve in time depends on
+how fast its database answers. Declaring an outage instead would turn the replica's readiness
+off under load and refuse every call, reads included.
 
 Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
 caller wait its whole timeout for a connection while the database is down; here a call that
@@ -58,10 +60,6 @@ MAX_IDLE = MAX_CONNECTIONS
 """Idle connections kept for the next round trips: as many as may be open. Under load every
 connection is wanted again a moment later; closing those above a lower mark made the store
 open a new one (a backend forked and set up on the database) for every few requests."""
-MAX_WAITING = 4 * MAX_CONNECTIONS
-"""Round trips that may wait for a connection before `admit` refuses new work: a blocking
-SendMessage makes five, one after another, so 64 waiting is about a dozen sends' worth queued
-behind the 16 in flight. Beyond it, a new task would mostly wait out its calls' `timeout`."""
 SLOW_CONNECT = 10.0
 """Seconds a connection that no call waits on may take to open (at start, the listener's, the
 probe's): a database that refuses fails at once, a slow one gets this long before it counts
@@ -79,7 +77,7 @@ class PostgresBackend:
         replica_id: str | None = None,
         on_health: Callable[[bool], None] | None = None,
         max_connections: int = MAX_CONNECTIONS,
-        max_waiting: int = MAX_WAITING,
+        busy_wait: float | None = None,
     ) -> None:
         self.url = url
         self.timeout = timeout
@@ -91,9 +89,8 @@ class PostgresBackend:
         """Set as the store closes (or is abandoned): the probe and the lease keeper stop."""
         self._idle: list[Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
-        self.max_waiting = max_waiting
-        self.waiting = 0
-        """Round trips waiting for a connection now."""
+        self.busy_wait = timeout / 2 if busy_wait is None else busy_wait
+        self._waiters: dict[object, float] = {}  # since when each waits, oldest first
         self._background: set[asyncio.Task[Any]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._after_outage: list[Callable[[], None]] = []
@@ -102,11 +99,18 @@ class PostgresBackend:
         self.busy = FailureLog(log, "calls to the task store (PostgreSQL)")
         """Calls that found no connection in time, and new work refused by `admit`."""
 
+    @property
+    def waiting(self) -> int:
+        """Round trips waiting for a connection now."""
+        return len(self._waiters)
+
     def admit(self) -> None:
-        """Before new work (a task, an answer to one): StoreUnavailableError (retryable) while
-        `max_waiting` round trips already wait for a connection."""
-        if self.waiting >= self.max_waiting:
-            raise self._busy(f"{self.waiting} calls wait for one of its connections")
+        """Before new work (a message's claim): StoreUnavailableError (retryable) while the
+        round trip that has waited longest for a connection has waited `busy_wait` seconds."""
+        if self._waiters:
+            waited = asyncio.get_running_loop().time() - next(iter(self._waiters.values()))
+            if waited >= self.busy_wait:
+                raise self._busy(f"its calls wait {waited:.1f} s for a connection")
 
     def _busy(self, problem: str) -> StoreUnavailableError:
         self.busy.failed(
@@ -214,17 +218,15 @@ class PostgresBackend:
     async def _bounded(self, work: Callable[[Connection], Awaitable[T]], transaction: bool) -> T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(self.timeout):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise self._busy(f"no connection was free within {self.timeout:g} s") from None
-        finally:
-            self.waiting -= 1
-        if self.busy.failing and not self.waiting:
-            self.busy.recovered("calls get a connection in time again")
+        if self._slots.locked():
+            await self._wait_for_slot(loop)
+        else:
+            await self._slots.acquire()  # at once
+            if self.busy.failing and not self._waiters:
+                self.busy.recovered("calls get a connection at once again")
+        # From here the slot is this call's: given back below, or by `_finish_later`.
         connection: Connection | None = None
+        handed_over = False
         try:
             try:
                 connection = await self._acquire()
@@ -237,7 +239,7 @@ class PostgresBackend:
                 # The caller went away: the round trip ends on its own, then gives back its
                 # connection and slot.
                 self._finish_later(job, connection)
-                connection = None
+                handed_over = True
                 raise
             if not done:
                 self._shut(connection)
@@ -245,7 +247,7 @@ class PostgresBackend:
                     await asyncio.wait({job}, timeout=1.0)
                 if not job.done():
                     self._finish_later(job, connection)
-                    connection = None
+                    handed_over = True
                 elif not job.cancelled():
                     job.exception()  # the shut connection's error: the timeout is the news
                 raise self._failed("did not answer in time", TimeoutError())
@@ -259,9 +261,24 @@ class PostgresBackend:
                 self.set_healthy(True)
             return result
         finally:
-            if connection is not None:
-                self._release(connection, healthy=self.healthy)
+            # Also when no connection could be had (refused, or the caller went away while it
+            # opened): a slot kept then would be lost for good.
+            if not handed_over:
+                if connection is not None:
+                    self._release(connection, healthy=self.healthy)
                 self._slots.release()
+
+    async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Waits up to `timeout` for a connection slot, known to `admit` meanwhile."""
+        token = object()
+        self._waiters[token] = loop.time()
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise self._busy(f"no connection was free within {self.timeout:g} s") from None
+        finally:
+            del self._waiters[token]
 
     def _finish_later(self, job: asyncio.Task[Any], connection: Connection) -> None:
         def finished(done: asyncio.Task[Any]) -> None:

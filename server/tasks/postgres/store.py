@@ -61,7 +61,6 @@ from a2a_grpc.server.tasks.index import trim_history
 from a2a_grpc.server.tasks.postgres import reads, schema, writes
 from a2a_grpc.server.tasks.postgres.backend import (
     MAX_CONNECTIONS,
-    MAX_WAITING,
     STORE_LOGGER,
     Connection,
     PostgresBackend,
@@ -188,20 +187,20 @@ class PostgresTaskStore:
         replica_id: str | None = None,
         listener: StoreListener | None = None,
         max_connections: int = MAX_CONNECTIONS,
-        max_waiting: int = MAX_WAITING,
+        busy_wait: float | None = None,
         **options: Any,
     ) -> PostgresTaskStore:
         """A store on the database at `url` (postgresql:// or postgres://, libpq's URL: user,
         password, host or Unix socket directory, port, database, and parameters such as
         sslmode); its backend tells `listener` of its health. `max_connections` and
-        `max_waiting`: see backend.py."""
+        `busy_wait`: see backend.py."""
         backend = PostgresBackend(
             url,
             timeout=timeout,
             replica_id=replica_id,
             on_health=None if listener is None else listener.health_changed,
             max_connections=max_connections,
-            max_waiting=max_waiting,
+            busy_wait=busy_wait,
         )
         return cls(backend, listener=listener, **options)
 
