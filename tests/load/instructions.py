@@ -12,7 +12,9 @@ difference per request, so start-up and imports cancel out. Needs valgrind; take
 `--profile` runs the same requests under cProfile instead (seconds, no valgrind): the exact calls
 per send of each function, and where the time goes, to find work that need not happen per call.
 `--redis` counts the same on the Redis store (a redis-server of its own, outside valgrind:
-only this process's instructions), the one repeatable measure of that path on a noisy VM.
+only this process's instructions), the one repeatable measure of that path on a noisy VM;
+`--postgres` on the PostgreSQL store the same way (a PostgreSQL of its own, from
+tests/postgres_servers.py). `--profile` goes with either.
 The figure counts our Python, protobuf and asyncio work, not grpc's; under real load it costs
 more per instruction (see tests/load/RESULTS.md).
 """
@@ -143,51 +145,80 @@ def main() -> None:
         "counted, only this process's)",
     )
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="on the PostgreSQL store: a PostgreSQL of its own, outside valgrind (only this "
+        "process's instructions are counted)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="no valgrind: run the measured requests under cProfile, in process, and print our "
         "functions with their exact calls per send and their share of the profiled time",
     )
     parser.add_argument("--drive", type=int, help=argparse.SUPPRESS)  # the child under callgrind
-    parser.add_argument("--store", default="", help=argparse.SUPPRESS)  # the child's Redis URL
+    parser.add_argument("--store", default="", help=argparse.SUPPRESS)  # the child's store URL
     args = parser.parse_args()
     if args.drive is not None:
         asyncio.run(_drive(WARMUP_REQUESTS + args.drive, args.max_tasks, args.store))
         return
-    if args.redis and args.compare:
+    if (args.redis or args.postgres) and args.compare:
         parser.error("--compare holds the in-memory reference only")
-    if args.profile:
-        if args.redis or args.compare:
-            parser.error("--profile runs the in-memory store alone")
-        profile = cProfile.Profile()
-        asyncio.run(_drive(WARMUP_REQUESTS + args.requests, args.max_tasks, profile=profile))
-        _print_profile(profile, args.requests)
-        return
-    if shutil.which("valgrind") is None:
-        sys.exit("valgrind is not installed (e.g. apt-get install valgrind)")
-    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
-        store = ""
-        if args.redis:
-            from tests.redis_servers import RedisServer
-
-            redis = RedisServer().start()
-            stack.callback(redis.close)
-            store = redis.url
-        if store:  # one after the other: two drives on one Redis would evict each other's tasks
-            base = _count(0, args.max_tasks, Path(scratch), store)
-            more = _count(args.requests, args.max_tasks, Path(scratch), store)
-        else:  # each child has its own store: the two runs go side by side (half the wait)
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                counts = [
-                    pool.submit(_count, requests, args.max_tasks, Path(scratch))
-                    for requests in (0, args.requests)
-                ]
-                base, more = (count.result() for count in counts)
-    per_request = (more - base) / args.requests
-    where = "on Redis, this process" if args.redis else f"store of {args.max_tasks}"
+    if args.redis and args.postgres:
+        parser.error("one store at a time: --redis or --postgres")
+    if args.profile and args.compare:
+        parser.error("--profile counts nothing to compare")
+    with contextlib.ExitStack() as stack:
+        store = _store_url(stack, redis=args.redis, postgres=args.postgres)
+        if args.profile:
+            profile = cProfile.Profile()
+            total = WARMUP_REQUESTS + args.requests
+            asyncio.run(_drive(total, args.max_tasks, store, profile=profile))
+            _print_profile(profile, args.requests)
+            return
+        per_request = _per_request(args.requests, args.max_tasks, store)
+    where = f"store of {args.max_tasks}"
+    if store:
+        where = f"on {'Redis' if args.redis else 'PostgreSQL'}, this process"
     print(f"instructions per blocking SendMessage: {per_request:,.0f} ({where})")
     if args.compare:
         sys.exit(_compare(per_request, args.max_tasks))
+
+
+def _store_url(stack: contextlib.ExitStack, *, redis: bool, postgres: bool) -> str:
+    """The URL of a store server of its own, closed with `stack` ("" for the in-memory one)."""
+    if redis:
+        from tests.redis_servers import RedisServer
+
+        server = RedisServer().start()
+        stack.callback(server.close)
+        return server.url
+    if postgres:
+        from tests.postgres_servers import PostgresServer
+
+        database = PostgresServer().start()
+        stack.callback(database.close)
+        return database.create_database("a2a")
+    return ""
+
+
+def _per_request(requests: int, max_tasks: int, store: str) -> float:
+    """Instructions per request: a run of `requests` more than a warm-up alone, under callgrind."""
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed (e.g. apt-get install valgrind)")
+    with tempfile.TemporaryDirectory() as scratch:
+        if store:
+            # One after the other: two drives on one store would evict each other's tasks.
+            base = _count(0, max_tasks, Path(scratch), store)
+            more = _count(requests, max_tasks, Path(scratch), store)
+        else:  # each child has its own store: the two runs go side by side (half the wait)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                counts = [
+                    pool.submit(_count, number, max_tasks, Path(scratch))
+                    for number in (0, requests)
+                ]
+                base, more = (count.result() for count in counts)
+    return (more - base) / requests
 
 
 PROFILE_ROWS = 45
