@@ -296,6 +296,7 @@ async def test_a_hung_database_is_a_bounded_unavailable(
         with pytest.raises(StoreUnavailableError):
             await store.get("t1", ALICE)
         assert time.monotonic() - began < 2.0  # the store's own 0.3 s bound, not psycopg's
+        await asyncio.wait_for(heard.down.wait(), 10)  # the probe got no answer either
         assert heard.health == [False]
     finally:
         postgres_server.resume()
@@ -530,4 +531,34 @@ async def test_calls_refused_a_connection_give_their_slot_back(
     finally:
         if not postgres_server.running:
             postgres_server.start()
+        await store.close()
+
+
+async def test_a_round_trip_that_outlives_its_bound_on_a_live_database_is_no_outage(
+    postgres_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write that waits on a row lock past the store's bound fails (retryable), but the
+    database answers the probe on its own connection at once: health stays on (no streams
+    ended, readiness kept), one line says this replica is busy, and the next write goes
+    through once the lock is gone."""
+    heard = RecordedListener()
+    store = PostgresTaskStore.connect(postgres_database, listener=heard, timeout=0.5)
+    await store.start()
+    try:
+        await created(store, "t1")
+        async with admin(postgres_database) as holder:
+            await holder.execute("BEGIN")
+            await holder.execute("SELECT 1 FROM a2a_tasks WHERE id = 't1' FOR UPDATE")
+            with pytest.raises(StoreUnavailableError, match="did not answer in time"):
+                await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+            checking = store.backend._checking
+            assert checking is not None
+            await asyncio.wait_for(checking, 10)  # the probe's verdict
+            await holder.execute("COMMIT")
+        assert heard.health == []
+        assert store.backend.busy.failing
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warned) == 1 and "not the database down" in warned[0], warned
+        await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    finally:
         await store.close()

@@ -8,14 +8,17 @@ refused, broken or slow call raises StoreUnavailableError (retryable) and turns 
 until a probe gets through again (then the hooks given to `after_outage` run). Nothing is
 retried inside: the caller's own retry (our client honours RetryInfo) decides.
 
-A replica with more round trips than connections is busy, not facing a database that is down:
-a call that waits `timeout` for a connection fails with the same retryable error but leaves
-`healthy` on (logged by `busy`, one line as it starts, at most one a minute), and `admit`
-refuses new work at once while a round trip has waited `busy_wait` (half the `timeout`) for a
-connection, so that the queue drains and the work accepted finishes within its bound. The
-bound is on the wait, not on how many wait: how many a replica can serve in time depends on
-how fast its database answers. Declaring an outage instead would turn the replica's readiness
-off under load and refuse every call, reads included.
+A replica that is busy is not facing a database that is down, and stays healthy: declaring an
+outage would turn its readiness off under load and refuse every call, reads included. A round
+trip that outlives `timeout` is an outage only when the database does not answer a probe on a
+connection and thread of their own either (probe.py); otherwise this replica is behind (its
+event loop backlogged, or its statement waiting on a lock). A call that waits `timeout` for
+one of the connections fails too. Both fail with the same retryable error, leave `healthy` on
+and are logged by `busy` (one line as it starts, at most one a minute). And `admit` refuses
+new work at once while a round trip has waited `busy_wait` (half the `timeout`) for a
+connection, so that the queue drains and the work accepted finishes within its bound: a bound
+on the wait rather than on how many wait, since how many a replica serves in time depends on
+how fast its database answers.
 
 Why a pool of its own rather than psycopg_pool: a pool that refills in the background makes a
 caller wait its whole timeout for a connection while the database is down; here a call that
@@ -44,6 +47,7 @@ import psycopg
 from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.server.tasks.base import StoreUnavailableError
+from a2a_grpc.server.tasks.postgres.probe import HealthProbe
 
 STORE_LOGGER = "a2a_grpc.server.tasks.postgres.store"
 """The logger of the store's outages, leases and reaps."""
@@ -97,7 +101,10 @@ class PostgresBackend:
         self.outage = FailureLog(log, "the task store (PostgreSQL)")
         """Its failed round trips, logged quietly and counted (`a2a_store_failures_total`)."""
         self.busy = FailureLog(log, "calls to the task store (PostgreSQL)")
-        """Calls that found no connection in time, and new work refused by `admit`."""
+        """Calls that found no connection in time or outlived `timeout` while the database
+        answered the probe, and new work refused by `admit`."""
+        self.probe = HealthProbe(url, timeout, f"a2a-grpc {self.replica_id} probe")
+        self._checking: asyncio.Task[None] | None = None
 
     @property
     def waiting(self) -> int:
@@ -250,7 +257,11 @@ class PostgresBackend:
                     handed_over = True
                 elif not job.cancelled():
                     job.exception()  # the shut connection's error: the timeout is the news
-                raise self._failed("did not answer in time", TimeoutError())
+                self._check_health("did not answer in time")
+                raise StoreUnavailableError(
+                    "the task store (PostgreSQL) did not answer in time: TimeoutError; retry "
+                    "shortly"
+                )
             try:
                 result = job.result()
             except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
@@ -315,6 +326,25 @@ class PostgresBackend:
         self._drop_idle()
         self.outage.failed(f"{problem}; calls fail with UNAVAILABLE")
         self.set_healthy(False)
+
+    def _check_health(self, problem: str) -> None:
+        """A round trip outlived `timeout`: an outage only when the database does not answer
+        the probe either (probe.py; one check at a time, the calls that time out meanwhile
+        wait for its verdict)."""
+        if not self.started:
+            return
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.get_running_loop().create_task(self._probe_after(problem))
+
+    async def _probe_after(self, problem: str) -> None:
+        if await self.probe.answers():
+            self.busy.failed(
+                f"a round trip outlived {self.timeout:g} s while the database answers its "
+                "health check at once: this replica is busy (its event loop, or a lock its "
+                "statement waits on), not the database down; such calls fail with UNAVAILABLE"
+            )
+        else:
+            self.report_failure(problem)
 
     def set_healthy(self, healthy: bool) -> None:
         if healthy == self.healthy or not self.started:
@@ -387,6 +417,9 @@ class PostgresBackend:
     async def close(self) -> None:
         """Closes the idle connections (the parts using the backend have stopped)."""
         self.closing = True
+        self.probe.close()
+        if self._checking is not None:
+            self._checking.cancel()
         idle, self._idle = self._idle, []
         for connection in idle:
             with contextlib.suppress(Exception):

@@ -126,8 +126,12 @@ class Listener:
             reader.cancel()
             with contextlib.suppress(BaseException):
                 await reader
-        with contextlib.suppress(StoreUnavailableError):
-            await self.start()  # down again: the backend's probe calls restart() once more
+        try:
+            await self.start()
+        except StoreUnavailableError as failed:
+            # Down again, or too slow to take LISTEN: an outage either way (streams cannot
+            # open), so that the backend's probe calls restart() once more when it answers.
+            self.backend.report_failure(f"its LISTEN connection did not open again ({failed})")
 
     async def _read(self, ready: asyncio.Future[None]) -> None:
         try:
