@@ -59,7 +59,7 @@ Connection = psycopg.AsyncConnection[Any]
 
 MAX_CONNECTIONS = 16
 """Connections one replica opens at most (its round trips beyond wait for one); the event
-listener has one more of its own."""
+listener has one more of its own, and the health probe (probe.py) one."""
 MAX_IDLE = MAX_CONNECTIONS
 """Idle connections kept for the next round trips: as many as may be open. Under load every
 connection is wanted again a moment later; closing those above a lower mark made the store
@@ -234,6 +234,7 @@ class PostgresBackend:
         # From here the slot is this call's: given back below, or by `_finish_later`.
         connection: Connection | None = None
         handed_over = False
+        reusable = True
         try:
             try:
                 connection = await self._acquire()
@@ -250,10 +251,11 @@ class PostgresBackend:
                 raise
             if not done:
                 self._shut(connection)
+                reusable = False  # even if its answer made it in: the socket is gone
                 with contextlib.suppress(BaseException):
                     await asyncio.wait({job}, timeout=1.0)
                 if not job.done():
-                    self._finish_later(job, connection)
+                    self._finish_later(job, connection, reusable=False)
                     handed_over = True
                 elif not job.cancelled():
                     job.exception()  # the shut connection's error: the timeout is the news
@@ -276,7 +278,7 @@ class PostgresBackend:
             # opened): a slot kept then would be lost for good.
             if not handed_over:
                 if connection is not None:
-                    self._release(connection, healthy=self.healthy)
+                    self._release(connection, healthy=self.healthy and reusable)
                 self._slots.release()
 
     async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -291,9 +293,11 @@ class PostgresBackend:
         finally:
             del self._waiters[token]
 
-    def _finish_later(self, job: asyncio.Task[Any], connection: Connection) -> None:
+    def _finish_later(
+        self, job: asyncio.Task[Any], connection: Connection, *, reusable: bool = True
+    ) -> None:
         def finished(done: asyncio.Task[Any]) -> None:
-            healthy = not done.cancelled() and done.exception() is None
+            healthy = reusable and not done.cancelled() and done.exception() is None
             self._release(connection, healthy=healthy)
             self._slots.release()
 
@@ -408,6 +412,7 @@ class PostgresBackend:
         except (psycopg.Error, OSError, TimeoutError) as exc:
             raise self._failed("refuses connections", exc) from exc
         self._release(connection, healthy=True)
+        self.probe.warm()
         self.started = True
 
     def stop_probe(self) -> None:

@@ -46,8 +46,12 @@ class HealthProbe:
             self._shut()
             return False
 
-    def _ask(self) -> bool:
-        began = time.monotonic()
+    def warm(self) -> None:
+        """Opens the probe's connection in its thread, without waiting: a check under load
+        then asks on an open connection rather than one the busy database must fork."""
+        self._executor.submit(self._connected)
+
+    def _connected(self) -> psycopg.Connection[tuple[object, ...]] | None:
         try:
             connection = self._connection
             if connection is None or connection.closed:
@@ -59,11 +63,23 @@ class HealthProbe:
                 )
                 with self._lock:
                     self._connection = connection
-            connection.execute("SELECT 1")
-        except Exception:  # refused, broken, shut by `answers`: any way of not answering
-            self._drop()
-            return False
-        return time.monotonic() - began <= self.timeout
+            return connection
+        except Exception:
+            return None
+
+    def _ask(self) -> bool:
+        began = time.monotonic()
+        for _ in range(2):  # a connection kept from before a restart of the database: once more
+            connection = self._connected()
+            if connection is None:
+                return False
+            try:
+                connection.execute("SELECT 1")
+            except Exception:  # refused, broken, shut by `answers`: any way of not answering
+                self._drop()
+                continue
+            return time.monotonic() - began <= self.timeout
+        return False
 
     def _shut(self) -> None:
         with self._lock:
