@@ -5,13 +5,16 @@ that its callers are answered; its task stays in the store as last written, unde
 process's lease. Without a second attempt it would stay so for as long as this process runs
 (another replica fails a task only when the lease of the process running it runs out). Such
 ends wait here, one per task, and are written when the store's backend reports that it answers
-again (`StoreEvents.health_changed`): the store has logged the outage once, so nothing is
-logged per task. A process that stops first leaves them to the lease failover.
+again (`StoreEvents.health_changed`), or `RETRY_AFTER` seconds after the last attempt (a busy
+store fails a write without an outage, so no recovery is reported then). The store has logged
+its failure once, so nothing is logged per task. A process that stops first leaves them to
+the lease failover.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RETRY_AFTER = 5.0
+"""Seconds between two attempts when the store reports no recovery meanwhile."""
+
 
 class UnrecordedEnds:
     """The ends waiting for the store, by task id: (run, state, status text)."""
@@ -29,6 +35,7 @@ class UnrecordedEnds:
     def __init__(self) -> None:
         self._ends: dict[str, tuple[TaskRun, int, str | None]] = {}
         self._writer: asyncio.Task[None] | None = None
+        self._recovered = asyncio.Event()
         self.empty = asyncio.Event()
         """Set while no end waits."""
         self.empty.set()
@@ -40,23 +47,36 @@ class UnrecordedEnds:
         """`run` settled without its end (`state`, `text`) written."""
         self._ends[run.task_id] = (run, state, text)
         self.empty.clear()
+        self._write()
 
     def store_recovered(self) -> None:
-        """Writes the waiting ends, in the background (once at a time)."""
+        """The store answers again: the waiting ends are written now."""
+        self._recovered.set()
+        self._write()
+
+    def _write(self) -> None:
         if self._ends and (self._writer is None or self._writer.done()):
             self._writer = asyncio.get_running_loop().create_task(self._write_all())
 
     async def _write_all(self) -> None:
-        for task_id, (run, state, text) in list(self._ends.items()):
-            try:
-                await run.record_end(state, text)
-            except StoreUnavailableError:
-                return  # down again: its next recovery writes the rest
-            except Exception:
-                log.exception("could not record the end of task %s", task_id)
-            del self._ends[task_id]
-        if not self._ends:
-            self.empty.set()
+        """Writes the ends in the background (one writer at a time) until none is left; after
+        a failure, again at the store's recovery or after `RETRY_AFTER`."""
+        while self._ends:
+            self._recovered.clear()
+            for task_id, (run, state, text) in list(self._ends.items()):
+                try:
+                    await run.record_end(state, text)
+                except StoreUnavailableError:
+                    break  # the rest at the next attempt
+                except Exception:
+                    log.exception("could not record the end of task %s", task_id)
+                del self._ends[task_id]
+            else:
+                continue  # all written, but some may have come meanwhile
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RETRY_AFTER):
+                    await self._recovered.wait()
+        self.empty.set()
 
     async def close(self) -> None:
         """Stops a write in progress (the ends left are the lease failover's)."""
