@@ -8,7 +8,7 @@ ends wait here, one per task, and are written when the store's backend reports t
 again (`StoreEvents.health_changed`), or `RETRY_AFTER` seconds after the last attempt (a busy
 store fails a write without an outage, so no recovery is reported then). The store has logged
 its failure once, so nothing is logged per task. A process that stops first leaves them to
-the lease failover.
+the lease failover, and says how many in one line.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class UnrecordedEnds:
         self._ends: dict[str, tuple[TaskRun, int, str | None]] = {}
         self._writer: asyncio.Task[None] | None = None
         self._recovered = asyncio.Event()
+        self._closed = False
         self.empty = asyncio.Event()
         """Set while no end waits."""
         self.empty.set()
@@ -45,6 +46,9 @@ class UnrecordedEnds:
 
     def add(self, run: TaskRun, state: int, text: str | None) -> None:
         """`run` settled without its end (`state`, `text`) written."""
+        if self._closed:  # a run whose stop outlived the drain: nobody writes it now
+            self._left_to_failover(1)
+            return
         self._ends[run.task_id] = (run, state, text)
         self.empty.clear()
         self._write()
@@ -79,8 +83,24 @@ class UnrecordedEnds:
         self.empty.set()
 
     async def close(self) -> None:
-        """Stops a write in progress (the ends left are the lease failover's)."""
+        """Stops a write in progress; the ends left are the lease failover's, and one line
+        says how many (the server is stopping: nothing else would tell). A run whose stop
+        outlived the drain and ends after this gets a line of its own."""
+        self._closed = True
         writer, self._writer = self._writer, None
         if writer is not None and not writer.done():
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
+        if self._ends:
+            self._left_to_failover(len(self._ends))
+            self._ends.clear()
+
+    @staticmethod
+    def _left_to_failover(count: int) -> None:
+        log.warning(
+            "could not record the end of %d task%s, the task store being unavailable: "
+            "another replica fails %s once this one's lease has run out",
+            count,
+            "" if count == 1 else "s",
+            "it" if count == 1 else "them",
+        )
