@@ -20,7 +20,6 @@ import pytest
 from a2a_grpc.core.errors import InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.card import demo_card
-from a2a_grpc.server.compose import build_handler
 from a2a_grpc.server.config import ServerConfig
 from a2a_grpc.server.protocol.call_context import CallContext
 from a2a_grpc.server.protocol.dedup import window_for
@@ -41,6 +40,7 @@ from a2a_grpc.server.tasks.contract import (
 )
 from a2a_grpc.server.tasks.postgres.events import INLINE_MAX
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
+from tests.integration.store_outage_runs import runs_meet_the_store_down
 from tests.integration.test_store_contract import AskThenWork, user_text
 from tests.postgres_servers import PostgresServer
 
@@ -374,95 +374,23 @@ async def test_a_store_starts_on_a_database_slower_to_connect_than_a_call_s_boun
         await store.close()
 
 
-class HeldAgent:
-    """WORKING at once; then waits for `go` and completes (or meets the store down)."""
-
-    def __init__(self, runs: int) -> None:
-        self.runs = runs
-        self.go = asyncio.Event()
-        self.working = 0
-        self.all_working = asyncio.Event()
-        self.ended = 0
-        self.all_ended = asyncio.Event()
-
-    async def execute(self, context: Any, events: Any) -> None:
-        try:
-            await events.working("on it")
-            self.working += 1
-            if self.working == self.runs:
-                self.all_working.set()
-            await self.go.wait()
-            await events.complete("done")
-        finally:
-            self.ended += 1
-            if self.ended == self.runs:
-                self.all_ended.set()
-
-
 async def test_runs_that_meet_the_database_down_log_nothing_and_end_once_it_is_back(
     postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Six runs whose agents report while the database is down: their callers are answered,
-    the store's outage is the one line logged (no line, no traceback per task), and once the
-    database answers again each task is recorded FAILED with why, rather than left WORKING
-    under this live replica's lease for good."""
+    """tests/integration/store_outage_runs.py, on PostgreSQL stopped and started again."""
     url = postgres_server.create_database()
-    runs = 6
-    agent = HeldAgent(runs)
-    health: list[bool] = []
-    back = asyncio.Event()
-
-    def on_health(healthy: bool) -> None:
-        health.append(healthy)
-        if healthy:
-            back.set()
-
-    handler = build_handler(
-        agent,
-        demo_card("localhost:50051"),
-        ServerConfig(),
-        store=lambda settings, listener, webhooks: PostgresTaskStore.connect(
-            url, listener=listener, timeout=0.5
-        ),
-        on_store_health=on_health,
-    )
-    await handler.store.start()
     try:
-        caller = CallContext()
-        task_ids = []
-        for number in range(runs):
-            request = user_text("hi", f"m-{number}")
-            request.configuration.return_immediately = True
-            task_ids.append((await handler.send_message(request, caller)).task.id)
-        await asyncio.wait_for(agent.all_working.wait(), 20)
-        caplog.clear()
-        postgres_server.stop()
-        agent.go.set()
-        await asyncio.wait_for(agent.all_ended.wait(), 20)
-        for run in list(handler.intake.runners):
-            await asyncio.wait_for(run, 20)
-        unrecorded = handler.intake.unrecorded
-        assert len(unrecorded) == runs
-        warned = [
-            record
-            for record in caplog.records
-            if record.levelno >= logging.WARNING and record.name.startswith("a2a_grpc")
-        ]
-        assert len(warned) == 1, [record.getMessage() for record in warned]
-        assert "task store" in warned[0].getMessage() and warned[0].exc_info is None
-        postgres_server.start()
-        await asyncio.wait_for(back.wait(), 30)
-        await asyncio.wait_for(unrecorded.empty.wait(), 30)
-        for task_id in task_ids:
-            task = await handler.get_task(a2a_pb2.GetTaskRequest(id=task_id), caller)
-            assert task.status.state == a2a_pb2.TASK_STATE_FAILED
-            assert "task store was unavailable" in task.status.message.parts[0].text
-        assert health == [False, True]
+        await runs_meet_the_store_down(
+            lambda settings, listener, webhooks: PostgresTaskStore.connect(
+                url, listener=listener, timeout=0.5
+            ),
+            stop=postgres_server.stop,
+            start=postgres_server.start,
+            caplog=caplog,
+        )
     finally:
         if not postgres_server.running:
             postgres_server.start()
-        await handler.intake.unrecorded.close()
-        await handler.store.close()
 
 
 async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(

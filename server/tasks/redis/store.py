@@ -313,8 +313,10 @@ class RedisTaskStore:
             await self._change_status(owned, state, message, event_metadata, runner=None)
         except _VersionMoved as moved:
             raise await self._refused(moved) from None
-        except StoreFullError:
-            self._owned.pop(task_id, None)  # the change was not written: read the task again
+        except (StoreFullError, StoreUnavailableError):
+            # Not written (or not known to be): the copy holds the change, so the task is read
+            # again for the next write, which otherwise would find it already in `state`.
+            self._owned.pop(task_id, None)
             raise
         return False  # each write awaits Redis: the readers get their turn anyway
 
@@ -478,7 +480,7 @@ class RedisTaskStore:
             await self._write(owned, owned.member, built, "", "-", [])
         except _VersionMoved as moved:
             raise await self._refused(moved) from None
-        except StoreFullError:
+        except (StoreFullError, StoreUnavailableError):
             self._owned.pop(task_id, None)  # `mutate` was not written: read the task again
             raise
         return False
