@@ -64,6 +64,8 @@ MAX_IDLE = MAX_CONNECTIONS
 """Idle connections kept for the next round trips: as many as may be open. Under load every
 connection is wanted again a moment later; closing those above a lower mark made the store
 open a new one (a backend forked and set up on the database) for every few requests."""
+BUSY_QUIET = 10.0
+"""Seconds without a busy failure before the replica is logged as no longer busy."""
 SLOW_CONNECT = 10.0
 """Seconds a connection that no call waits on may take to open (at start, the listener's, the
 probe's): a database that refuses fails at once, a slow one gets this long before it counts
@@ -95,6 +97,7 @@ class PostgresBackend:
         self._slots = asyncio.Semaphore(max_connections)
         self.busy_wait = timeout / 2 if busy_wait is None else busy_wait
         self._waiters: dict[object, float] = {}  # since when each waits, oldest first
+        self._last_busy = 0.0  # the event loop's time of the last busy failure
         self._background: set[asyncio.Task[Any]] = set()
         self._probe: asyncio.Task[None] | None = None
         self._after_outage: list[Callable[[], None]] = []
@@ -119,7 +122,14 @@ class PostgresBackend:
             if waited >= self.busy_wait:
                 raise self._busy(f"its calls wait {waited:.1f} s for a connection")
 
+    def _busy_over(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether the last busy failure is `BUSY_QUIET` seconds old: under a lasting overload
+        a call now and then gets a connection at once, which must not end the episode (a
+        WARNING and an INFO line each time it starts and ends again)."""
+        return loop.time() - self._last_busy >= BUSY_QUIET
+
     def _busy(self, problem: str) -> StoreUnavailableError:
+        self._last_busy = asyncio.get_running_loop().time()
         self.busy.failed(
             f"{problem}: this replica is busy, not the database down; new work and calls that "
             "wait too long fail with UNAVAILABLE"
@@ -229,7 +239,7 @@ class PostgresBackend:
             await self._wait_for_slot(loop)
         else:
             await self._slots.acquire()  # at once
-            if self.busy.failing and not self._waiters:
+            if self.busy.failing and not self._waiters and self._busy_over(loop):
                 self.busy.recovered("calls get a connection at once again")
         # From here the slot is this call's: given back below, or by `_finish_later`.
         connection: Connection | None = None
@@ -342,6 +352,7 @@ class PostgresBackend:
 
     async def _probe_after(self, problem: str) -> None:
         if await self.probe.answers():
+            self._last_busy = asyncio.get_running_loop().time()
             self.busy.failed(
                 f"a round trip outlived {self.timeout:g} s while the database answers its "
                 "health check at once: this replica is busy (its event loop, or a lock its "
