@@ -270,10 +270,7 @@ class PostgresBackend:
                 elif not job.cancelled():
                     job.exception()  # the shut connection's error: the timeout is the news
                 self._check_health("did not answer in time")
-                raise StoreUnavailableError(
-                    "the task store (PostgreSQL) did not answer in time: TimeoutError; retry "
-                    "shortly"
-                )
+                raise self._unavailable("did not answer in time", TimeoutError())
             try:
                 result = job.result()
             except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
@@ -328,6 +325,11 @@ class PostgresBackend:
         """A round trip failed: counted, logged quietly, health off; the error to raise."""
         self._drop_idle()
         self.report_failure(f"{problem} ({type(exc).__name__}: {exc})".replace("\n", " "))
+        return self._unavailable(problem, exc)
+
+    @staticmethod
+    def _unavailable(problem: str, exc: BaseException) -> StoreUnavailableError:
+        """The error a caller gets for a round trip that failed with `exc`."""
         return StoreUnavailableError(
             f"the task store (PostgreSQL) {problem}: {type(exc).__name__}; retry shortly"
         )
