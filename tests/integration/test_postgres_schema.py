@@ -74,6 +74,42 @@ async def test_a_store_creates_the_schema_on_start_once(postgres_database: str) 
     assert await versions(postgres_database) == [m.version for m in MIGRATIONS]
 
 
+async def test_counts_kept_at_version_1_stay_right_as_changes_at_version_2(
+    postgres_database: str,
+) -> None:
+    """Version 2 keeps scope counts as appended changes: tasks counted by a version 1 database
+    are still counted after the upgrade, with those written since, and housekeeping's fold
+    leaves the totals as they were and no change unfolded."""
+    old = PostgresTaskStore.connect(postgres_database, migrations=MIGRATIONS[:1])
+    await old.start()
+    try:
+        for task_id in ("old-1", "old-2"):
+            await created(old, task_id)
+            await old.set_status(task_id, a2a_pb2.TASK_STATE_COMPLETED, agent_text("done"))
+    finally:
+        await old.close()
+    new = PostgresTaskStore.connect(postgres_database)
+    await new.start()
+    done = TaskQuery(page_size=1, state=a2a_pb2.TASK_STATE_COMPLETED)
+    try:
+        await created(new, "new-1")
+        await new.set_status("new-1", a2a_pb2.TASK_STATE_COMPLETED, agent_text("done"))
+        await created(new, "new-2")
+        await new.set_status("new-2", a2a_pb2.TASK_STATE_WORKING)
+        assert (await new.list(ALICE, done)).total_size == 3
+        assert (await new.list(ALICE, TaskQuery(page_size=1))).total_size == 4
+        await new.evict_expired()  # folds the changes (none expired yet)
+        async with await connect(postgres_database) as connection:
+            left = await (
+                await connection.execute("SELECT count(*) FROM a2a_scope_changes")
+            ).fetchone()
+        assert left == (0,)
+        assert (await new.list(ALICE, done)).total_size == 3
+        assert (await new.list(ALICE, TaskQuery(page_size=1))).total_size == 4
+    finally:
+        await new.close()
+
+
 @pytest.mark.parametrize("previous", range(SCHEMA_VERSION))
 async def test_a_database_of_every_earlier_version_is_migrated_to_this_one(
     postgres_database: str, previous: int

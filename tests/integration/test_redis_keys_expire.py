@@ -266,7 +266,10 @@ async def rows_left(url: str) -> dict[str, int]:
             cursor = await connection.execute(f"SELECT count(*) FROM {table}")
             row = await cursor.fetchone()
             counts[table] = 0 if row is None else int(row[0])
-        cursor = await connection.execute("SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts")
+        cursor = await connection.execute(
+            "SELECT (SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts) + "
+            "(SELECT coalesce(sum(change), 0) FROM a2a_scope_changes)"
+        )
         row = await cursor.fetchone()
         counts["counted"] = 0 if row is None else int(row[0])
         return counts

@@ -23,7 +23,14 @@ from a2a_grpc.server.tasks.base import FirstStatus, Scope
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
 from tests.postgres_servers import PostgresServer
 
-TABLES = ("a2a_tasks", "a2a_events", "a2a_claims", "a2a_scope_counts", "a2a_counts")
+TABLES = (
+    "a2a_tasks",
+    "a2a_events",
+    "a2a_claims",
+    "a2a_scope_counts",
+    "a2a_scope_changes",
+    "a2a_counts",
+)
 SCOPE = Scope("", "anonymous")
 
 

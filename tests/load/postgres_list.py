@@ -61,7 +61,9 @@ async def fill(url: str, count: int) -> None:
             )
         await connection.execute("UPDATE a2a_counts SET tasks = %s", (2 * count,))
         await connection.execute("VACUUM ANALYZE a2a_tasks")
+        await connection.execute("SELECT a2a_fold_counts(%s)", (4 * count,))  # as housekeeping
         await connection.execute("VACUUM ANALYZE a2a_scope_counts")  # as autovacuum would
+        await connection.execute("VACUUM ANALYZE a2a_scope_changes")
 
 
 async def timed(store: PostgresTaskStore, query: TaskQuery, rounds: int) -> tuple[float, float]:

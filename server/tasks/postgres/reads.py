@@ -108,9 +108,11 @@ async def list_page(
 
     if query.context_id or query.updated_after_ns:  # counted on the filter's index
         count = f"SELECT count(*) FROM a2a_tasks WHERE {filters}"
-    else:  # kept counts per scope and state (schema.py: a2a_scope_counts)
-        count = "SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts WHERE " + " AND ".join(
-            where[:2] + where[3:]
+    else:  # kept counts per scope and state, and their changes not folded yet (schema.py)
+        kept = " AND ".join(where[:2] + where[3:])
+        count = (
+            f"SELECT (SELECT coalesce(sum(tasks), 0) FROM a2a_scope_counts WHERE {kept}) + "
+            f"(SELECT coalesce(sum(change), 0) FROM a2a_scope_changes WHERE {kept})"
         )
 
     async def page_and_count(connection: Connection) -> tuple[list[Any], int]:

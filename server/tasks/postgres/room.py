@@ -17,6 +17,9 @@ from a2a_grpc.server.tasks.postgres.backend import Connection, PostgresBackend
 
 PRUNE_BATCH = 256
 """Expired tasks (and claims, and replies) one `evict_expired` deletes at most."""
+FOLD_BATCH = 16384
+"""Scope count changes one `evict_expired` folds at most (schema.py, `a2a_fold_counts`): a
+task makes two or three, and the housekeeper comes at least once a second."""
 
 
 class Room:
@@ -95,7 +98,8 @@ class Room:
 
     async def evict_expired(self) -> int:
         """One bounded batch of finished tasks past their time to live, and of expired claims
-        and direct replies; returns how many tasks went."""
+        and direct replies; then one of scope count changes folded. Returns how many tasks
+        went."""
 
         async def prune(connection: Connection) -> list[str]:
             cursor = await connection.execute(
@@ -117,6 +121,7 @@ class Room:
 
         expired = await self.backend.transaction(prune)
         self._evicted(expired)
+        await self.backend.execute("SELECT a2a_fold_counts(%s)", (FOLD_BATCH,))
         return len(expired)
 
     async def parked_longer_than(self, seconds: float) -> list[str]:

@@ -26,6 +26,11 @@ Tables (version 1):
     a2a_replicas      each replica's lease
     a2a_counts        the number of task rows (the room `--max-tasks` bounds)
     a2a_scope_counts  tasks per scope and state (ListTasks' total_size), in 8 shards
+
+Version 2:
+
+    a2a_scope_changes the changes to a2a_scope_counts not folded into it yet (a count is the
+                      sum of both); no writer updates a2a_scope_counts rows any more
 """
 
 from __future__ import annotations
@@ -271,8 +276,46 @@ BEGIN
 END $$;
 """
 
+_V2 = r"""
+-- Counts a state change appends instead of adding to a shared row: writers never wait on
+-- one another's count rows, so writes committed together (batch.py) cannot deadlock on them.
+-- Housekeeping folds the changes into a2a_scope_counts in bounded batches (a2a_fold_counts);
+-- a count is both tables' sum.
+CREATE TABLE a2a_scope_changes (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant text NOT NULL,
+    owner  text NOT NULL,
+    state  integer NOT NULL,
+    change bigint NOT NULL
+);
+CREATE INDEX a2a_scope_changes_scope ON a2a_scope_changes (tenant, owner, state);
+
+CREATE OR REPLACE FUNCTION a2a_count(p_tenant text, p_owner text, p_state integer,
+    p_shard integer, p_change bigint) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO a2a_scope_changes (tenant, owner, state, change)
+    VALUES (p_tenant, p_owner, p_state, p_change);
+$$;
+
+-- Folds at most `p_batch` changes (those no other replica is folding) into the counts, whose
+-- rows it takes in one order; returns how many it folded.
+CREATE FUNCTION a2a_fold_counts(p_batch integer) RETURNS bigint LANGUAGE sql AS $$
+    WITH taken AS (
+        DELETE FROM a2a_scope_changes WHERE id IN (
+            SELECT id FROM a2a_scope_changes ORDER BY id LIMIT p_batch FOR UPDATE SKIP LOCKED)
+        RETURNING tenant, owner, state, change
+    ), folded AS (
+        INSERT INTO a2a_scope_counts AS c (tenant, owner, state, shard, tasks)
+        SELECT tenant, owner, state, 0, sum(change) FROM taken
+        GROUP BY tenant, owner, state ORDER BY tenant, owner, state
+        ON CONFLICT (tenant, owner, state, shard) DO UPDATE SET tasks = c.tasks + EXCLUDED.tasks
+    )
+    SELECT count(*) FROM taken;
+$$;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks, events, replies, push configs, claims, leases, room", _V1),
+    Migration(2, "scope counts as appended changes, folded by housekeeping", _V2),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
