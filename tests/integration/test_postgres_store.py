@@ -398,7 +398,8 @@ async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
     postgres_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """More round trips than connections is this replica being busy, not the database down:
-    with its 2 connections held (by a lock another session keeps) and 2 calls waiting for one
+    with its 2 connections held (a claim and a read, on tables another session keeps locked:
+    concurrent claims would share one connection, batch.py) and 2 calls waiting for one
     (here as long as `busy_wait`, 0, allows), a new message's claim is refused at once with the
     store's retryable error, health stays on, one line says so; the calls already in flight
     finish once the lock goes, and a new claim is taken again."""
@@ -411,10 +412,10 @@ async def test_a_busy_replica_refuses_new_messages_at_once_and_stays_healthy(
     try:
         async with admin(postgres_database) as holder:
             await holder.execute("BEGIN")
-            await holder.execute("LOCK TABLE a2a_claims IN ACCESS EXCLUSIVE MODE")
+            await holder.execute("LOCK TABLE a2a_claims, a2a_tasks IN ACCESS EXCLUSIVE MODE")
             holding = [
-                asyncio.create_task(claims.claim(f"digest-{number}", f"task-{number}", 60))
-                for number in range(2)
+                asyncio.create_task(claims.claim("digest-0", "task-0", 60)),
+                asyncio.create_task(store.get("t1", ALICE)),
             ]
             reads = [asyncio.create_task(store.get("t1", ALICE)) for _ in range(2)]
             for _ in range(100):  # each started: two hold the connections, two wait for one
@@ -489,5 +490,43 @@ async def test_a_round_trip_that_outlives_its_bound_on_a_live_database_is_no_out
         warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert len(warned) == 1 and "not the database down" in warned[0], warned
         await store.set_status("t1", a2a_pb2.TASK_STATE_WORKING)
+    finally:
+        await store.close()
+
+
+async def test_a_call_that_loses_a_deadlock_is_retryable_and_no_outage(
+    postgres_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A statement the database rolls back to break a deadlock failed alone: the caller gets
+    the store's retryable error, health stays on and no outage is logged."""
+    heard = RecordedListener()
+    store = PostgresTaskStore.connect(postgres_database, listener=heard)
+    await store.start()
+    try:
+        async with admin(postgres_database) as other:
+            await other.execute("CREATE TABLE rows_in_turn (id integer PRIMARY KEY)")
+            await other.execute("INSERT INTO rows_in_turn VALUES (1), (2)")
+            await other.execute(
+                "CREATE FUNCTION take_both() RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+                "UPDATE rows_in_turn SET id = id WHERE id = 2; "
+                "UPDATE rows_in_turn SET id = id WHERE id = 1; END $$"
+            )
+            await other.execute("BEGIN")
+            await other.execute("UPDATE rows_in_turn SET id = id WHERE id = 1")
+            call = asyncio.create_task(store.backend.fetchone("SELECT take_both()"))
+            # A lock wait inside the database has no event to await: asked until it shows.
+            while not await scalar(  # noqa: ASYNC110
+                postgres_database,
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+            ):
+                await asyncio.sleep(0.01)
+            # The store's statement waits first, so its deadlock check runs first: it is the
+            # one rolled back, and this one then gets row 2.
+            await other.execute("UPDATE rows_in_turn SET id = id WHERE id = 2")
+            await other.execute("COMMIT")
+        with pytest.raises(StoreUnavailableError, match="rolled the call back"):
+            await call
+        assert store.backend.healthy and heard.health == []
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     finally:
         await store.close()

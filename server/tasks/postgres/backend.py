@@ -72,6 +72,13 @@ probe's): a database that refuses fails at once, a slow one gets this long befor
 as down. A call's own connection is bounded by the call's `timeout`."""
 
 
+def rolled_back(exc: BaseException) -> bool:
+    """Whether the database rolled the statement's transaction back to settle a race it lost
+    (SQLSTATE class 40: a deadlock, a serialization failure), which psycopg raises as
+    OperationalError like a broken connection."""
+    return str(getattr(exc, "sqlstate", None) or "").startswith("40")
+
+
 class PostgresBackend:
     """Connections, bounded round trips and health of one database (see the module docstring)."""
 
@@ -274,6 +281,10 @@ class PostgresBackend:
             try:
                 result = job.result()
             except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+                if rolled_back(exc):
+                    # A deadlock or serialization race it lost: nothing of it applied, the
+                    # database is up, and a retry succeeds.
+                    raise self._unavailable("rolled the call back", exc) from exc
                 if isinstance(exc, psycopg.errors.QueryCanceled):
                     raise self._failed("canceled a statement", exc) from exc
                 raise self._failed("does not answer", exc) from exc

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 from a2a_grpc.server.tasks.base import Outcome, Scope
 from a2a_grpc.server.tasks.postgres.backend import PostgresBackend
+from a2a_grpc.server.tasks.postgres.batch import CLAIM, WriteBatch
 from a2a_grpc.server.tasks.postgres.events import Listener, RemoteOutcome
 
 
 class PostgresClaims:
     """Claims on message ids (see the module docstring)."""
 
-    def __init__(self, backend: PostgresBackend, listener: Listener) -> None:
+    def __init__(self, backend: PostgresBackend, batch: WriteBatch, listener: Listener) -> None:
         self.backend = backend
+        self.batch = batch
         self.listener = listener
 
     async def claim(self, digest: str, value: str, window: float) -> str | None:
         # Every message's first store call: a busy replica refuses it here, before anything
         # is claimed or reserved that a refusal would have to undo (backend.py, `admit`).
         self.backend.admit()
-        row = await self.backend.fetchone(
-            "SELECT a2a_claim(%s, %s, %s)", (digest, value, max(0.001, window))
+        row = await self.batch.fetchone(
+            "SELECT a2a_claim(%s, %s, %s)", (digest, value, max(0.001, window)), CLAIM + digest
         )
         return None if row is None else row[0]
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from a2a_grpc.server.tasks.base import LiveTaskLimitError, Scope, StoreFullError, eviction_batch
 from a2a_grpc.server.tasks.postgres.backend import Connection, PostgresBackend
+from a2a_grpc.server.tasks.postgres.batch import ROOM, WriteBatch
 
 PRUNE_BATCH = 256
 """Expired tasks (and claims, and replies) one `evict_expired` deletes at most."""
@@ -28,6 +29,7 @@ class Room:
     def __init__(
         self,
         backend: PostgresBackend,
+        batch: WriteBatch,
         *,
         max_tasks: int,
         max_live_per_owner: int | None,
@@ -35,6 +37,7 @@ class Room:
         on_evict: Callable[[str], None] | None = None,
     ) -> None:
         self.backend = backend
+        self.batch = batch
         self.max_tasks = max_tasks
         self.max_live_per_owner = max_live_per_owner
         self.max_live_per_tenant = max_live_per_tenant
@@ -42,7 +45,7 @@ class Room:
         self.on_evict = on_evict
 
     async def reserve(self, scope: Scope, task_id: str) -> None:
-        row = await self.backend.fetchone(
+        row = await self.batch.fetchone(
             "SELECT verdict, live, evicted FROM a2a_reserve(%s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 task_id,
@@ -54,6 +57,7 @@ class Room:
                 self.max_live_per_tenant,
                 self._eviction_batch,
             ),
+            ROOM,
         )
         verdict, live, evicted = row
         if verdict == "ok":

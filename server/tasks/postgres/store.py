@@ -65,6 +65,7 @@ from a2a_grpc.server.tasks.postgres.backend import (
     Connection,
     PostgresBackend,
 )
+from a2a_grpc.server.tasks.postgres.batch import TASK, WriteBatch
 from a2a_grpc.server.tasks.postgres.claims import PostgresClaims
 from a2a_grpc.server.tasks.postgres.events import (
     Listener,
@@ -157,6 +158,9 @@ class PostgresTaskStore:
         self.migrations = migrations
         self._owned: dict[str, _Owned] = {}
         self._stamp = StatusClock().stamp
+        self.batch = WriteBatch(backend)
+        """The writes of every message (claim, reservation, creation, updates), committed
+        together with concurrent ones (batch.py)."""
         self.events = Listener(
             backend,
             queue_size,
@@ -167,13 +171,14 @@ class PostgresTaskStore:
         self.deliveries = Deliveries(backend, self.push_configs, webhooks)
         self.room = Room(
             backend,
+            self.batch,
             max_tasks=max_tasks,
             max_live_per_owner=max_live_per_owner,
             max_live_per_tenant=max_live_per_tenant,
             on_evict=None if listener is None else listener.task_evicted,
         )
         self.leases = Leases(backend, lease=lease, on_dead=self._reap)
-        self.claims = PostgresClaims(backend, self.events)
+        self.claims = PostgresClaims(backend, self.batch, self.events)
         """The message-id claims of the idempotency window shared by replicas."""
         self._settled_copies: OrderedDict[str, tuple[Scope, bytes, float]] = OrderedDict()
         self._started = False
@@ -292,7 +297,7 @@ class PostgresTaskStore:
             params = write.params()
             query = writes.UPDATE
         if connection is None:
-            row = await self.backend.fetchone(query, params)
+            row = await self.batch.fetchone(query, params, TASK + task_id)
         else:
             row = await (await connection.execute(query, params)).fetchone()
         if row is None:

@@ -1,0 +1,129 @@
+"""Group commit in the PostgreSQL store (server/tasks/postgres/batch.py), on a real database:
+concurrent writes share one transaction, a statement that fails fails alone, a database down
+fails every write of a batch with the retryable error, and tasks written by several replicas'
+batches at once end as written."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from a2a_grpc.generated import a2a_pb2
+from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskQuery
+from a2a_grpc.server.tasks.contract import ALICE, created
+from a2a_grpc.server.tasks.postgres.batch import CLAIM
+from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
+from tests.postgres_servers import PostgresServer
+
+
+@contextlib.asynccontextmanager
+async def started(url: str, **options: Any) -> AsyncIterator[PostgresTaskStore]:
+    store = PostgresTaskStore.connect(url, **options)
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        return await (await connection.execute(query)).fetchall()
+
+
+async def test_concurrent_claims_are_committed_in_one_transaction(
+    postgres_database: str,
+) -> None:
+    """16 messages claimed at once: each claim is taken (and a second one of the same message
+    sees the first), all in one transaction (one xmin for their rows) rather than 16."""
+    async with started(postgres_database) as store:
+        claims = store.claims
+        taken = await asyncio.gather(
+            *(claims.claim(f"digest-{number}", f"task-{number}", 60) for number in range(16))
+        )
+        assert taken == [None] * 16
+        assert await claims.claim("digest-3", "task-again", 60) == "task-3"
+    found = await rows(
+        postgres_database,
+        "SELECT count(*), count(DISTINCT xmin::text) FROM a2a_claims WHERE value LIKE 'task-%'",
+    )
+    assert found == [(16, 1)]
+
+
+async def test_a_statement_that_fails_in_a_batch_fails_alone(postgres_database: str) -> None:
+    """A batch with one statement the database refuses: that write gets the database's own
+    error, the others are written (each again alone), and health stays on."""
+    async with started(postgres_database) as store:
+        claims = store.claims
+        writes = [claims.claim(f"digest-{number}", f"task-{number}", 60) for number in range(4)]
+        refused = store.batch.fetchone("SELECT 1 / %s", (0,), CLAIM + "digest-2a")
+        results = await asyncio.gather(*writes, refused, return_exceptions=True)
+        assert results[:4] == [None] * 4
+        assert isinstance(results[4], psycopg.errors.DivisionByZero)
+        assert store.backend.healthy
+        found = await rows(postgres_database, "SELECT value FROM a2a_claims ORDER BY value")
+        assert found == [(f"task-{number}",) for number in range(4)]
+
+
+async def test_a_batch_the_database_refuses_fails_each_write_retryably(
+    postgres_server: PostgresServer,
+) -> None:
+    """The database down: every write of a batch fails at once with the store's retryable
+    error (each caller its own); once it is back, the same writes go through."""
+    url = postgres_server.create_database()
+    async with started(url, timeout=5) as store:
+        await created(store, "t1")
+        postgres_server.stop()
+        try:
+            claims = [store.claims.claim(f"digest-{n}", f"task-{n}", 60) for n in range(4)]
+            failed = await asyncio.gather(*claims, return_exceptions=True)
+            assert all(isinstance(error, StoreUnavailableError) for error in failed), failed
+            assert len({id(error) for error in failed}) == 4
+        finally:
+            postgres_server.start()
+        for _ in range(200):  # the store notices the database back on its own probe
+            if store.backend.healthy:
+                break
+            await asyncio.sleep(0.05)
+        taken = await asyncio.gather(
+            *(store.claims.claim(f"digest-{n}", f"task-{n}", 60) for n in range(4))
+        )
+        assert taken == [None] * 4
+
+
+@pytest.mark.timeout(120)
+async def test_tasks_written_by_two_replicas_batches_at_once_end_as_written(
+    postgres_database: str,
+) -> None:
+    """Two replicas, each with 24 tasks moving through their states at once (their writes
+    batched, creations beside updates): every task ends COMPLETED with all its events, none
+    is lost to a deadlock, and the counts match the rows."""
+    async with started(postgres_database) as one, started(postgres_database) as two:
+
+        async def run(store: PostgresTaskStore, task_id: str) -> None:
+            await created(store, task_id)
+            await store.set_status(task_id, a2a_pb2.TASK_STATE_WORKING)
+            await store.set_status(task_id, a2a_pb2.TASK_STATE_COMPLETED)
+
+        await asyncio.gather(
+            *(
+                run(store, f"{name}-{n}")
+                for name, store in (("a", one), ("b", two))
+                for n in range(24)
+            )
+        )
+        completed = TaskQuery(page_size=1, state=a2a_pb2.TASK_STATE_COMPLETED)
+        page = await one.list(ALICE, completed)
+        assert page.total_size == 48
+        for task_id in ("a-0", "b-23"):
+            task = await two.get(task_id, ALICE)
+            assert task is not None and task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    events = await rows(
+        postgres_database, "SELECT count(*) FROM a2a_events GROUP BY task_id HAVING count(*) <> 3"
+    )
+    assert events == []
