@@ -5,7 +5,7 @@ reservation, creation and updates).
 Contract: a write through the batch has the effect and the result of `backend.fetchone` on
 its own: one row or None, or the error that statement raises alone. What changes is when
 it commits, and with what:
-- A write that finds no other waiting runs at once, alone, in autocommit mode, as before.
+- A write that finds no write under way runs at once, alone, in autocommit mode, as before.
 - Writes that arrive while a batch runs wait for it, then run together (up to `max_batch`)
   in one transaction sent as one pipeline: BEGIN, the statements, COMMIT. A caller learns
   its result after the commit, so nothing it reports is undone later.
@@ -81,17 +81,33 @@ class WriteBatch:
         self.backend = backend
         self.max_batch = max_batch
         self._waiting: deque[_Write] = deque()
+        self._writing = False
+        """A write is under way (alone, in its caller's task, or the runner's batches)."""
         self._runner: asyncio.Task[None] | None = None
 
     async def fetchone(self, query: Any, params: Any, order: str) -> Any:
         """The statement's one row (None when it returns none), written with whatever other
         writes wait meanwhile; `order` places it in its batch (CLAIM, TASK, ROOM)."""
+        if not self._writing:
+            # Nothing to share with: written in the caller's own task, with no hand-over to a
+            # runner task, so that a lone write costs what it did before batching. Writes that
+            # arrive meanwhile wait for the runner started after it.
+            self._writing = True
+            try:
+                return await self.backend.fetchone(query, params)
+            finally:
+                self._next()
         loop = asyncio.get_running_loop()
         write = _Write(query, params, order, loop.create_future())
         self._waiting.append(write)
-        if self._runner is None:
-            self._runner = loop.create_task(self._run())
         return await write.result
+
+    def _next(self) -> None:
+        """After a write: the runner takes the writes that wait, if any."""
+        if self._waiting:
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+        else:
+            self._writing = False
 
     async def _run(self) -> None:
         try:
@@ -104,6 +120,7 @@ class WriteBatch:
                     await self._together(batch)
         finally:
             self._runner = None
+            self._writing = False
 
     async def _alone(self, write: _Write) -> None:
         try:
