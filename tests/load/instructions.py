@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help=f"compare with {REFERENCE.name}; exit 1 when more than {TOLERANCE:.0%} above it",
+        help=f"compare with {REFERENCE.name}; exit 1 when more than {TOLERANCE:.0%}% above it",
     )
     parser.add_argument(
         "--redis",
