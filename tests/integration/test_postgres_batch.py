@@ -15,7 +15,7 @@ import pytest
 
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskQuery
-from a2a_grpc.server.tasks.contract import ALICE, created
+from a2a_grpc.server.tasks.contract import ALICE, RecordedListener, created
 from a2a_grpc.server.tasks.postgres.batch import CLAIM
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
 from tests.postgres_servers import PostgresServer
@@ -29,6 +29,12 @@ async def started(url: str, **options: Any) -> AsyncIterator[PostgresTaskStore]:
         yield store
     finally:
         await store.close()
+
+
+@contextlib.asynccontextmanager
+async def admin(url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        yield connection
 
 
 async def rows(url: str, query: str) -> list[tuple[Any, ...]]:
@@ -95,6 +101,44 @@ async def test_a_batch_the_database_refuses_fails_each_write_retryably(
             *(store.claims.claim(f"digest-{n}", f"task-{n}", 60) for n in range(4))
         )
         assert taken == [None] * 4
+
+
+async def test_writes_that_wait_too_long_for_their_batch_fail_unwritten(
+    postgres_database: str,
+) -> None:
+    """Claims queued behind a write held on a lock: while they wait, a new message is refused
+    at once (`admit`, busy_wait 0); one that waited the store's timeout for its batch fails with
+    the retryable busy error and is never written; health stays on throughout."""
+    heard = RecordedListener()
+    async with (
+        started(postgres_database, listener=heard, timeout=0.5, busy_wait=0) as store,
+        admin(postgres_database) as holder,
+    ):
+        store.batch.max_batch = 1  # one write a batch: the last waits through both before it
+        await holder.execute("BEGIN")
+        await holder.execute("LOCK TABLE a2a_claims IN ACCESS EXCLUSIVE MODE")
+        claims = [  # as claims.claim writes them, without its `admit`, refused below
+            asyncio.create_task(
+                store.batch.fetchone(
+                    "SELECT a2a_claim(%s, %s, 60)", (f"digest-{n}", f"task-{n}"), CLAIM
+                )
+            )
+            for n in range(3)
+        ]
+        for _ in range(100):  # the first is written (and held), the other two wait for a batch
+            if store.batch.waiting == 2:
+                break
+            await asyncio.sleep(0)
+        with pytest.raises(StoreUnavailableError, match="busy"):
+            await store.claims.claim("digest-new", "task-new", 60)
+        failed = await asyncio.gather(*claims, return_exceptions=True)
+        await holder.execute("COMMIT")
+        assert all(isinstance(error, StoreUnavailableError) for error in failed), failed
+        assert "waited 0.5 s for a batch" in str(failed[2])
+        assert store.backend.healthy and heard.health == []
+        found = await rows(postgres_database, "SELECT value FROM a2a_claims WHERE value = 'task-2'")
+        assert found == []
+        assert await store.claims.claim("digest-2", "task-2", 60) is None
 
 
 @pytest.mark.timeout(120)

@@ -127,7 +127,7 @@ class PostgresBackend:
         if self._waiters:
             waited = asyncio.get_running_loop().time() - next(iter(self._waiters.values()))
             if waited >= self.busy_wait:
-                raise self._busy(f"its calls wait {waited:.1f} s for a connection")
+                raise self.busy_failure(f"its calls wait {waited:.1f} s for a connection")
 
     def _busy_over(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether the last busy failure is `BUSY_QUIET` seconds old: under a lasting overload
@@ -135,7 +135,8 @@ class PostgresBackend:
         WARNING and an INFO line each time it starts and ends again)."""
         return loop.time() - self._last_busy >= BUSY_QUIET
 
-    def _busy(self, problem: str) -> StoreUnavailableError:
+    def busy_failure(self, problem: str) -> StoreUnavailableError:
+        """Logs `problem` as this replica being busy (health stays on); the error to raise."""
         self._last_busy = asyncio.get_running_loop().time()
         self.busy.failed(
             f"{problem}: this replica is busy, not the database down; new work and calls that "
@@ -307,7 +308,7 @@ class PostgresBackend:
             async with asyncio.timeout(self.timeout):
                 await self._slots.acquire()
         except TimeoutError:
-            raise self._busy(f"no connection was free within {self.timeout:g} s") from None
+            raise self.busy_failure(f"no connection was free within {self.timeout:g} s") from None
         finally:
             del self._waiters[token]
 

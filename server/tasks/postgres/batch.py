@@ -21,8 +21,11 @@ it commits, and with what:
   of the same scope (schema.py, version 2). Batches of several replicas therefore do not
   deadlock on each other; should one lose a deadlock all the same, it rolls back and its
   writes run again alone.
-- A write waits at most for the batch ahead of it and for its own, each bounded by the
-  backend's `timeout`.
+- A write that waited the backend's `timeout` for its batch fails unwritten with the
+  retryable busy error, and `admit` refuses new messages while the oldest write has waited
+  `busy_wait` (as for calls waiting for a connection, backend.py): a write waits at most
+  `timeout` for its batch, then its batch's round trip is bounded by `timeout` too. A write
+  whose caller went away before its batch formed is not written.
 
 Why: on one core, a SendMessage cost about 3.3 ms of CPU on PostgreSQL, most of it spent per
 round trip and per commit rather than per row: 16 connections each writing our task UPDATE
@@ -53,13 +56,16 @@ ROOM = "2"
 
 
 class _Write:
-    __slots__ = ("order", "params", "query", "result")
+    __slots__ = ("order", "params", "query", "result", "since")
 
-    def __init__(self, query: Any, params: Any, order: str, result: asyncio.Future[Any]) -> None:
+    def __init__(
+        self, query: Any, params: Any, order: str, result: asyncio.Future[Any], since: float
+    ) -> None:
         self.query = query
         self.params = params
         self.order = order
         self.result = result
+        self.since = since
 
     def settle(self, row: Any = None, error: BaseException | None = None) -> None:
         if self.result.done():  # its caller went away; the write ran all the same
@@ -85,6 +91,20 @@ class WriteBatch:
         """A write is under way (alone, in its caller's task, or the runner's batches)."""
         self._runner: asyncio.Task[None] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Writes waiting for a batch now."""
+        return len(self._waiting)
+
+    def admit(self) -> None:
+        """Before new work (a message's claim): the backend's `admit`, and StoreUnavailableError
+        (retryable) while the oldest write waiting for a batch has waited `busy_wait`."""
+        self.backend.admit()
+        if self._waiting:
+            waited = asyncio.get_running_loop().time() - self._waiting[0].since
+            if waited >= self.backend.busy_wait:
+                raise self.backend.busy_failure(f"its writes wait {waited:.1f} s for a batch")
+
     async def fetchone(self, query: Any, params: Any, order: str) -> Any:
         """The statement's one row (None when it returns none), written with whatever other
         writes wait meanwhile; `order` places it in its batch (CLAIM, TASK, ROOM)."""
@@ -98,7 +118,7 @@ class WriteBatch:
             finally:
                 self._next()
         loop = asyncio.get_running_loop()
-        write = _Write(query, params, order, loop.create_future())
+        write = _Write(query, params, order, loop.create_future(), loop.time())
         self._waiting.append(write)
         return await write.result
 
@@ -112,15 +132,38 @@ class WriteBatch:
     async def _run(self) -> None:
         try:
             while self._waiting:
-                count = min(len(self._waiting), self.max_batch)
-                batch = sorted((self._waiting.popleft() for _ in range(count)), key=_order)
-                if count == 1:
+                batch = self._take()
+                if len(batch) == 1:
                     await self._alone(batch[0])
-                else:
+                elif batch:
                     await self._together(batch)
         finally:
             self._runner = None
             self._writing = False
+
+    def _take(self) -> list[_Write]:
+        """The next batch, in row order. A write whose caller went away is dropped unwritten,
+        as a call cancelled while it waits for a connection is; one that waited `timeout`
+        fails unwritten, as this replica being busy."""
+        now = asyncio.get_running_loop().time()
+        batch: list[_Write] = []
+        stale: list[_Write] = []
+        while self._waiting and len(batch) < self.max_batch:
+            write = self._waiting.popleft()
+            if write.result.done():
+                continue
+            if now - write.since >= self.backend.timeout:
+                stale.append(write)
+            else:
+                batch.append(write)
+        if stale:
+            error = self.backend.busy_failure(
+                f"writes waited {self.backend.timeout:g} s for a batch"
+            )
+            for write in stale:
+                write.settle(error=StoreUnavailableError(*error.args))
+        batch.sort(key=_order)
+        return batch
 
     async def _alone(self, write: _Write) -> None:
         try:

@@ -23,8 +23,8 @@ class PostgresClaims:
 
     async def claim(self, digest: str, value: str, window: float) -> str | None:
         # Every message's first store call: a busy replica refuses it here, before anything
-        # is claimed or reserved that a refusal would have to undo (backend.py, `admit`).
-        self.backend.admit()
+        # is claimed or reserved that a refusal would have to undo (batch.py, `admit`).
+        self.batch.admit()
         row = await self.batch.fetchone(
             "SELECT a2a_claim(%s, %s, %s)", (digest, value, max(0.001, window)), CLAIM + digest
         )
