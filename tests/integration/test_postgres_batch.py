@@ -18,6 +18,7 @@ from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskQuery
 from a2a_grpc.server.tasks.contract import ALICE, RecordedListener, created
 from a2a_grpc.server.tasks.postgres.batch import CLAIM
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
+from tests.integration.test_postgres_store import admin
 from tests.postgres_servers import PostgresServer
 
 
@@ -29,12 +30,6 @@ async def started(url: str, **options: Any) -> AsyncIterator[PostgresTaskStore]:
         yield store
     finally:
         await store.close()
-
-
-@contextlib.asynccontextmanager
-async def admin(url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
-        yield connection
 
 
 async def rows(url: str, query: str) -> list[tuple[Any, ...]]:

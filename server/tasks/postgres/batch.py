@@ -27,7 +27,7 @@ it commits, and with what:
   `timeout` for its batch, then its batch's round trip is bounded by `timeout` too. A write
   whose caller went away before its batch formed is not written.
 
-Why: on one core, a SendMessage cost about 3.3 ms of CPU on PostgreSQL, most of it spent per
+Why: on one core, a SendMessage cost about 3.5 ms of CPU on PostgreSQL, most of it spent per
 round trip and per commit rather than per row: 16 connections each writing our task UPDATE
 alone cost 540 us of CPU per write (client and server), the same writes 8 to a transaction
 and pipeline 185 us (tests/load/RESULTS.md).
