@@ -140,6 +140,27 @@ async def test_redis_down_is_a_fast_unavailable(make_redis_server: Any) -> None:
         await store.close()
 
 
+async def test_a_store_closed_as_redis_answers_again_leaves_nothing_running(
+    make_redis_server: Any,
+) -> None:
+    """Redis answering again restarts the event reader on a fresh pub/sub connection; a close
+    at that moment ends the restart before it closes the reader. (A restart left running
+    subscribed after the close, on a connection nobody closed: the garbage collector found
+    it later, its event loop closed, as a ResourceWarning failing whichever test ran then.)"""
+    server = make_redis_server()
+    heard = RecordedListener()
+    store = RedisTaskStore.connect(server.url, timeout=0.5, listener=heard)
+    await store.start()
+    server.kill()
+    with pytest.raises(StoreUnavailableError):
+        async with asyncio.timeout(10):  # a guard: the store's own 0.5 s bound answers
+            await store.get("t1", ALICE)
+    server.restart()
+    await asyncio.wait_for(heard.recovered.wait(), 10)
+    await store.close()  # at once: the reader's restart has only just begun
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
 async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
     redis_cluster: RedisCluster,
 ) -> None:

@@ -71,14 +71,18 @@ class EventReader:
         self.on_remote_cancel = on_remote_cancel
         self._restarting: asyncio.Task[None] | None = None
         self._unsubscribing: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     async def start(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError("the task store (Redis) is closed")
         self._pubsub = self.backend.pubsub_client.pubsub()
         await self._subscribe_channel(self._cancel_channel)
 
     def restart(self) -> None:
         """After Redis came back: a fresh connection (the streams it served already ended)."""
-        self._restarting = asyncio.get_running_loop().create_task(self._restart())
+        if not self._closed:
+            self._restarting = asyncio.get_running_loop().create_task(self._restart())
 
     async def _restart(self) -> None:
         # Streams open now may have missed events while Redis did not answer: they end
@@ -86,17 +90,21 @@ class EventReader:
         self._fail_all(
             StoreUnavailableError("the task store (Redis) was unavailable; subscribe again")
         )
-        reader, self._reader = self._reader, None
-        if reader is not None:  # stop reading before the connection goes back to the pool
-            reader.cancel()
-            with contextlib.suppress(BaseException):
-                await reader
-        old, self._pubsub = self._pubsub, None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.aclose()
+        await self._stop_reading()
         with contextlib.suppress(StoreUnavailableError):
             await self.start()  # down again: the backend's probe calls restart() once more
+
+    async def _stop_reading(self) -> None:
+        """Stops the reader, then closes its pub/sub connection (it goes back to the pool)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            # Bounded: on Python 3.11 a cancel that lands inside a Redis read can be lost.
+            await asyncio.wait([reader], timeout=self.backend.timeout)
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
 
     async def _subscribe_channel(self, channel: str) -> None:
         """SUBSCRIBE, and wait until Redis confirmed it (only then is no event missed)."""
@@ -334,7 +342,7 @@ class EventReader:
         if not subscribers:
             del self._subscribers[task_id]
             pubsub = self._pubsub
-            if pubsub is not None and self.backend.healthy:
+            if pubsub is not None and self.backend.healthy and not self._closed:
                 job = asyncio.get_running_loop().create_task(self._unsubscribe(pubsub, task_id))
                 self._unsubscribing.add(job)
                 job.add_done_callback(self._unsubscribing.discard)
@@ -357,12 +365,18 @@ class EventReader:
         self._confirmations.clear()
 
     async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.wait([self._reader], timeout=self.backend.timeout)
-        if self._pubsub is not None:
-            with contextlib.suppress(Exception):
-                await self._pubsub.aclose()
+        """Stops the reader and closes its connection, once a restart (after an outage) or an
+        UNSUBSCRIBE under way has ended: left running, either would open a pub/sub connection
+        on the closed store's pool, which nobody closes (and a reader with it)."""
+        self._closed = True
+        jobs = [job for job in (self._restarting, *self._unsubscribing) if job is not None]
+        for job in jobs:
+            job.cancel()
+        if jobs:
+            # Not bounded: each of their Redis calls is (the store's timeout), so they end even
+            # when a cancel is lost, and what they opened is closed just below.
+            await asyncio.wait(jobs)
+        await self._stop_reading()
 
 
 class RemoteOutcome:
