@@ -2,10 +2,8 @@
 it (`build_handler`: the store's health goes to the unrecorded ends): the callers are answered,
 the store's outage is the one line logged (no line, no traceback per task), and once the store
 answers again each task is recorded FAILED with why, rather than left WORKING under a live
-replica's lease for good. Used by the PostgreSQL store tests; a Redis run of it (which showed
-the Redis store's fix of a failed write's copy) was withdrawn: after its Redis restart the
-suite's garbage collector now and then finds redis-py connections whose event loop had closed
-(ResourceWarning), failing whichever test runs then."""
+replica's lease for good. Used by the PostgreSQL and Redis store tests, each with its own
+server to stop and start."""
 
 from __future__ import annotations
 

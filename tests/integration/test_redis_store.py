@@ -31,6 +31,7 @@ from a2a_grpc.server.tasks.contract.support import agent_text, text_of
 from a2a_grpc.server.tasks.redis.store import RedisTaskStore
 from a2a_grpc.server.tasks.registry import store_kind
 from tests.integration.certs import Authority
+from tests.integration.store_outage_runs import runs_meet_the_store_down
 from tests.redis_servers import RedisCluster, RedisServer, free_ports
 
 _prefixes = itertools.count()
@@ -159,6 +160,23 @@ async def test_a_store_closed_as_redis_answers_again_leaves_nothing_running(
     await asyncio.wait_for(heard.recovered.wait(), 10)
     await store.close()  # at once: the reader's restart has only just begun
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_runs_that_meet_redis_down_log_nothing_and_end_once_it_is_back(
+    make_redis_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tests/integration/store_outage_runs.py, on a Redis (with its append-only file) stopped
+    and started again. Each end is written from the task as Redis holds it: the store's copy,
+    which the failed write had changed, is read again (it refused the end as already made)."""
+    server = make_redis_server(appendonly=True)
+    await runs_meet_the_store_down(
+        lambda settings, listener, webhooks: RedisTaskStore.connect(
+            server.url, listener=listener, timeout=0.5
+        ),
+        stop=server.stop,
+        start=server.restart,
+        caplog=caplog,
+    )
 
 
 async def test_replicas_on_a_cluster_cancel_and_watch_across_nodes(
