@@ -236,7 +236,7 @@ async def test_store_reseal_seals_every_config_with_the_first_key(
     assert CREDENTIALS.encode() in await stored(plain, task.id, "in-plain-text")
 
     rotated = f"{new.decode()},{old.decode()}"
-    code, out, err = await reseal(capsys, store_url, "--push-credentials-keys", rotated)
+    code, out, err = await reseal(capsys, store_url, f"--push-credentials-keys={rotated}")
     assert code == 2, err
     assert out.strip().endswith(
         ": sealed 2 push configs again with the first of 2 keys; 1 were already (or hold no "

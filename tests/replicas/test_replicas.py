@@ -489,7 +489,8 @@ async def test_webhook_events_of_a_replica_that_died_are_delivered_by_another(
     receiver = await Receiver(always_fail=True).start()
     try:
         # The replicas seal the webhook's secrets in the store: B opens what A sealed.
-        sealing = ("--push-credentials-keys", Fernet.generate_key().decode())
+        # One argument with "=": a key may begin with "-", which argparse takes for an option.
+        sealing = (f"--push-credentials-keys={Fernet.generate_key().decode()}",)
         a = await replicas("--task-lease", "1", *sealing)
         await replicas("--task-lease", "1", *sealing)  # B: the survivor that takes over
         request = send("hold w1", return_immediately=True)

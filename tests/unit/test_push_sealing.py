@@ -181,5 +181,5 @@ def test_store_reseal_needs_a_url_keys_and_a_store_that_seals(
     code, line = reseal("redis://127.0.0.1:1", "--push-credentials-keys", "s3cret")
     assert code == 2 and "--push-credentials-keys: key 1 (line 1) is not a Fernet key" in line
     assert "s3cret" not in line
-    code, line = reseal("memory://", "--push-credentials-keys", new_key())
+    code, line = reseal("memory://", f"--push-credentials-keys={new_key()}")
     assert code == 2 and "only a Redis or PostgreSQL store keeps push configs sealed" in line

@@ -291,7 +291,7 @@ def test_push_credential_keys_come_from_the_variable_or_its_file(tmp_path: Path)
     }
     with pytest.raises(SettingError, match="give one setting two ways"):
         parse_args([], environ)
-    args = parsed(environ, "--push-credentials-keys", second)
+    args = parsed(environ, f"--push-credentials-keys={second}")
     assert (args.push_credentials_keys, args.push_credentials_keys_file) == (second, None)
     # No server keeps them without being asked to.
     args, read = parse_args([], {})
