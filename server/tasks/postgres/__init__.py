@@ -1,6 +1,7 @@
 """The PostgreSQL task store, shared by replicas, split by concern; each part takes the backend.
 
-- backend: connections, round trips bounded in time, health;
+- backend: connections, round trips bounded in time, health; batch: concurrent writes
+  committed together (group commit);
 - schema: the tables, their migrations and the version table;
 - store: the `TaskStore` contract's writes, and the facade over the parts below;
 - writes: the write statements; reads: one task, ListTasks pages, replay;

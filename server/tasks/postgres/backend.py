@@ -1,6 +1,6 @@
 """One PostgreSQL database as the store's parts use it: its connections, round trips bounded in
-time, and health. Every part (store.py, room.py, reads.py, push.py, leases.py, claims.py,
-events.py) takes a `PostgresBackend`; the backend knows none of them.
+time, and health. Every part (batch.py, store.py, room.py, reads.py, push.py, leases.py,
+claims.py, events.py) takes a `PostgresBackend`; the backend knows none of them.
 
 Contract: every round trip goes through `run` (one connection, autocommit: each statement is
 atomic on its own) or `transaction` (one connection, one transaction), bounded by `timeout`: a

@@ -4,6 +4,8 @@ of the Redis store. This module is the contract's writes and the facade over the
 which takes the backend:
 
 - backend.py: connections, bounded round trips, health; schema.py: tables and migrations;
+- batch.py: the writes of concurrent calls in one transaction (every message's claim,
+  reservation, creation and updates go through it);
 - writes.py: the write statements; reads.py: one task, ListTasks, replay;
 - room.py: room, fair shares, pruning; events.py: the LISTEN connection, remote outcomes;
 - push.py: push configs and webhook delivery; leases.py: leases and reaping;
@@ -16,6 +18,9 @@ Everyone else's writes (a cancel, a resume, a reaper's FAILED) lock the row firs
 FOR UPDATE`), read it and write it in one transaction: a run's write in between waits, then
 finds the version moved. So a cancel never loses to a run that writes in a tight loop, and
 two replicas resuming one task resume it once.
+
+Writes of concurrent calls are committed together, one batch at a time (batch.py): the
+run's writes, the claims and the reservations; a lone write runs alone as before.
 
 Events are stored with the write that made them (the last `stream_length` per task) and
 announced by NOTIFY in the same transaction; `watch` registers with this replica's listener
