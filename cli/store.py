@@ -73,7 +73,8 @@ def parser() -> argparse.ArgumentParser:
     given.add_argument(
         "--push-credentials-keys",
         metavar="KEYS",
-        help=f"the keys, comma-separated, the sealing one first (default: ${KEYS_ENV})",
+        help=f"the keys, comma-separated, the sealing one first, as "
+        f"--push-credentials-keys=KEYS: a key may begin with '-' (default: ${KEYS_ENV})",
     )
     return command
 

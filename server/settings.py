@@ -650,13 +650,16 @@ SETTINGS: tuple[Setting, ...] = (
         into="read into the keys push configs' secrets are sealed with (ServerPlan)",
         metavar="KEYS",
         help="with a shared --store: seal push configs' token and credentials at rest with "
-        "these Fernet keys, comma-separated: the first seals, every one opens (default: none; "
-        "a shared store then keeps them in plain text, and says so at start)",
+        "these Fernet keys, comma-separated, as --push-credentials-keys=KEYS (a key may "
+        "begin with '-'): the first seals, every one opens (default: none; a shared store "
+        "then keeps them in plain text, and says so at start)",
         doc="with a shared `--store`: seal each push config's `token` and "
-        "`authentication.credentials` at rest with these Fernet keys (comma-separated; in "
-        "the file, one a line, `#` comments); the first seals, every one opens, so keys "
-        "rotate without losing a config (see [Push notifications](push.md#secrets-at-rest)). "
-        "A bad key or a file that cannot be read stops the start. Without them a shared "
+        "`authentication.credentials` at rest with these Fernet keys (comma-separated, "
+        "given as `--push-credentials-keys=KEYS`: a key may begin with `-`, which would "
+        "otherwise be read as an option; in the file, one a line, `#` comments); the first "
+        "seals, every one opens, so keys rotate without losing a config (see [Push "
+        "notifications](push.md#secrets-at-rest)). A bad key or a file that cannot be read "
+        "stops the start. Without them a shared "
         "store keeps them in plain text, and the start logs a warning saying so. "
         "`--push-credentials-keys-file` (or `$A2A_GRPC_PUSH_CREDENTIALS_KEYS_FILE`, a "
         "mounted Secret) keeps the keys out of `ps`",
