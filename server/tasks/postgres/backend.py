@@ -125,9 +125,15 @@ class PostgresBackend:
         """Before new work (a message's claim): StoreUnavailableError (retryable) while the
         round trip that has waited longest for a connection has waited `busy_wait` seconds."""
         if self._waiters:
-            waited = asyncio.get_running_loop().time() - next(iter(self._waiters.values()))
-            if waited >= self.busy_wait:
-                raise self.busy_failure(f"its calls wait {waited:.1f} s for a connection")
+            self.refuse_after_busy_wait(next(iter(self._waiters.values())), "calls", "a connection")
+
+    def refuse_after_busy_wait(self, since: float, what: str, awaited: str) -> None:
+        """`admit`'s rule for any queue: StoreUnavailableError (retryable, logged as busy) when
+        its oldest entry, waiting since `since` (the event loop's time), has waited
+        `busy_wait` seconds."""
+        waited = asyncio.get_running_loop().time() - since
+        if waited >= self.busy_wait:
+            raise self.busy_failure(f"its {what} wait {waited:.1f} s for {awaited}")
 
     def _busy_over(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether the last busy failure is `BUSY_QUIET` seconds old: under a lasting overload

@@ -101,9 +101,7 @@ class WriteBatch:
         (retryable) while the oldest write waiting for a batch has waited `busy_wait`."""
         self.backend.admit()
         if self._waiting:
-            waited = asyncio.get_running_loop().time() - self._waiting[0].since
-            if waited >= self.backend.busy_wait:
-                raise self.backend.busy_failure(f"its writes wait {waited:.1f} s for a batch")
+            self.backend.refuse_after_busy_wait(self._waiting[0].since, "writes", "a batch")
 
     async def fetchone(self, query: Any, params: Any, order: str) -> Any:
         """The statement's one row (None when it returns none), written with whatever other
