@@ -16,6 +16,7 @@ import pytest
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskQuery
 from a2a_grpc.server.tasks.contract import ALICE, RecordedListener, created
+from a2a_grpc.server.tasks.postgres.arrays import ByteaArray, TextArray
 from a2a_grpc.server.tasks.postgres.batch import CLAIM
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
 from tests.integration.test_postgres_store import admin
@@ -70,6 +71,22 @@ async def test_a_statement_that_fails_in_a_batch_fails_alone(postgres_database: 
         assert store.backend.healthy
         found = await rows(postgres_database, "SELECT value FROM a2a_claims ORDER BY value")
         assert found == [(f"task-{number}",) for number in range(4)]
+
+
+async def test_array_parameters_reach_the_database_as_given(postgres_database: str) -> None:
+    """The binary array parameters of the writes (arrays.py): empty arrays, empty and
+    non-ASCII elements, and bytes of every value come back as they were sent."""
+    async with started(postgres_database) as store:
+        texts = TextArray(("", "flags", "été \u263a", "a,b{c}\"d\\"))
+        blobs = ByteaArray((b"", bytes(range(256)), b"\x00" * 3))
+        row = await store.backend.fetchone(
+            "SELECT %s::text[], %s::bytea[], cardinality(%s::text[]), cardinality(%s::bytea[])",
+            (texts, blobs, TextArray(), ByteaArray()),
+        )
+    assert row is not None
+    assert row[0] == list(texts)
+    assert [bytes(blob) for blob in row[1]] == list(blobs)
+    assert row[2:] == (0, 0)
 
 
 async def test_a_batch_the_database_refuses_fails_each_write_retryably(

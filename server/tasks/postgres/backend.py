@@ -47,6 +47,7 @@ import psycopg
 from a2a_grpc.core.failure_log import FailureLog
 from a2a_grpc.core.ids import new_id
 from a2a_grpc.server.tasks.base import StoreUnavailableError
+from a2a_grpc.server.tasks.postgres.arrays import ADAPTERS
 from a2a_grpc.server.tasks.postgres.probe import HealthProbe
 
 STORE_LOGGER = "a2a_grpc.server.tasks.postgres.store"
@@ -167,6 +168,8 @@ class PostgresBackend:
             return await psycopg.AsyncConnection.connect(
                 self.url,
                 autocommit=True,
+                context=ADAPTERS,
+                client_encoding="utf8",
                 connect_timeout=max(2, int(seconds + 0.999)),
                 application_name=f"a2a-grpc {self.replica_id}",
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_grpc.server.tasks.postgres.arrays import ByteaArray, TextArray
 from a2a_grpc.server.tasks.postgres.events import event_payload
 
 _SETTLE = """
@@ -117,12 +118,12 @@ class Write:
             "park": self.park,
             "ttl": self.ttl,
             "deliverer": self.deliverer,
-            "bodies": [body for body, _ in self.events],
-            "flags": [flags for _, flags in self.events],
-            "payloads": [
+            "bodies": ByteaArray(body for body, _ in self.events),
+            "flags": TextArray(flags for _, flags in self.events),
+            "payloads": TextArray(
                 event_payload(self.task_id, seq, flags, body)
                 for seq, (body, flags) in zip(seqs, self.events, strict=True)
-            ],
+            ),
             "trim": last - self.keep_events if last > self.keep_events else -1,
             **extra,
         }
