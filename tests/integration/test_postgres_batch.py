@@ -73,6 +73,38 @@ async def test_a_statement_that_fails_in_a_batch_fails_alone(postgres_database: 
         assert found == [(f"task-{number}",) for number in range(4)]
 
 
+async def test_each_write_of_a_mixed_batch_gets_its_own_row(postgres_database: str) -> None:
+    """Writes of several statements, in row order, go to the database as runs of one statement
+    each (here three runs of four, then a run of one): every caller still gets its own
+    statement's row, or None for a statement that returns no row, and all of them share one
+    transaction."""
+    async with started(postgres_database) as store:
+        batch = store.batch
+        first = batch.fetchone("SELECT %s::text", ("alone",), CLAIM + "0")
+        queries = [
+            ("SELECT %s::text || '-text', txid_current()", CLAIM),
+            ("SELECT %s::int * 2, txid_current()", CLAIM),
+            ("SELECT %s::text WHERE false", CLAIM),
+        ]
+        writes = [
+            batch.fetchone(query, (str(number),), order + f"{number:02}")
+            for number in range(13)
+            for query, order in [queries[number // 4 % 3]]
+        ]
+        results = await asyncio.gather(first, *writes)
+    assert results[0] == ("alone",)
+    got = results[1:]
+    for number, row in enumerate(got):
+        kind = number // 4 % 3
+        if kind == 0:
+            assert row is not None and row[0] == f"{number}-text"
+        elif kind == 1:
+            assert row is not None and row[0] == 2 * number
+        else:
+            assert row is None
+    assert len({row[1] for row in got if row is not None}) == 1  # one transaction
+
+
 async def test_array_parameters_reach_the_database_as_given(postgres_database: str) -> None:
     """The binary array parameters of the writes (arrays.py): empty arrays, empty and
     non-ASCII elements, and bytes of every value come back as they were sent."""

@@ -16,8 +16,11 @@ it commits, and with what:
   would; none of them applied, or (timed out) any of them may still apply, as for one write.
 - One batch runs at a time per replica. Its writes are independent (each is one call's), so
   any order is theirs: a batch runs them in the order every writer takes rows in (`order`:
-  message-id claims by digest, then task rows by id, then reservations, whose room count row
-  every other writer also takes after its task rows), and no count row is shared by writers
+  message-id claims by digest, then task creations by id, then the other writes of task rows
+  by id, then reservations, whose room count row every other writer also takes after its task
+  rows; a task is created by the replica that reserved it and written by none other until
+  then, so no row is a creation in one batch and an update in another), and the writes of one
+  statement go to the database together (`_same_statement`). No count row is shared by writers
   of the same scope (schema.py, version 2). Batches of several replicas therefore do not
   deadlock on each other; should one lose a deadlock all the same, it rolls back and its
   writes run again alone.
@@ -49,9 +52,11 @@ MAX_BATCH = 32
 
 CLAIM = "0"
 """`order` of a message-id claim: CLAIM + its digest."""
-TASK = "1"
-"""`order` of a write of a task's row: TASK + its id."""
-ROOM = "2"
+CREATE = "1"
+"""`order` of a task's creation: CREATE + its id."""
+UPDATE = "2"
+"""`order` of a write of a created task's row: UPDATE + its id."""
+ROOM = "3"
 """`order` of a reservation (the room's count row, after any task row)."""
 
 
@@ -105,7 +110,7 @@ class WriteBatch:
 
     async def fetchone(self, query: Any, params: Any, order: str) -> Any:
         """The statement's one row (None when it returns none), written with whatever other
-        writes wait meanwhile; `order` places it in its batch (CLAIM, TASK, ROOM)."""
+        writes wait meanwhile; `order` places it in its batch (CLAIM, CREATE, UPDATE, ROOM)."""
         if not self._writing:
             # Nothing to share with: written in the caller's own task, with no hand-over to a
             # runner task, so that a lone write costs what it did before batching. Writes that
@@ -175,8 +180,20 @@ class WriteBatch:
         async def run(connection: Connection) -> list[Any]:
             try:
                 async with connection.pipeline(), connection.transaction():
-                    cursors = [await connection.execute(w.query, w.params) for w in batch]
-                return [await cursor.fetchone() for cursor in cursors]
+                    cursors = []
+                    for group in _same_statement(batch):
+                        cursor = connection.cursor()
+                        await cursor.executemany(
+                            group[0].query, [write.params for write in group], returning=True
+                        )
+                        cursors.append((cursor, len(group)))
+                rows = []
+                for cursor, results in cursors:
+                    rows.append(await cursor.fetchone())
+                    for _ in range(results - 1):
+                        cursor.nextset()
+                        rows.append(await cursor.fetchone())
+                return rows
             except psycopg.Error as exc:
                 if _statement_failed(exc):
                     raise _StatementFailed() from exc
@@ -199,6 +216,19 @@ class WriteBatch:
 
 def _order(write: _Write) -> str:
     return write.order
+
+
+def _same_statement(batch: list[_Write]) -> list[list[_Write]]:
+    """The batch's runs of writes of one statement, in order: each goes to the database as one
+    `executemany` (one cursor, the statement's parameters converted once: 9 us less of the
+    client's CPU per write than an `execute` each, on our task UPDATE, RESULTS.md)."""
+    groups: list[list[_Write]] = []
+    for write in batch:
+        if groups and groups[-1][0].query == write.query:
+            groups[-1].append(write)
+        else:
+            groups.append([write])
+    return groups
 
 
 def _statement_failed(exc: psycopg.Error) -> bool:

@@ -70,7 +70,7 @@ from a2a_grpc.server.tasks.postgres.backend import (
     Connection,
     PostgresBackend,
 )
-from a2a_grpc.server.tasks.postgres.batch import TASK, WriteBatch
+from a2a_grpc.server.tasks.postgres.batch import CREATE, UPDATE, WriteBatch
 from a2a_grpc.server.tasks.postgres.claims import PostgresClaims
 from a2a_grpc.server.tasks.postgres.events import (
     Listener,
@@ -302,7 +302,7 @@ class PostgresTaskStore:
             params = write.params()
             query = writes.UPDATE
         if connection is None:
-            row = await self.batch.fetchone(query, params, TASK + task_id)
+            row = await self.batch.fetchone(query, params, (CREATE if create else UPDATE) + task_id)
         else:
             row = await (await connection.execute(query, params)).fetchone()
         if row is None:
