@@ -109,7 +109,7 @@ async def test_array_parameters_reach_the_database_as_given(postgres_database: s
     """The binary array parameters of the writes (arrays.py): empty arrays, empty and
     non-ASCII elements, and bytes of every value come back as they were sent."""
     async with started(postgres_database) as store:
-        texts = TextArray(("", "flags", "été \u263a", "a,b{c}\"d\\"))
+        texts = TextArray(("", "flags", "été \u263a", 'a,b{c}"d\\'))
         blobs = ByteaArray((b"", bytes(range(256)), b"\x00" * 3))
         row = await store.backend.fetchone(
             "SELECT %s::text[], %s::bytea[], cardinality(%s::text[]), cardinality(%s::bytea[])",
