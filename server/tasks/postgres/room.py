@@ -11,6 +11,7 @@ replies; the housekeeper calls it again on its next round while more are due.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from a2a_grpc.server.tasks.base import LiveTaskLimitError, Scope, StoreFullError, eviction_batch
 from a2a_grpc.server.tasks.postgres.backend import Connection, PostgresBackend
@@ -18,6 +19,9 @@ from a2a_grpc.server.tasks.postgres.batch import ROOM, WriteBatch
 
 PRUNE_BATCH = 256
 """Expired tasks (and claims, and replies) one `evict_expired` deletes at most."""
+RESERVE_PARAMETERS = ", ".join(["%s"] * 8)
+"""The placeholders of `Room.reserve_params`."""
+_RESERVE = f"SELECT verdict, live, evicted FROM a2a_reserve({RESERVE_PARAMETERS})"
 FOLD_BATCH = 16384
 """Scope count changes one `evict_expired` folds at most (schema.py, `a2a_fold_counts`): a
 task makes two or three, and the housekeeper comes at least once a second."""
@@ -45,21 +49,25 @@ class Room:
         self.on_evict = on_evict
 
     async def reserve(self, scope: Scope, task_id: str) -> None:
-        row = await self.batch.fetchone(
-            "SELECT verdict, live, evicted FROM a2a_reserve(%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                task_id,
-                scope.tenant,
-                scope.owner,
-                self.backend.replica_id,
-                self.max_tasks,
-                self.max_live_per_owner,
-                self.max_live_per_tenant,
-                self._eviction_batch,
-            ),
-            ROOM,
+        row = await self.batch.fetchone(_RESERVE, self.reserve_params(scope, task_id), ROOM)
+        self.settle(*row)
+
+    def reserve_params(self, scope: Scope, task_id: str) -> tuple[Any, ...]:
+        """`a2a_reserve`'s parameters (schema.py) for task `task_id` of `scope`."""
+        return (
+            task_id,
+            scope.tenant,
+            scope.owner,
+            self.backend.replica_id,
+            self.max_tasks,
+            self.max_live_per_owner,
+            self.max_live_per_tenant,
+            self._eviction_batch,
         )
-        verdict, live, evicted = row
+
+    def settle(self, verdict: str, live: int | None, evicted: Sequence[str] | None) -> None:
+        """After `a2a_reserve` (or `a2a_claim_room`) answered: the tasks it evicted are let go;
+        a refusal raises its error (LiveTaskLimitError, StoreFullError)."""
         if verdict == "ok":
             self._evicted(evicted or ())
             return
