@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from a2a_grpc.core.errors import FieldViolation, InvalidParamsError
 from a2a_grpc.generated import a2a_pb2
 from a2a_grpc.server.protocol.run import TaskRun
-from a2a_grpc.server.tasks.base import Claims, Outcome, Scope
+from a2a_grpc.server.tasks.base import Claims, ClaimsWithRoom, Outcome, Scope
 
 __all__ = [
     "DedupWindow",
@@ -94,12 +94,26 @@ class Idempotency(Protocol):
     so a repeat gets the first delivery's outcome wherever that ran, even once the task it
     answered has finished."""
 
+    reserves_room: bool
+    """Whether `claim` can take a new task's room in the store with the claim (`room`)."""
+
     def repeat_of(self, key: Key, message: a2a_pb2.Message) -> Outcome | None: ...
 
-    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+    async def claim(
+        self,
+        key: Key,
+        message: a2a_pb2.Message,
+        task_id: str,
+        room: tuple[Scope, int] | None = None,
+    ) -> Outcome | None:
         """None when this delivery runs (as task `task_id`: the task it makes, or the one it
         continues); else the outcome of the first delivery. InvalidParamsError when the id was
-        used for other content."""
+        used for other content.
+
+        `room` (only where `reserves_room`): the scope and size of the new task the message
+        makes, whose room in the store (`TaskStore.reserve`) is then reserved with the claim,
+        atomically. A reservation refused raises its error (StoreFullError,
+        LiveTaskLimitError) and leaves no claim; one taken is the caller's to use or release."""
         ...
 
     async def unclaim(self, key: Key) -> None:
@@ -158,7 +172,15 @@ class DedupWindow:
             )
         return entry.run if isinstance(entry, _Delivery) else _SettledOutcome(entry)
 
-    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+    reserves_room = False
+
+    async def claim(
+        self,
+        key: Key,
+        message: a2a_pb2.Message,
+        task_id: str,
+        room: tuple[Scope, int] | None = None,
+    ) -> Outcome | None:
         """This process's window again: the delivery's checks may have awaited (a signer's
         card) since `repeat_of`, and a repeat that arrived meanwhile may have started first.
         No process but this one sees the store, so nothing else can have run the id."""
@@ -240,13 +262,21 @@ class SharedDedupWindow(DedupWindow):
         super().__init__(window=window, capacity=capacity)
         self.claims = claims
         self._claimed: dict[Key, tuple[str, str]] = {}  # claimed, not yet remembered
+        self._with_room = claims if isinstance(claims, ClaimsWithRoom) else None
+        self.reserves_room = self._with_room is not None
 
     @staticmethod
     def _key_digest(key: Key) -> str:
         joined = "\x00".join(key).encode()
         return hashlib.blake2b(joined, digest_size=16).hexdigest()
 
-    async def claim(self, key: Key, message: a2a_pb2.Message, task_id: str) -> Outcome | None:
+    async def claim(
+        self,
+        key: Key,
+        message: a2a_pb2.Message,
+        task_id: str,
+        room: tuple[Scope, int] | None = None,
+    ) -> Outcome | None:
         digest = self._key_digest(key)
         content = message_digest(message)
         value = f"{content}|{task_id}"
@@ -256,7 +286,13 @@ class SharedDedupWindow(DedupWindow):
         # it again and runs, as it would have a moment later. Bounded: a run withdrawn over
         # and over is answered with its refusal.
         for _ in range(_CLAIM_ATTEMPTS):
-            existing = await self.claims.claim(digest, value, self.window)
+            if room is None:
+                existing = await self.claims.claim(digest, value, self.window)
+            else:
+                assert self._with_room is not None, "room given to claims that cannot take it"
+                existing = await self._with_room.claim_with_room(
+                    digest, value, self.window, room[0], room[1], task_id
+                )
             if existing is None:
                 self._claimed[key] = (digest, value)
                 return None

@@ -117,10 +117,22 @@ class Intake:
         budget = _budget(message)
         continued = message.task_id
         task_id = continued or new_id()
+        # A message that makes a task with no inline webhook has its room reserved with its
+        # claim where the store can (one write fewer), else after it (below).
+        room = (
+            (scope, size)
+            if self.dedup.reserves_room
+            and not continued
+            and not (
+                self.push is not None
+                and request.configuration.HasField("task_push_notification_config")
+            )
+            else None
+        )
         # Who runs this message id, before any state check: a repeat gets the first delivery's
         # outcome wherever it ran, also once the task it answered has moved on (finished, or
         # working on it), which a state check would refuse.
-        first = await self.dedup.claim(key, message, task_id)
+        first = await self.dedup.claim(key, message, task_id, room)
         if first is not None:
             return first, None, None  # an earlier delivery runs this message id
         subscription: Subscription | None = None
@@ -161,7 +173,8 @@ class Intake:
             if subscribe and existing is None:  # before the agent can emit anything
                 subscription = await self.store.subscribe(task_id)
             if existing is None and inline is None:  # the common case, without a coroutine more
-                await self.store.reserve(scope, size, task_id)  # the run uses or frees it
+                if room is None:
+                    await self.store.reserve(scope, size, task_id)  # the run uses or frees it
             else:
                 answered = await self._claim_room_or_task(
                     existing, scope, size, context, inline, call.protocol
@@ -175,7 +188,11 @@ class Intake:
         except BaseException:
             if subscription is not None:
                 subscription.cancel()
-            await self.dedup.unclaim(key)  # nothing ran: a retry may run it
+            try:
+                if room is not None:  # reserved with the claim
+                    await self.store.release(scope, task_id)
+            finally:
+                await self.dedup.unclaim(key)  # nothing ran: a retry may run it
             raise
         run = TaskRun(
             store=self.store,

@@ -59,7 +59,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from a2a_grpc.core.errors import StatusError
 from a2a_grpc.core.metadata import PROTOCOL_VERSION
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPLICA_STOPPED_TEXT",
     "Claims",
+    "ClaimsWithRoom",
     "DeliveryRecorder",
     "EventBuilder",
     "InvalidPageTokenError",
@@ -251,6 +252,21 @@ class Claims(Protocol):
         outcome's stream opened (its notice came too early to be seen: a delivery gives its id
         back before `TaskStore.withdraw` removes the task it made): the outcome is returned
         settled, `unavailable`, rather than waiting on a task that will not come."""
+        ...
+
+
+@runtime_checkable
+class ClaimsWithRoom(Claims, Protocol):
+    """Claims that can also reserve a new task's room in the store with the claim, atomically
+    (the PostgreSQL store's): one write and one commit fewer per new task than a claim and then
+    `TaskStore.reserve`. `SharedDedupWindow` uses it where the store's `claims` offer it."""
+
+    async def claim_with_room(
+        self, digest: str, value: str, window: float, scope: Scope, size: int, task_id: str
+    ) -> str | None:
+        """`claim`; when this claim is set, the room of task `task_id` is reserved as
+        `TaskStore.reserve(scope, size, task_id)` would, in the same step. A reservation
+        refused raises its error (StoreFullError, LiveTaskLimitError) and sets no claim."""
         ...
 
 

@@ -57,7 +57,8 @@ CREATE = "1"
 UPDATE = "2"
 """`order` of a write of a created task's row: UPDATE + its id."""
 ROOM = "3"
-"""`order` of a reservation (the room's count row, after any task row)."""
+"""`order` of a reservation (the room's count row, after any task row), and of a new task's
+claim with its room: ROOM + its digest."""
 
 
 class _Write:

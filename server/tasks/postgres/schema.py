@@ -32,7 +32,8 @@ Version 2:
     a2a_scope_changes the changes to a2a_scope_counts not folded into it yet (a count is the
                       sum of both); no writer updates a2a_scope_counts rows any more
 
-Version 3: the same tables; the count trigger appends its changes at less cost.
+Version 3: the same tables; the count trigger appends its changes at less cost, and a new
+task's claim and room are taken in one statement (a2a_claim_room).
 """
 
 from __future__ import annotations
@@ -335,12 +336,32 @@ BEGIN
     WHERE v.state > 0;
     RETURN NULL;
 END $$;
+
+-- A new task's message-id claim and its room in one statement: the claim as a2a_claim sets it
+-- (claimed: the claim that holds instead, and nothing reserved); once set, the room as
+-- a2a_reserve reserves it, and a reservation refused takes the claim back.
+CREATE FUNCTION a2a_claim_room(
+    p_digest text, p_value text, p_window double precision,
+    p_id text, p_tenant text, p_owner text, p_replica text, p_max_tasks bigint,
+    p_max_owner integer, p_max_tenant integer, p_batch integer,
+    OUT claimed text, OUT verdict text, OUT live bigint, OUT evicted text[]
+) LANGUAGE plpgsql AS $$
+BEGIN
+    claimed := a2a_claim(p_digest, p_value, p_window);
+    IF claimed IS NOT NULL THEN RETURN; END IF;
+    SELECT r.verdict, r.live, r.evicted INTO verdict, live, evicted
+    FROM a2a_reserve(p_id, p_tenant, p_owner, p_replica, p_max_tasks, p_max_owner,
+        p_max_tenant, p_batch) AS r;
+    IF verdict <> 'ok' THEN
+        DELETE FROM a2a_claims WHERE digest = p_digest AND value = p_value;
+    END IF;
+END $$;
 """
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks, events, replies, push configs, claims, leases, room", _V1),
     Migration(2, "scope counts as appended changes, folded by housekeeping", _V2),
-    Migration(3, "scope count changes appended by plpgsql, one statement a change", _V3),
+    Migration(3, "cheaper scope count changes; a new task's claim and room at once", _V3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -183,7 +183,7 @@ class PostgresTaskStore:
             on_evict=None if listener is None else listener.task_evicted,
         )
         self.leases = Leases(backend, lease=lease, on_dead=self._reap)
-        self.claims = PostgresClaims(backend, self.batch, self.events)
+        self.claims = PostgresClaims(backend, self.batch, self.events, self.room)
         """The message-id claims of the idempotency window shared by replicas."""
         self._settled_copies: OrderedDict[str, tuple[Scope, bytes, float]] = OrderedDict()
         self._started = False
