@@ -58,6 +58,22 @@ log = logging.getLogger(STORE_LOGGER)
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[Any]
 
+
+class _CleanupAfterFailure(logging.Filter):
+    """psycopg logs a WARNING ("error ignored terminating <AsyncPipeline>", "... in rollback")
+    when it cannot end a pipeline or a transaction on a connection that failed, beside the
+    error it raises: a round trip this backend shut after its bound, or a database gone, would
+    add one or two such lines per call or batch. The backend reports those failures itself,
+    one line an episode (FailureLog), so psycopg's lines about that cleanup are dropped; its
+    other lines are kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith("error ignored"))
+
+
+for _logger in ("psycopg", "psycopg.transaction"):
+    logging.getLogger(_logger).addFilter(_CleanupAfterFailure())
+
 MAX_CONNECTIONS = 16
 """Connections one replica opens at most (its round trips beyond wait for one); the event
 listener has one more of its own, and the health probe (probe.py) one."""
