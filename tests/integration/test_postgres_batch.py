@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 from a2a_grpc.generated import a2a_pb2
-from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskQuery
+from a2a_grpc.server.tasks.base import StoreUnavailableError, TaskFinishedError, TaskQuery
 from a2a_grpc.server.tasks.contract import ALICE, RecordedListener, created
+from a2a_grpc.server.tasks.contract.support import drain, ids, kinds
 from a2a_grpc.server.tasks.postgres.arrays import ByteaArray, TextArray
 from a2a_grpc.server.tasks.postgres.batch import CLAIM
 from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
@@ -103,6 +104,49 @@ async def test_each_write_of_a_mixed_batch_gets_its_own_row(postgres_database: s
         else:
             assert row is None
     assert len({row[1] for row in got if row is not None}) == 1  # one transaction
+
+
+async def test_the_updates_of_a_batch_go_as_one_statement_each_with_its_own_outcome(
+    postgres_database: str,
+) -> None:
+    """Eight tasks written at once: the writes after the first share one transaction (and one
+    set statement); the one whose version moved behind the store's back fails alone (its task
+    finished elsewhere) and the others are written; each task's stream gets its own events, in
+    order, with growing ids."""
+    async with started(postgres_database) as store, admin(postgres_database) as other:
+        names = [f"t{number}" for number in range(8)]
+        for name in names:
+            await created(store, name)
+        streams = [await store.subscribe(name) for name in names]
+        await other.execute("UPDATE a2a_tasks SET version = version + 1 WHERE id = 't5'")
+        working = await asyncio.gather(
+            *(store.set_status(name, a2a_pb2.TASK_STATE_WORKING) for name in names),
+            return_exceptions=True,
+        )
+        assert isinstance(working[5], TaskFinishedError), working
+        assert all(result is False for number, result in enumerate(working) if number != 5)
+        written = await rows(
+            postgres_database,
+            "SELECT count(DISTINCT xmin::text) FROM a2a_tasks "
+            "WHERE id IN ('t1', 't2', 't3', 't4', 't6', 't7')",
+        )
+        assert written == [(1,)]
+        await asyncio.gather(
+            *(
+                store.set_status(name, a2a_pb2.TASK_STATE_COMPLETED)
+                for number, name in enumerate(names)
+                if number != 5
+            )
+        )
+        for number, stream in enumerate(streams):
+            if number == 5:
+                stream.cancel()
+                continue
+            events = await drain(stream)
+            assert kinds(events)[-2:] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+            assert all(event.status_update.task_id == names[number] for event in events[-2:])
+            found = [int(event_id) for event_id in ids(events)]
+            assert found == sorted(set(found))
 
 
 async def test_array_parameters_reach_the_database_as_given(postgres_database: str) -> None:

@@ -46,6 +46,7 @@ import psycopg
 
 from a2a_grpc.server.tasks.base import StoreUnavailableError
 from a2a_grpc.server.tasks.postgres.backend import Connection, PostgresBackend, rolled_back
+from a2a_grpc.server.tasks.postgres.sets import GENERIC_PLANS, SetStatement
 
 MAX_BATCH = 32
 """Writes one transaction takes at most: a batch holds its rows' locks until it commits."""
@@ -65,7 +66,12 @@ class _Write:
     __slots__ = ("order", "params", "query", "result", "since")
 
     def __init__(
-        self, query: Any, params: Any, order: str, result: asyncio.Future[Any], since: float
+        self,
+        query: str | SetStatement,
+        params: Any,
+        order: str,
+        result: asyncio.Future[Any],
+        since: float,
     ) -> None:
         self.query = query
         self.params = params
@@ -109,16 +115,17 @@ class WriteBatch:
         if self._waiting:
             self.backend.refuse_after_busy_wait(self._waiting[0].since, "writes", "a batch")
 
-    async def fetchone(self, query: Any, params: Any, order: str) -> Any:
+    async def fetchone(self, query: str | SetStatement, params: Any, order: str) -> Any:
         """The statement's one row (None when it returns none), written with whatever other
-        writes wait meanwhile; `order` places it in its batch (CLAIM, CREATE, UPDATE, ROOM)."""
+        writes wait meanwhile; `order` places it in its batch (CLAIM, CREATE, UPDATE, ROOM).
+        For a SetStatement (sets.py), `params` is the write's item, and the row its own."""
         if not self._writing:
             # Nothing to share with: written in the caller's own task, with no hand-over to a
             # runner task, so that a lone write costs what it did before batching. Writes that
             # arrive meanwhile wait for the runner started after it.
             self._writing = True
             try:
-                return await self.backend.fetchone(query, params)
+                return await _alone(self.backend, query, params)
             finally:
                 self._next()
         loop = asyncio.get_running_loop()
@@ -171,7 +178,7 @@ class WriteBatch:
 
     async def _alone(self, write: _Write) -> None:
         try:
-            row = await self.backend.fetchone(write.query, write.params)
+            row = await _alone(self.backend, write.query, write.params)
         except Exception as exc:
             write.settle(error=exc)
         else:
@@ -181,19 +188,28 @@ class WriteBatch:
         async def run(connection: Connection) -> list[Any]:
             try:
                 async with connection.pipeline(), connection.transaction():
+                    await connection.execute(GENERIC_PLANS)
                     cursors = []
                     for group in _same_statement(batch):
-                        cursor = connection.cursor()
-                        await cursor.executemany(
-                            group[0].query, [write.params for write in group], returning=True
-                        )
-                        cursors.append((cursor, len(group)))
-                rows = []
-                for cursor, results in cursors:
+                        query = group[0].query
+                        items = [write.params for write in group]
+                        if isinstance(query, SetStatement):
+                            cursor = await connection.execute(query.sql, query.params(items))
+                        else:
+                            cursor = connection.cursor()
+                            await cursor.executemany(query, items, returning=True)
+                        cursors.append((cursor, query, len(group)))
+                rows: list[Any] = []
+                for cursor, query, results in cursors:
+                    if isinstance(query, SetStatement):
+                        rows.extend(query.rows(await cursor.fetchall()))
+                        continue
                     rows.append(await cursor.fetchone())
                     for _ in range(results - 1):
                         cursor.nextset()
                         rows.append(await cursor.fetchone())
+                if len(rows) != len(batch):
+                    raise RuntimeError(f"a batch of {len(batch)} writes was answered {len(rows)}")
                 return rows
             except psycopg.Error as exc:
                 if _statement_failed(exc):
@@ -219,10 +235,22 @@ def _order(write: _Write) -> str:
     return write.order
 
 
+async def _alone(backend: PostgresBackend, query: str | SetStatement, params: Any) -> Any:
+    if isinstance(query, SetStatement):
+        statement = query
+
+        async def alone(connection: Connection) -> Any:
+            return await statement.alone(connection, params)
+
+        return await backend.run(alone)
+    return await backend.fetchone(query, params)
+
+
 def _same_statement(batch: list[_Write]) -> list[list[_Write]]:
     """The batch's runs of writes of one statement, in order: each goes to the database as one
-    `executemany` (one cursor, the statement's parameters converted once: 9 us less of the
-    client's CPU per write than an `execute` each, on our task UPDATE, RESULTS.md)."""
+    statement (a SetStatement's, sets.py), or as one `executemany` (one cursor, the statement
+    converted once: 9 us less of the client's CPU per write than an `execute` each, on our
+    task UPDATE, RESULTS.md)."""
     groups: list[list[_Write]] = []
     for write in batch:
         if groups and groups[-1][0].query == write.query:

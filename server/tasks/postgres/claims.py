@@ -12,10 +12,13 @@ from a2a_grpc.server.tasks.base import Outcome, Scope
 from a2a_grpc.server.tasks.postgres.backend import PostgresBackend
 from a2a_grpc.server.tasks.postgres.batch import CLAIM, ROOM, WriteBatch
 from a2a_grpc.server.tasks.postgres.events import Listener, RemoteOutcome
-from a2a_grpc.server.tasks.postgres.room import RESERVE_PARAMETERS, Room
+from a2a_grpc.server.tasks.postgres.room import RESERVE_TYPES, Room
+from a2a_grpc.server.tasks.postgres.sets import FunctionRows
 
-_CLAIM_ROOM = (
-    f"SELECT claimed, verdict, live, evicted FROM a2a_claim_room(%s, %s, %s, {RESERVE_PARAMETERS})"
+_CLAIM_ROOM = FunctionRows(
+    "a2a_claim_room",
+    ("text", "text", "double precision", *RESERVE_TYPES),
+    "f.claimed, f.verdict, f.live, f.evicted",
 )
 
 

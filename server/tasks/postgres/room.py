@@ -19,9 +19,9 @@ from a2a_grpc.server.tasks.postgres.batch import ROOM, WriteBatch
 
 PRUNE_BATCH = 256
 """Expired tasks (and claims, and replies) one `evict_expired` deletes at most."""
-RESERVE_PARAMETERS = ", ".join(["%s"] * 8)
-"""The placeholders of `Room.reserve_params`."""
-_RESERVE = f"SELECT verdict, live, evicted FROM a2a_reserve({RESERVE_PARAMETERS})"
+RESERVE_TYPES = ("text", "text", "text", "text", "bigint", "integer", "integer", "integer")
+"""The types of `Room.reserve_params`, as `a2a_reserve` takes them."""
+_RESERVE = "SELECT verdict, live, evicted FROM a2a_reserve(%s, %s, %s, %s, %s, %s, %s, %s)"
 FOLD_BATCH = 16384
 """Scope count changes one `evict_expired` folds at most (schema.py, `a2a_fold_counts`): a
 task makes two or three, and the housekeeper comes at least once a second."""

@@ -294,17 +294,17 @@ class PostgresTaskStore:
         version moved (the task is let go)."""
         task_id = owned.task.id
         if create:
-            params = write.params(
-                tenant=owned.scope.tenant, owner=owned.scope.owner, context=owned.task.context_id
-            )
-            query = writes.CREATE
+            write.tenant = owned.scope.tenant
+            write.owner = owned.scope.owner
+            write.context_id = owned.task.context_id
+            statement = writes.CREATE
         else:
-            params = write.params()
-            query = writes.UPDATE
+            statement = writes.UPDATE
         if connection is None:
-            row = await self.batch.fetchone(query, params, (CREATE if create else UPDATE) + task_id)
+            order = (CREATE if create else UPDATE) + task_id
+            row = await self.batch.fetchone(statement, write, order)
         else:
-            row = await (await connection.execute(query, params)).fetchone()
+            row = await statement.one(connection, write)
         if row is None:
             self._owned.pop(task_id, None)
             now = await self.backend.fetchone(writes.STATE_OF, (task_id,))
