@@ -7,8 +7,10 @@ its own: one row or None, or the error that statement raises alone. What changes
 it commits, and with what:
 - A write that finds no write under way runs at once, alone, in autocommit mode, as before.
 - Writes that arrive while a batch runs wait for it, then run together (up to `max_batch`)
-  in one transaction sent as one pipeline: BEGIN, the statements, COMMIT. A caller learns
-  its result after the commit, so nothing it reports is undone later.
+  in one transaction sent as one pipeline: the statements, then one Sync, which commits
+  them together (PostgreSQL's implicit transaction: no BEGIN or COMMIT, and one round trip
+  rather than the two psycopg's `transaction()` takes in a pipeline). A caller learns its
+  result after the commit, so nothing it reports is undone later.
 - When one statement of a batch fails, the transaction rolls back and every write of the
   batch runs again alone, so that only the failing one gets its error (a lost version race
   is no error: its statement returns no row). A batch the database does not answer fails
@@ -187,7 +189,8 @@ class WriteBatch:
     async def _together(self, batch: list[_Write]) -> None:
         async def run(connection: Connection) -> list[Any]:
             try:
-                async with connection.pipeline(), connection.transaction():
+                # Autocommit: what a pipeline sends before its one Sync is one transaction.
+                async with connection.pipeline():
                     await connection.execute(GENERIC_PLANS)
                     cursors = []
                     for group in _same_statement(batch):

@@ -79,8 +79,8 @@ class SetStatement(ABC):
 
     async def alone(self, connection: Connection, item: Any) -> Any:
         """The statement for one write, on `connection` in autocommit mode: one transaction
-        sent as one pipeline."""
-        async with connection.pipeline(), connection.transaction():
+        sent as one pipeline (what it sends before its Sync is one implicit transaction)."""
+        async with connection.pipeline():
             await connection.execute(GENERIC_PLANS)
             cursor = await connection.execute(self.sql, self.params([item]))
         return self.rows(await cursor.fetchall())[0]
