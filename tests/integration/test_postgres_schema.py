@@ -110,6 +110,38 @@ async def test_counts_kept_at_version_1_stay_right_as_changes_at_version_2(
         await new.close()
 
 
+async def test_a_count_folded_to_zero_leaves_no_row(postgres_database: str) -> None:
+    """Housekeeping's fold (version 4) deletes a scope's count once it is zero, whether it got
+    there over two folds or within one: a scope whose tasks are all gone leaves no row, and the
+    other scopes' counts stay as they were."""
+    store = PostgresTaskStore.connect(postgres_database)
+    await store.start()
+    await store.close()
+    async with await connect(postgres_database) as connection:
+
+        async def fold(*changes: tuple[str, int, int]) -> int:
+            for owner, state, change in changes:
+                await connection.execute(
+                    "SELECT a2a_count('', %s, %s, 0, %s)", (owner, state, change)
+                )
+            row = await (await connection.execute("SELECT a2a_fold_counts(100)")).fetchone()
+            return -1 if row is None else int(row[0])
+
+        async def counts() -> list[tuple[Any, ...]]:
+            cursor = await connection.execute(
+                "SELECT owner, state, tasks FROM a2a_scope_counts ORDER BY 1, 2"
+            )
+            return await cursor.fetchall()
+
+        assert await fold(("gone", 3, 1), ("gone", 3, 1), ("kept", 3, 1)) == 3
+        assert await counts() == [("gone", 3, 2), ("kept", 3, 1)]
+        assert await fold(("gone", 3, -1), ("gone", 3, -1), ("kept", 5, 1)) == 3
+        assert await counts() == [("kept", 3, 1), ("kept", 5, 1)]
+        assert await fold(("brief", 3, 1), ("brief", 3, -1)) == 2
+        assert await counts() == [("kept", 3, 1), ("kept", 5, 1)]
+        assert await fold() == 0
+
+
 @pytest.mark.parametrize("previous", range(SCHEMA_VERSION))
 async def test_a_database_of_every_earlier_version_is_migrated_to_this_one(
     postgres_database: str, previous: int

@@ -272,6 +272,9 @@ async def rows_left(url: str) -> dict[str, int]:
         )
         row = await cursor.fetchone()
         counts["counted"] = 0 if row is None else int(row[0])
+        cursor = await connection.execute("SELECT count(*) FROM a2a_scope_counts")
+        row = await cursor.fetchone()
+        counts["a2a_scope_counts rows"] = 0 if row is None else int(row[0])
         return counts
 
 

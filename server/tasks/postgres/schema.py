@@ -358,10 +358,51 @@ BEGIN
 END $$;
 """
 
+_V4 = r"""
+-- A count that folds to zero is deleted rather than kept: a scope whose tasks are all gone
+-- leaves no row behind (a count is both tables' sum, so a missing row counts 0). Zero rows are
+-- found as the fold writes them, then deleted by the next statement, which sees them.
+CREATE OR REPLACE FUNCTION a2a_fold_counts(p_batch integer) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    folded bigint;
+    zero_tenants text[];
+    zero_owners text[];
+    zero_states integer[];
+BEGIN
+    WITH taken AS (
+        DELETE FROM a2a_scope_changes WHERE id IN (
+            SELECT id FROM a2a_scope_changes ORDER BY id LIMIT p_batch FOR UPDATE SKIP LOCKED)
+        RETURNING tenant, owner, state, change
+    ), summed AS (
+        SELECT tenant, owner, state, sum(change) AS change, count(*) AS n
+        FROM taken GROUP BY tenant, owner, state
+    ), written AS (
+        INSERT INTO a2a_scope_counts AS c (tenant, owner, state, shard, tasks)
+        SELECT tenant, owner, state, 0, change FROM summed ORDER BY tenant, owner, state
+        ON CONFLICT (tenant, owner, state, shard) DO UPDATE SET tasks = c.tasks + EXCLUDED.tasks
+        RETURNING c.tenant, c.owner, c.state, c.tasks
+    )
+    SELECT (SELECT coalesce(sum(n), 0) FROM summed),
+        array_agg(tenant) FILTER (WHERE tasks = 0), array_agg(owner) FILTER (WHERE tasks = 0),
+        array_agg(state) FILTER (WHERE tasks = 0)
+    INTO folded, zero_tenants, zero_owners, zero_states
+    FROM written;
+    IF zero_tenants IS NOT NULL THEN
+        DELETE FROM a2a_scope_counts AS c
+        USING unnest(zero_tenants, zero_owners, zero_states) AS z(tenant, owner, state)
+        WHERE c.tenant = z.tenant AND c.owner = z.owner AND c.state = z.state
+            AND c.shard = 0 AND c.tasks = 0;
+    END IF;
+    RETURN folded;
+END $$;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tasks, events, replies, push configs, claims, leases, room", _V1),
     Migration(2, "scope counts as appended changes, folded by housekeeping", _V2),
     Migration(3, "cheaper scope count changes; a new task's claim and room at once", _V3),
+    Migration(4, "a scope count folded to zero is deleted", _V4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
