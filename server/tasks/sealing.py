@@ -28,6 +28,7 @@ store that keeps configs where others can read them (Redis, PostgreSQL) seals bo
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,12 +178,19 @@ class Resealed:
             self.changed += 1
 
 
+WARNED_CONFIGS = 1024
+"""Unreadable configs a codec remembers having warned about: a config met again after this
+many others is warned about again (bounded memory against a store full of them)."""
+
+
 class PushConfigCodec:
     """A push config as a durable store keeps it (bytes) and back, its secrets sealed with
     `keys` (None: kept as written)."""
 
     def __init__(self, keys: CredentialKeys | None) -> None:
         self.keys = keys
+        self._warned: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """The unreadable configs delivery has warned about (the latest WARNED_CONFIGS)."""
 
     def encode(self, config: a2a_pb2.TaskPushNotificationConfig) -> bytes:
         """The bytes to store: the config with its token and credentials sealed (when there
@@ -211,15 +219,25 @@ class PushConfigCodec:
 
     def decode_deliverable(self, raws: Sequence[bytes]) -> list[a2a_pb2.TaskPushNotificationConfig]:
         """The configs of `raws` that can be delivered to: one whose secrets cannot be opened
-        is left out, with one warning saying which (its webhook is not called: calling it
-        without its credentials, or with sealed text, would be wrong either way)."""
+        is left out (its webhook is not called: calling it without its credentials, or with
+        sealed text, would be wrong either way), with one warning saying which the first time
+        this codec meets it, not one for each of its task's events."""
         configs = []
         for raw in raws:
             try:
                 configs.append(self.decode(raw))
             except UnreadableCredentialsError as exc:
-                log.warning("%s; its webhook is not called", exc)
+                self._warn_once(exc)
         return configs
+
+    def _warn_once(self, exc: UnreadableCredentialsError) -> None:
+        config = (exc.task_id, exc.config_id)
+        if config in self._warned:
+            return
+        self._warned[config] = None
+        if len(self._warned) > WARNED_CONFIGS:
+            self._warned.popitem(last=False)
+        log.warning("%s; its webhook is not called", exc)
 
     def resealed(self, raw: bytes) -> bytes | None:
         """`raw` written again with every secret sealed with the first key, or None when it is

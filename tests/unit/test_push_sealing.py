@@ -105,11 +105,17 @@ def test_delivery_leaves_out_a_config_no_key_opens_with_one_log_line(
     kept = codec.encode(config(id="kept"))
     with caplog.at_level(logging.WARNING, logger="a2a_grpc.server.tasks.sealing"):
         deliverable = codec.decode_deliverable([foreign, kept])
+        for _ in range(3):  # the task's next events: delivered to the same configs
+            assert [c.id for c in codec.decode_deliverable([foreign, kept])] == ["kept"]
     assert [c.id for c in deliverable] == ["kept"]
     assert deliverable[0].authentication.credentials == CREDENTIALS
     (record,) = caplog.records
     assert "'lost' of task t1" in record.getMessage()
     assert "its webhook is not called" in record.getMessage()
+    other = PushConfigCodec(CredentialKeys([new_key().encode()])).encode(config(id="lost-too"))
+    with caplog.at_level(logging.WARNING, logger="a2a_grpc.server.tasks.sealing"):
+        codec.decode_deliverable([other, foreign])
+    assert ["'lost-too' of task t1" in r.getMessage() for r in caplog.records] == [False, True]
 
 
 def test_keys_come_one_a_line_or_comma_separated_comments_skipped(tmp_path: Path) -> None:
