@@ -5,8 +5,6 @@ refused after both gives both back so that a retry runs."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -26,22 +24,12 @@ from a2a_grpc.server.tasks.base import (
     TaskStore,
     Webhooks,
 )
-from a2a_grpc.server.tasks.postgres.store import PostgresTaskStore
 from a2a_grpc.server.tasks.registry import open_store
 from tests.integration.conftest import VERSION, collect, send_request
+from tests.integration.test_postgres_batch import started
 from tests.integration.test_postgres_store import scalar
 
 ALICE = Scope("tenant-a", "alice")
-
-
-@contextlib.asynccontextmanager
-async def started(url: str, **options: Any) -> AsyncIterator[PostgresTaskStore]:
-    store = PostgresTaskStore.connect(url, **options)
-    await store.start()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def test_a_new_tasks_claim_and_room_are_one_write(postgres_database: str) -> None:
