@@ -117,17 +117,16 @@ class Intake:
         budget = _budget(message)
         continued = message.task_id
         task_id = continued or new_id()
+        configuration = request.configuration
+        inline: a2a_pb2.TaskPushNotificationConfig | None = (
+            configuration.task_push_notification_config
+            if self.push is not None and configuration.HasField("task_push_notification_config")
+            else None
+        )
         # A message that makes a task with no inline webhook has its room reserved with its
         # claim where the store can (one write fewer), else after it (below).
         room = (
-            (scope, size)
-            if self.dedup.reserves_room
-            and not continued
-            and not (
-                self.push is not None
-                and request.configuration.HasField("task_push_notification_config")
-            )
-            else None
+            (scope, size) if self.dedup.reserves_room and not continued and inline is None else None
         )
         # Who runs this message id, before any state check: a repeat gets the first delivery's
         # outcome wherever it ran, also once the task it answered has moved on (finished, or
@@ -139,14 +138,10 @@ class Intake:
         try:
             # Most messages start a task: no coroutine made to learn that (~1k instructions).
             existing = await self._existing_task(message, scope) if continued else None
-            configuration = request.configuration
-            inline: a2a_pb2.TaskPushNotificationConfig | None = None
-            if self.push is not None and configuration.HasField("task_push_notification_config"):
-                inline = configuration.task_push_notification_config
-                if existing is not None:
-                    await self.push.check_room(
-                        task_id, inline.id, "configuration.task_push_notification_config"
-                    )
+            if inline is not None and existing is not None and self.push is not None:
+                await self.push.check_room(
+                    task_id, inline.id, "configuration.task_push_notification_config"
+                )
             output_modes, history_length, return_immediately = (
                 _configuration_of(configuration)
                 if request.HasField("configuration")
